@@ -1,0 +1,90 @@
+"""The contracts every algorithm shares: the environment it runs on, the
+`Algorithm` record it returns, and the registry the harness looks it up in.
+
+Nothing here (or anywhere in `algorithms/`) imports the harness: the harness
+adapts environment libraries to `Environment` and drives `Algorithm`s.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+import jax
+
+PRNGKey = jax.Array
+State = Any
+Metrics = dict[str, jax.Array]
+
+
+class TimeStep(NamedTuple):
+    """What an environment emits after `reset` or `step`, for one env.
+
+    After a step that ends an episode, `reward`, `terminated` and `truncated`
+    describe that last transition, while `observation`, `legal_action_mask`
+    and `current_player` already belong to the first state of the next
+    episode (auto-reset).
+    """
+
+    observation: jax.Array  # [*observation_shape] float32
+    legal_action_mask: jax.Array  # [num_actions] bool
+    reward: jax.Array  # [num_players] float32, reward of the last transition
+    terminated: jax.Array  # [] bool, the last transition reached a terminal state
+    truncated: jax.Array  # [] bool, the last transition hit a time limit
+    current_player: jax.Array  # [] int32, who acts next
+
+
+class Environment(NamedTuple):
+    """One environment, unbatched, with auto-reset. Pure functions only."""
+
+    reset: Callable[[PRNGKey], tuple[Any, TimeStep]]
+    step: Callable[[Any, jax.Array, PRNGKey], tuple[Any, TimeStep]]
+    observation_shape: tuple[int, ...]
+    num_actions: int  # number of discrete actions, or the action dimension
+    num_players: int
+    discrete_actions: bool
+
+
+class Algorithm(NamedTuple):
+    """A training pipeline as pure functions, in the manner of optax.
+
+    `step` is written for one seed and one device shard; the harness places
+    `vmap`, `scan`, `jit` and sharding around it.
+    """
+
+    init: Callable[[PRNGKey], State]
+    step: Callable[[State], tuple[State, Metrics]]
+    env_steps_per_step: int
+
+
+class Registration(NamedTuple):
+    """How the harness builds an algorithm from its configuration."""
+
+    # make(config, env, *, optimizer, axis_name) -> Algorithm
+    make: Callable[..., Algorithm]
+    # Optimizer updates per `step`, so that learning-rate schedules span the run.
+    updates_per_step: Callable[[Any], int]
+    # Env steps consumed per `step` (one seed), known before anything runs.
+    env_steps_per_step: Callable[[Any], int]
+    # Returns None when `env` is usable, else a sentence saying why not.
+    check_env: Callable[[Any, Environment], str | None]
+
+
+registry: dict[str, Registration] = {}
+
+
+def register(name: str, registration: Registration) -> None:
+    registry[name] = registration
+
+
+def single_agent_discrete(name: str) -> Callable[[Any, Environment], str | None]:
+    """An env check for algorithms that need one agent and discrete actions."""
+
+    def check(config: Any, env: Environment) -> str | None:
+        del config
+        if not env.discrete_actions:
+            return f"{name} needs a discrete action space; this env's actions are continuous"
+        if env.num_players != 1:
+            return f"{name} needs a single-agent env; this env has {env.num_players} players"
+        return None
+
+    return check

@@ -1,0 +1,71 @@
+"""From a validated spec to what the runner needs: env, optimizer, algorithm
+and iteration counts. Problems that need the env to be found (an unknown env
+id, an env the algorithm cannot handle, a budget below one iteration) are
+reported here as `SpecError`s, before anything is compiled or logged."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import optax
+
+import algorithms
+from harness import envs
+from harness.spec import Spec, SpecError, spec_hash
+
+
+class Plan(NamedTuple):
+    spec: Spec
+    spec_hash: str
+    env: algorithms.Environment
+    env_info: envs.EnvInfo
+    algorithm: algorithms.Algorithm
+    num_iterations: int  # per seed
+    env_steps_per_iteration: int  # per seed
+
+    @property
+    def env_steps(self) -> int:
+        """Env steps each seed actually takes (the budget rounded down to whole iterations)."""
+        return self.num_iterations * self.env_steps_per_iteration
+
+
+def make_optimizer(spec: Any, total_updates: int) -> optax.GradientTransformation:
+    """optax from the spec's `optimizer:` section; `total_updates` spans the
+    linear annealing of the learning rate to zero."""
+    learning_rate: Any = spec.learning_rate
+    if spec.anneal_lr:
+        learning_rate = optax.linear_schedule(spec.learning_rate, 0.0, max(total_updates, 1))
+    if spec.name == "adam":
+        opt = optax.adam(learning_rate, eps=spec.adam_eps)
+    else:
+        opt = optax.sgd(learning_rate, momentum=spec.momentum or None)
+    if spec.max_grad_norm is not None:
+        opt = optax.chain(optax.clip_by_global_norm(spec.max_grad_norm), opt)
+    return opt
+
+
+def build(spec: Spec, source: str = "<spec>", lines: dict[str, int] | None = None) -> Plan:
+    try:
+        env, env_info = envs.make(spec.env.suite, spec.env.id, spec.env.kwargs)
+    except envs.UnknownEnvError as error:
+        raise SpecError(source, [("env.id", str(error))], lines) from None
+    except TypeError as error:  # the env constructor rejected a keyword
+        raise SpecError(source, [("env.kwargs", str(error))], lines) from None
+
+    registration = algorithms.registry[spec.algorithm]
+    config = spec.hyperparameters
+    problem = registration.check_env(config, env)
+    if problem:
+        raise SpecError(source, [("env.id", f"{spec.env.suite}/{spec.env.id}: {problem}")], lines)
+
+    steps_per_iteration = registration.env_steps_per_step(config)
+    num_iterations = spec.budget.env_steps // steps_per_iteration
+    if num_iterations < 1:
+        raise SpecError(
+            source,
+            [("budget.env_steps", f"{spec.budget.env_steps} is less than one iteration ({steps_per_iteration} env steps)")],
+            lines,
+        )
+    optimizer = make_optimizer(spec.optimizer, num_iterations * registration.updates_per_step(config))
+    algorithm = registration.make(config, env, network=spec.network, optimizer=optimizer)
+    return Plan(spec, spec_hash(spec), env, env_info, algorithm, num_iterations, steps_per_iteration)

@@ -1,0 +1,231 @@
+"""One environment interface (`algorithms.base.Environment`) over gymnax,
+jumanji and pgx.
+
+Each adapter is a pair of pure functions, `reset(key)` and
+`step(state, action, key)`, with auto-reset: a step that ends an episode
+reports its reward and end flags, and returns the next episode's first
+observation. Every adapter also reports the library's version and, where the
+env has one, the env's own version, so that results record exactly what ran.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from algorithms.base import Environment, TimeStep
+
+SUITES = ("gymnax", "jumanji", "pgx")
+
+
+class EnvInfo(NamedTuple):
+    suite: str
+    id: str
+    library_version: str
+    env_version: str | None
+
+    def as_tags(self) -> dict[str, str]:
+        return {
+            "env.suite": self.suite,
+            "env.id": self.id,
+            "env.library_version": self.library_version,
+            "env.version": self.env_version or "",
+        }
+
+
+class UnknownEnvError(ValueError):
+    """The suite has no env of that id; the message lists what it has."""
+
+
+def _select(pred: jax.Array, on_true: Any, on_false: Any) -> Any:
+    return jax.tree.map(lambda a, b: jnp.where(pred, a, b), on_true, on_false)
+
+
+def _version(package: str) -> str:
+    return importlib.metadata.version(package)
+
+
+def _closest(name: str, options: list[str]) -> str:
+    import difflib
+
+    hint = difflib.get_close_matches(name, options, n=1)
+    suffix = f" (did you mean {hint[0]!r}?)" if hint else ""
+    return f"{suffix}; available: {', '.join(sorted(options))}"
+
+
+# --------------------------------------------------------------------- gymnax
+
+
+def _make_gymnax(env_id: str, kwargs: dict[str, Any]) -> tuple[Environment, EnvInfo]:
+    import gymnax
+    from gymnax.environments import spaces
+
+    if env_id not in gymnax.registered_envs:
+        raise UnknownEnvError(f"gymnax has no env {env_id!r}" + _closest(env_id, list(gymnax.registered_envs)))
+    env, params = gymnax.make(env_id, **kwargs)
+    action_space = env.action_space(params)
+    discrete = isinstance(action_space, spaces.Discrete)
+    num_actions = int(action_space.n) if discrete else int(jnp.prod(jnp.array(action_space.shape)))
+    obs_shape = tuple(env.observation_space(params).shape)
+
+    def timestep(obs, reward, terminated, truncated) -> TimeStep:
+        return TimeStep(
+            observation=jnp.asarray(obs, jnp.float32).reshape(obs_shape),
+            legal_action_mask=jnp.ones((num_actions,), bool),
+            reward=jnp.asarray(reward, jnp.float32).reshape(1),
+            terminated=jnp.asarray(terminated, bool),
+            truncated=jnp.asarray(truncated, bool) & ~jnp.asarray(terminated, bool),
+            current_player=jnp.zeros((), jnp.int32),
+        )
+
+    def reset(key):
+        obs, state = env.reset(key, params)
+        return state, timestep(obs, 0.0, False, False)
+
+    def step(state, action, key):
+        # gymnax's own `step` resets on termination or truncation.
+        obs, state, reward, terminated, truncated, _ = env.step(key, state, action, params)
+        return state, timestep(obs, reward, terminated, truncated)
+
+    version = env_id.rsplit("-", 1)[-1] if "-v" in env_id else None
+    return (
+        Environment(reset, step, obs_shape, num_actions, 1, discrete),
+        EnvInfo("gymnax", env_id, _version("gymnax"), version),
+    )
+
+
+# -------------------------------------------------------------------- jumanji
+
+
+def _flatten_observation(observation: Any) -> jax.Array:
+    """Every array of a jumanji observation but its action mask, as one
+    float32 vector (or the one array as it is, when there is only one)."""
+    leaves = [
+        jnp.asarray(leaf, jnp.float32)
+        for path, leaf in jax.tree_util.tree_flatten_with_path(observation)[0]
+        if "action_mask" not in jax.tree_util.keystr(path)
+    ]
+    if len(leaves) == 1:
+        return leaves[0]
+    return jnp.concatenate([leaf.reshape(-1) for leaf in leaves])
+
+
+def _make_jumanji(env_id: str, kwargs: dict[str, Any]) -> tuple[Environment, EnvInfo]:
+    import jumanji
+    from jumanji import specs
+    from jumanji.types import StepType
+
+    registered = sorted(jumanji.registered_environments())
+    if env_id not in registered:
+        raise UnknownEnvError(f"jumanji has no env {env_id!r}" + _closest(env_id, registered))
+    env = jumanji.make(env_id, **kwargs)
+    action_spec = env.action_spec
+    discrete = isinstance(action_spec, specs.DiscreteArray)
+    if discrete:
+        num_actions = int(action_spec.num_values)
+    else:
+        num_actions = int(jnp.prod(jnp.array(action_spec.shape)))
+    _, first = jax.eval_shape(env.reset, jax.random.key(0))
+    obs_shape = tuple(jax.eval_shape(_flatten_observation, first.observation).shape)
+
+    def timestep(ts) -> TimeStep:
+        mask = getattr(ts.observation, "action_mask", None)
+        if mask is None or mask.shape != (num_actions,):
+            mask = jnp.ones((num_actions,), bool)
+        last = ts.step_type == StepType.LAST
+        # jumanji ends an episode with discount 0 on termination and keeps
+        # discount 1 when it only hit a time limit.
+        terminated = last & (ts.discount == 0)
+        return TimeStep(
+            observation=_flatten_observation(ts.observation),
+            legal_action_mask=jnp.asarray(mask, bool),
+            reward=jnp.asarray(ts.reward, jnp.float32).reshape(1),
+            terminated=terminated,
+            truncated=last & ~terminated,
+            current_player=jnp.zeros((), jnp.int32),
+        )
+
+    def reset(key):
+        state, ts = env.reset(key)
+        return state, timestep(ts)
+
+    def step(state, action, key):
+        next_state, ts = env.step(state, action)
+        reset_state, reset_ts = env.reset(key)
+        out = timestep(ts)
+        restart = timestep(reset_ts)
+        done = out.terminated | out.truncated
+        state = _select(done, reset_state, next_state)
+        return state, out._replace(
+            observation=jnp.where(done, restart.observation, out.observation),
+            legal_action_mask=jnp.where(done, restart.legal_action_mask, out.legal_action_mask),
+        )
+
+    version = env_id.rsplit("-", 1)[-1]
+    return (
+        Environment(reset, step, obs_shape, num_actions, 1, discrete),
+        EnvInfo("jumanji", env_id, _version("jumanji"), version),
+    )
+
+
+# ------------------------------------------------------------------------ pgx
+
+
+def _make_pgx(env_id: str, kwargs: dict[str, Any]) -> tuple[Environment, EnvInfo]:
+    import pgx
+
+    available = list(pgx.available_envs())
+    if env_id not in available:
+        raise UnknownEnvError(f"pgx has no env {env_id!r}" + _closest(env_id, available))
+    env = pgx.make(env_id, **kwargs)
+
+    def timestep(state, reward, terminated, truncated) -> TimeStep:
+        return TimeStep(
+            observation=jnp.asarray(state.observation, jnp.float32),
+            legal_action_mask=state.legal_action_mask,
+            reward=jnp.asarray(reward, jnp.float32),
+            terminated=jnp.asarray(terminated, bool),
+            truncated=jnp.asarray(truncated, bool) & ~jnp.asarray(terminated, bool),
+            current_player=jnp.asarray(state.current_player, jnp.int32),
+        )
+
+    def reset(key):
+        state = env.init(key)
+        return state, timestep(state, jnp.zeros_like(state.rewards), False, False)
+
+    def step(state, action, key):
+        key_step, key_reset = jax.random.split(key)
+        state = env.step(state, action, key_step)
+        done = state.terminated | state.truncated
+        out = timestep(state, state.rewards, state.terminated, state.truncated)
+        restart = env.init(key_reset)
+        state = _select(done, restart, state)
+        return state, out._replace(
+            observation=jnp.where(done, restart.observation.astype(jnp.float32), out.observation),
+            legal_action_mask=jnp.where(done, restart.legal_action_mask, out.legal_action_mask),
+            current_player=jnp.where(done, restart.current_player, out.current_player),
+        )
+
+    return (
+        Environment(
+            reset, step, tuple(env.observation_shape), int(env.num_actions), int(env.num_players), True
+        ),
+        EnvInfo("pgx", env_id, _version("pgx"), str(env.version)),
+    )
+
+
+_MAKERS: dict[str, Callable[[str, dict[str, Any]], tuple[Environment, EnvInfo]]] = {
+    "gymnax": _make_gymnax,
+    "jumanji": _make_jumanji,
+    "pgx": _make_pgx,
+}
+
+
+def make(suite: str, env_id: str, kwargs: dict[str, Any] | None = None) -> tuple[Environment, EnvInfo]:
+    """Build the adapter for `suite`/`env_id`; raises `UnknownEnvError`."""
+    if suite not in _MAKERS:
+        raise UnknownEnvError(f"unknown env suite {suite!r}; available: {', '.join(SUITES)}")
+    return _MAKERS[suite](env_id, dict(kwargs or {}))

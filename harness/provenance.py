@@ -1,0 +1,60 @@
+"""What a result was produced with: package versions, git state, devices."""
+
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+import os
+import platform
+import subprocess
+from pathlib import Path
+
+import jax
+
+PACKAGES = ("jax", "jaxlib", "flax", "optax", "pgx", "jumanji", "gymnax", "mctx", "mlflow", "orbax-checkpoint")
+
+
+@functools.cache
+def versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for package in PACKAGES:
+        try:
+            out[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            out[package] = "not installed"
+    return out
+
+
+@functools.cache
+def git_state() -> dict[str, str]:
+    """Commit and dirty flag of the repository the harness code lives in."""
+    root = Path(__file__).resolve().parent.parent
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", *args], cwd=root, capture_output=True, text=True, check=True, timeout=10
+        ).stdout.strip()
+
+    try:
+        commit = git("rev-parse", "HEAD")
+        dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": "unknown", "dirty": "unknown"}
+    return {"commit": commit, "dirty": str(dirty).lower()}
+
+
+def fingerprint() -> dict[str, str]:
+    """The devices and numerics settings a run executes with."""
+    devices = jax.devices()
+    return {
+        "platform": devices[0].platform,
+        "device_kind": devices[0].device_kind,
+        "device_count": str(jax.device_count()),
+        "local_device_count": str(jax.local_device_count()),
+        "process_count": str(jax.process_count()),
+        "xla_flags": os.environ.get("XLA_FLAGS", ""),
+        "prng_impl": str(jax.config.jax_default_prng_impl),
+        "jax_threefry_partitionable": str(bool(jax.config.jax_threefry_partitionable)).lower(),
+        "host": platform.node(),
+        "cpu": platform.processor() or platform.machine(),
+    }

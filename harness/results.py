@@ -1,0 +1,79 @@
+"""The record of a finished run (`results.json`), written as an MLflow
+artifact and, for published specs, kept in `results/` as the reference."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import numpy as np
+
+from harness import provenance
+from harness.build import Plan
+from harness.runner import RunResult
+from harness.spec import canonical
+
+FINAL_FRACTION = 0.1  # "final" metrics average the last 10% of iterations
+CURVE_POINTS = 20  # curves are kept at this many evenly spaced iterations
+
+
+def final_window(num_iterations: int) -> int:
+    return max(1, math.ceil(num_iterations * FINAL_FRACTION))
+
+
+def curve_indices(num_iterations: int) -> list[int]:
+    points = min(CURVE_POINTS, num_iterations)
+    return sorted({math.ceil(num_iterations * (i + 1) / points) - 1 for i in range(points)})
+
+
+def per_seed_final(plan: Plan, result: RunResult) -> dict[int, dict[str, float]]:
+    window = final_window(plan.num_iterations)
+    return {
+        seed: {name: float(values[-window:, i].mean()) for name, values in result.metrics.items()}
+        for i, seed in enumerate(plan.spec.seeds)
+    }
+
+
+def summary(finals: dict[int, dict[str, float]]) -> dict[str, float]:
+    names = next(iter(finals.values())).keys()
+    return {name: float(np.mean([f[name] for f in finals.values()])) for name in names}
+
+
+def make_results(plan: Plan, result: RunResult, wall_seconds: float) -> dict[str, Any]:
+    finals = per_seed_final(plan, result)
+    index = curve_indices(plan.num_iterations)
+    return {
+        "format": 1,
+        "spec_name": plan.spec.name,
+        "spec_hash": plan.spec_hash,
+        "spec": canonical(plan.spec),
+        "env": plan.env_info._asdict(),
+        "seeds": list(plan.spec.seeds),
+        "iterations": plan.num_iterations,
+        "env_steps_per_seed": plan.env_steps,
+        "final_fraction": FINAL_FRACTION,
+        "final": {name: value for name, value in summary(finals).items()},
+        "per_seed_final": {str(seed): values for seed, values in finals.items()},
+        "curves": {
+            "env_steps": [(i + 1) * plan.env_steps_per_iteration for i in index],
+            "metrics": {
+                name: {str(seed): [float(values[i, s]) for i in index] for s, seed in enumerate(plan.spec.seeds)}
+                for name, values in result.metrics.items()
+            },
+        },
+        "speed": {
+            "sps": result.sps,
+            "sps_per_seed": result.sps / len(plan.spec.seeds),
+            "compile_seconds": result.compile_seconds,
+            "wall_seconds": wall_seconds,
+            "chunk_seconds_median": float(np.median(result.chunk_seconds)),
+        },
+        "fingerprint": provenance.fingerprint(),
+        "versions": provenance.versions(),
+        "git": provenance.git_state(),
+    }
+
+
+def to_json(results: dict[str, Any]) -> str:
+    return json.dumps(results, indent=2, allow_nan=False) + "\n"

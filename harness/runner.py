@@ -1,0 +1,162 @@
+"""Runs an `Algorithm` over many seeds: `jit(scan(vmap(step)))` chunks.
+
+The state carries a leading seed axis; each chunk runs `chunk_iterations`
+iterations fully on the device and returns every iteration's metrics
+(`[K, num_seeds]` per name). Compilation happens ahead of time and is timed
+apart; steps per second count only steady-state chunks. The host loop
+dispatches chunk i+1 before it reads chunk i's metrics, so logging and the
+progress bar overlap with the device's work instead of stalling it.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Callable, NamedTuple, Protocol
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from algorithms.base import Algorithm
+
+
+class NonFiniteMetricError(RuntimeError):
+    """A metric became NaN or Inf; names the metric, iteration and seed."""
+
+    def __init__(self, metric: str, iteration: int, seed: int, value: float):
+        self.metric, self.iteration, self.seed, self.value = metric, iteration, seed, value
+        super().__init__(f"metric {metric!r} is {value} at iteration {iteration} (seed {seed}); training stopped")
+
+
+class ChunkMetrics(NamedTuple):
+    first_iteration: int  # 1-based index of the chunk's first iteration
+    metrics: dict[str, np.ndarray]  # name -> [K, num_seeds]
+
+
+class Sink(Protocol):
+    def __call__(self, chunk: ChunkMetrics) -> None: ...
+
+
+class RunResult(NamedTuple):
+    metrics: dict[str, np.ndarray]  # name -> [num_iterations, num_seeds]
+    state: Any  # the final state, leading seed axis
+    compile_seconds: float  # init and chunk compiles, ahead of time
+    steady_seconds: float  # wall time of the steady-state chunks
+    steady_env_steps: int  # env steps (all seeds) in the steady-state chunks
+    chunk_seconds: list[float]  # wall time of every chunk, in order
+
+    @property
+    def sps(self) -> float:
+        """Steady-state env steps per second, all seeds together."""
+        return self.steady_env_steps / self.steady_seconds if self.steady_seconds > 0 else float("nan")
+
+
+def seed_keys(seeds: tuple[int, ...] | list[int]) -> jax.Array:
+    """One typed PRNG key per seed, `[num_seeds]`."""
+    return jax.vmap(jax.random.key)(jnp.asarray(seeds, dtype=jnp.uint32))
+
+
+def make_chunk(step: Callable, length: int) -> Callable:
+    """`length` iterations of the seed-vmapped `step`, jitted, state donated."""
+
+    def chunk(state):
+        return jax.lax.scan(lambda carry, _: jax.vmap(step)(carry), state, None, length=length)
+
+    return jax.jit(chunk, donate_argnums=0)
+
+
+def compile_chunk(step: Callable, length: int, state: Any) -> tuple[Callable, float]:
+    start = time.perf_counter()
+    compiled = make_chunk(step, length).lower(state).compile()
+    return compiled, time.perf_counter() - start
+
+
+def init_state(algorithm: Algorithm, seeds: tuple[int, ...]) -> tuple[Any, float]:
+    """The seed-batched initial state, and the seconds its compile took."""
+    keys = seed_keys(seeds)
+    start = time.perf_counter()
+    init = jax.jit(jax.vmap(algorithm.init)).lower(keys).compile()
+    compile_seconds = time.perf_counter() - start
+    return jax.block_until_ready(init(keys)), compile_seconds
+
+
+def check_finite(chunk: ChunkMetrics, seeds: tuple[int, ...]) -> None:
+    for name, values in chunk.metrics.items():
+        bad = ~np.isfinite(values)
+        if bad.any():
+            k, s = np.argwhere(bad)[0]
+            raise NonFiniteMetricError(name, chunk.first_iteration + int(k), seeds[int(s)], float(values[k, s]))
+
+
+def run(
+    algorithm: Algorithm,
+    seeds: tuple[int, ...],
+    num_iterations: int,
+    chunk_iterations: int,
+    *,
+    sink: Sink | None = None,
+    on_compiled: Callable[[float], None] | None = None,
+) -> RunResult:
+    """Train every seed for `num_iterations` iterations.
+
+    Args:
+      algorithm: the pure pipeline; `step` is vmapped over seeds here.
+      seeds: one independent run per seed.
+      num_iterations: iterations per seed.
+      chunk_iterations: iterations per jitted call (the logging interval).
+      sink: called on the host with each chunk's metrics, in order, after the
+        NaN/Inf check. It runs while the device computes the next chunk.
+      on_compiled: called with the compile seconds once compiling is done.
+
+    Raises:
+      NonFiniteMetricError: a metric is NaN or Inf; no later chunk is logged.
+    """
+    state, compile_seconds = init_state(algorithm, seeds)
+    chunk_iterations = min(chunk_iterations, num_iterations)
+    full_chunks, remainder = divmod(num_iterations, chunk_iterations)
+    chunk_fn, seconds = compile_chunk(algorithm.step, chunk_iterations, state)
+    compile_seconds += seconds
+    lengths = [chunk_iterations] * full_chunks
+    tail_fn = None
+    if remainder:
+        # A shorter last chunk is another program; compile it now, not mid-run.
+        tail_fn, seconds = compile_chunk(algorithm.step, remainder, state)
+        compile_seconds += seconds
+        lengths.append(remainder)
+    if on_compiled is not None:
+        on_compiled(compile_seconds)
+
+    collected: list[dict[str, np.ndarray]] = []
+    done_at: list[float] = []
+
+    def handle(first_iteration: int, metrics: Any) -> None:
+        host = ChunkMetrics(first_iteration, {k: np.asarray(v) for k, v in jax.device_get(metrics).items()})
+        done_at.append(time.perf_counter())
+        check_finite(host, seeds)
+        collected.append(host.metrics)
+        if sink is not None:
+            sink(host)
+
+    started = time.perf_counter()
+    pending = None
+    first_iteration = 1
+    for i, length in enumerate(lengths):
+        fn = tail_fn if (remainder and i == len(lengths) - 1) else chunk_fn
+        state, metrics = fn(state)
+        if pending is not None:
+            handle(*pending)
+        pending = (first_iteration, metrics)
+        first_iteration += length
+    handle(*pending)
+    state = jax.block_until_ready(state)
+
+    ends = [started, *done_at]
+    chunk_seconds = [b - a for a, b in zip(ends, ends[1:])]
+    env_steps = [n * algorithm.env_steps_per_step * len(seeds) for n in lengths]
+    # The first chunk carries one-off costs (allocation, first transfers); when
+    # there are several, steady state starts after it.
+    skip = 1 if len(lengths) > 1 else 0
+    steady_seconds = math.fsum(chunk_seconds[skip:])
+    metrics = {k: np.concatenate([c[k] for c in collected]) for k in collected[0]}
+    return RunResult(metrics, state, compile_seconds, steady_seconds, sum(env_steps[skip:]), chunk_seconds)

@@ -1,0 +1,297 @@
+"""Experiment specs: YAML in, frozen pydantic models out, and a canonical hash.
+
+A spec file is loaded with `yaml.safe_load`, its `algorithm:` field picks the
+model, and every problem is reported as a `SpecError` naming the file, the
+key and, where it can be found, the line.
+
+The hash is sha256 of the canonical JSON form of the *resolved* spec (all
+defaults filled in, seeds expanded to a list, keys sorted), so key order,
+YAML formatting and writing a default out explicitly do not change it, while
+any change of a value does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Literal, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+
+
+class SpecError(Exception):
+    """A problem with a spec, reported to the user without a traceback."""
+
+    def __init__(self, source: str, problems: list[tuple[str, str]], lines: dict[str, int] | None = None):
+        self.source = source
+        self.problems = problems  # (dotted key or "", message)
+        self.lines = lines or {}
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        out = []
+        for key, message in self.problems:
+            where = self.source
+            if key:
+                where += f": {key}"
+            line = self.lines.get(key)
+            if line is not None:
+                where += f" (line {line})"
+            out.append(f"{where}: {message}")
+        return "\n".join(out)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class EnvSpec(_Model):
+    suite: Literal["gymnax", "jumanji", "pgx"]
+    id: str
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+
+
+class SeedRange(_Model):
+    count: int = Field(gt=0)
+    base: int = Field(default=0, ge=0)
+
+
+class BudgetSpec(_Model):
+    env_steps: int = Field(gt=0, description="environment steps per seed")
+
+
+class NetworkSpec(_Model):
+    kind: Literal["mlp"] = "mlp"
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    activation: Literal["tanh", "relu"] = "tanh"
+
+    @field_validator("hidden_sizes")
+    @classmethod
+    def _positive(cls, sizes: tuple[int, ...]) -> tuple[int, ...]:
+        if not sizes or any(s <= 0 for s in sizes):
+            raise ValueError("hidden_sizes must be a non-empty list of positive integers")
+        return sizes
+
+
+class OptimizerSpec(_Model):
+    name: Literal["adam", "sgd"] = "adam"
+    learning_rate: float = Field(default=3e-4, gt=0)
+    anneal_lr: bool = Field(default=False, description="anneal linearly to 0 over the run")
+    max_grad_norm: float | None = Field(default=None, gt=0, description="global-norm clipping")
+    adam_eps: float = Field(default=1e-8, gt=0)
+    momentum: float = Field(default=0.0, ge=0, lt=1)
+
+
+class LoggingSpec(_Model):
+    interval: int = Field(
+        default=10,
+        gt=0,
+        description="iterations per jitted chunk: the host syncs, logs every "
+        "iteration's metrics and updates the progress bar once per chunk",
+    )
+
+
+class TrackingSpec(_Model):
+    experiment: str | None = Field(default=None, description="MLflow experiment; the spec name if unset")
+    uri: str | None = Field(default=None, description="MLflow tracking URI; sqlite:///mlflow.db if unset")
+
+
+class ReinforceHyperparameters(_Model):
+    num_envs: int = Field(default=16, gt=0, description="B: envs stepped in parallel per seed")
+    num_steps: int = Field(default=32, gt=0, description="T: steps per rollout fragment")
+    gamma: float = Field(default=0.99, ge=0, le=1)
+    baseline: bool = Field(default=True, description="learn a value baseline and bootstrap fragments with it")
+    value_coef: float = Field(default=0.5, ge=0)
+    entropy_coef: float = Field(default=0.01, ge=0)
+    c_rho: float | None = Field(default=None, gt=0, description="clip of the importance weights; null: no clip")
+    update_epochs: int = Field(default=1, gt=0, description="passes over each fragment")
+    num_minibatches: int = Field(default=1, gt=0, description="minibatches per pass, split over envs")
+    normalize_advantages: bool = False
+
+    @field_validator("num_minibatches")
+    @classmethod
+    def _minibatches_divide(cls, num_minibatches: int, info: ValidationInfo) -> int:
+        num_envs = info.data.get("num_envs")
+        if num_envs is not None and num_envs % num_minibatches:
+            raise ValueError(f"num_envs ({num_envs}) does not divide into num_minibatches ({num_minibatches})")
+        return num_minibatches
+
+
+class _SpecBase(_Model):
+    name: str = Field(min_length=1)
+    env: EnvSpec
+    seeds: tuple[int, ...]
+    budget: BudgetSpec
+    network: NetworkSpec = NetworkSpec()
+    optimizer: OptimizerSpec = OptimizerSpec()
+    logging: LoggingSpec = LoggingSpec()
+    tracking: TrackingSpec = TrackingSpec()
+
+    @field_validator("seeds", mode="before")
+    @classmethod
+    def _expand_seeds(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            rng = SeedRange.model_validate(value)
+            return tuple(range(rng.base, rng.base + rng.count))
+        return value
+
+    @field_validator("seeds")
+    @classmethod
+    def _check_seeds(cls, seeds: tuple[int, ...]) -> tuple[int, ...]:
+        if not seeds:
+            raise ValueError("at least one seed is needed")
+        if len(set(seeds)) != len(seeds):
+            raise ValueError("seeds must be distinct")
+        if any(not 0 <= s < 2**32 for s in seeds):
+            raise ValueError("seeds must be in [0, 2**32)")
+        return seeds
+
+    @property
+    def experiment_name(self) -> str:
+        return self.tracking.experiment or self.name
+
+
+class ReinforceSpec(_SpecBase):
+    algorithm: Literal["reinforce"]
+    hyperparameters: ReinforceHyperparameters = ReinforceHyperparameters()
+
+
+Spec = Union[ReinforceSpec]
+SPEC_MODELS: dict[str, type[_SpecBase]] = {"reinforce": ReinforceSpec}
+
+
+# ---------------------------------------------------------------- canonical
+
+
+def canonical(spec: _SpecBase) -> dict[str, Any]:
+    """The resolved spec as plain JSON-able data, in the model's key order."""
+    data = spec.model_dump(mode="json")
+    return {"algorithm": data.pop("algorithm"), **data} if "algorithm" in data else data
+
+
+def canonical_json(spec: _SpecBase) -> str:
+    return json.dumps(canonical(spec), sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+def spec_hash(spec: _SpecBase) -> str:
+    return hashlib.sha256(canonical_json(spec).encode()).hexdigest()
+
+
+def to_yaml(spec: _SpecBase) -> str:
+    data = canonical(spec)
+    ordered = {"name": data.pop("name"), "algorithm": data.pop("algorithm"), **data}
+    return yaml.safe_dump(ordered, sort_keys=False, default_flow_style=None)
+
+
+def flatten(data: Any, prefix: str = "") -> dict[str, str]:
+    """Nested dicts and lists as dotted keys with string values (MLflow params)."""
+    out: dict[str, str] = {}
+    if isinstance(data, dict):
+        if not data and prefix:
+            out[prefix] = "{}"
+        for key, value in data.items():
+            out.update(flatten(value, f"{prefix}.{key}" if prefix else str(key)))
+    elif isinstance(data, (list, tuple)) and not all(isinstance(v, (int, float, str, bool)) for v in data):
+        for i, value in enumerate(data):
+            out.update(flatten(value, f"{prefix}.{i}"))
+    else:
+        out[prefix] = json.dumps(data) if not isinstance(data, str) else data
+    return out
+
+
+# ------------------------------------------------------------------ loading
+
+
+def key_lines(text: str) -> dict[str, int]:
+    """Map each dotted key path of a YAML document to its 1-based line."""
+    lines: dict[str, int] = {}
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return lines
+
+    def walk(node: Any, prefix: str) -> None:
+        if isinstance(node, yaml.MappingNode):
+            for key_node, value_node in node.value:
+                path = f"{prefix}.{key_node.value}" if prefix else str(key_node.value)
+                lines[path] = key_node.start_mark.line + 1
+                walk(value_node, path)
+        elif isinstance(node, yaml.SequenceNode):
+            for i, item in enumerate(node.value):
+                path = f"{prefix}.{i}"
+                lines[path] = item.start_mark.line + 1
+                walk(item, path)
+
+    walk(root, "")
+    return lines
+
+
+def _problems(error: ValidationError) -> list[tuple[str, str]]:
+    problems = []
+    for err in error.errors():
+        loc = [str(part) for part in err["loc"]]
+        message = err["msg"]
+        if err["type"] == "extra_forbidden":
+            message = "unknown key"
+        elif err["type"] == "missing":
+            message = "required key is missing"
+        elif message.startswith("Value error, "):
+            message = message[len("Value error, ") :]
+        if "input" in err and err["type"] not in ("extra_forbidden", "missing") and not isinstance(
+            err["input"], (dict, list)
+        ):
+            message += f" (got {err['input']!r})"
+        problems.append((".".join(loc), message))
+    return problems
+
+
+def parse(data: Any, source: str = "<spec>", text: str | None = None) -> Spec:
+    """Validate already-loaded YAML data into a spec model."""
+    lines = key_lines(text) if text is not None else {}
+    if not isinstance(data, dict):
+        raise SpecError(source, [("", "a spec must be a YAML mapping of keys to values")])
+    algorithm = data.get("algorithm")
+    if algorithm is None:
+        raise SpecError(source, [("algorithm", "required key is missing")], lines)
+    if algorithm not in SPEC_MODELS:
+        raise SpecError(
+            source,
+            [("algorithm", f"unknown algorithm {algorithm!r}; available: {', '.join(sorted(SPEC_MODELS))}")],
+            lines,
+        )
+    try:
+        return SPEC_MODELS[algorithm].model_validate(data)
+    except ValidationError as error:
+        problems = _problems(error)
+        # Point a missing key at its parent's line, the nearest place that exists.
+        resolved = dict(lines)
+        for key, _ in problems:
+            parent = key
+            while parent and parent not in resolved:
+                parent = parent.rpartition(".")[0]
+            if parent:
+                resolved[key] = resolved[parent]
+        raise SpecError(source, problems, resolved) from None
+
+
+def load(path: str | Path) -> Spec:
+    """Read and validate a spec file; every problem raises `SpecError`."""
+    path = Path(path)
+    source = str(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise SpecError(source, [("", "no such file")]) from None
+    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as error:
+        raise SpecError(source, [("", f"cannot read the file: {error}")]) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        problem = getattr(error, "problem", None) or str(error)
+        raise SpecError(source, [("", f"invalid YAML: {where}{problem}")]) from None
+    return parse(data, source, text)
+

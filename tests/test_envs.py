@@ -1,0 +1,111 @@
+"""One API test that every adapted env passes, plus auto-reset checks."""
+
+from __future__ import annotations
+
+import importlib.metadata
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from harness import envs
+
+ENVS = [
+    ("gymnax", "CartPole-v1"),
+    ("gymnax", "Acrobot-v1"),
+    ("jumanji", "Snake-v1"),
+    ("jumanji", "Game2048-v1"),
+    ("jumanji", "Knapsack-v1"),
+    ("pgx", "tic_tac_toe"),
+    ("pgx", "connect_four"),
+    ("pgx", "othello"),
+]
+NUM_ENVS, NUM_STEPS = 4, 64
+
+
+def random_rollout(env, seed=0):
+    """NUM_STEPS steps of NUM_ENVS envs with uniformly random legal actions."""
+
+    def step(carry, key):
+        state, ts = carry
+        action_key, env_key = jax.random.split(key)
+        logits = jnp.where(ts.legal_action_mask, 0.0, -jnp.inf)
+        action = jax.random.categorical(action_key, logits)
+        state, next_ts = jax.vmap(env.step)(state, action, jax.random.split(env_key, NUM_ENVS))
+        return (state, next_ts), (ts, action, next_ts)
+
+    @jax.jit
+    def rollout(key):
+        reset_key, key = jax.random.split(key)
+        carry = jax.vmap(env.reset)(jax.random.split(reset_key, NUM_ENVS))
+        return jax.lax.scan(step, carry, jax.random.split(key, NUM_STEPS))[1]
+
+    return jax.device_get(rollout(jax.random.key(seed)))
+
+
+@pytest.mark.parametrize("suite,env_id", ENVS, ids=[f"{s}/{e}" for s, e in ENVS])
+def test_env_api(suite, env_id):
+    env, info = envs.make(suite, env_id)
+    before, action, after = random_rollout(env)
+    assert before.observation.shape == (NUM_STEPS, NUM_ENVS, *env.observation_shape)
+    assert before.observation.dtype == np.float32
+    assert before.legal_action_mask.shape == (NUM_STEPS, NUM_ENVS, env.num_actions)
+    assert before.legal_action_mask.dtype == bool
+    assert before.legal_action_mask.any(-1).all(), "every state has a legal action"
+    # Random legal actions are legal.
+    assert np.take_along_axis(before.legal_action_mask, action[..., None], -1).all()
+    assert after.reward.shape == (NUM_STEPS, NUM_ENVS, env.num_players)
+    assert after.reward.dtype == np.float32
+    assert after.terminated.dtype == bool and after.truncated.dtype == bool
+    assert not (after.terminated & after.truncated).any()
+    assert ((0 <= after.current_player) & (after.current_player < env.num_players)).all()
+    assert np.isfinite(after.observation).all() and np.isfinite(after.reward).all()
+    package = "pgx" if suite == "pgx" else suite
+    assert info.library_version == importlib.metadata.version(package)
+    assert info.env_version, "every adapted env here has a version of its own"
+
+
+def test_cartpole_auto_resets_to_a_fresh_state():
+    env, _ = envs.make("gymnax", "CartPole-v1")
+    _, _, after = random_rollout(env)
+    done = after.terminated | after.truncated
+    assert done.any(), "random CartPole episodes end within 64 steps"
+    # A fresh CartPole state has every component within 0.05 of zero.
+    assert (np.abs(after.observation[done]) <= 0.05).all()
+    assert after.reward[done].sum() == done.sum(), "the last step of an episode is rewarded"
+
+
+def test_tic_tac_toe_auto_resets_to_an_empty_board_and_reports_the_result():
+    env, _ = envs.make("pgx", "tic_tac_toe")
+    _, _, after = random_rollout(env)
+    ended = after.terminated
+    assert ended.any()
+    assert (after.observation[ended] == 0).all(), "the next board is empty"
+    assert after.legal_action_mask[ended].all(), "every square is free again"
+    assert (after.current_player[ended] >= 0).all()
+    # Zero-sum: the two players' rewards cancel, and a finished game pays out
+    # to someone unless it is a draw.
+    np.testing.assert_array_equal(after.reward.sum(-1), 0)
+    assert (after.reward[~ended] == 0).all()
+
+
+def test_knapsack_uses_the_action_mask():
+    env, _ = envs.make("jumanji", "Knapsack-v1")
+    before, _, after = random_rollout(env)
+    assert (~before.legal_action_mask).any(), "items already packed or too heavy are masked"
+    assert after.terminated.any()
+
+
+def test_continuous_gymnax_env_reports_its_action_space():
+    env, _ = envs.make("gymnax", "Pendulum-v1")
+    assert not env.discrete_actions and env.num_actions == 1
+
+
+@pytest.mark.parametrize(
+    "suite,env_id,expect",
+    [("gymnax", "CartPole-v2", "CartPole-v1"), ("pgx", "tictactoe", "tic_tac_toe"), ("jumanji", "Snake", "Snake-v1")],
+)
+def test_unknown_env_suggests_the_nearest(suite, env_id, expect):
+    with pytest.raises(envs.UnknownEnvError, match=expect):
+        envs.make(suite, env_id)

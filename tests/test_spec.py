@@ -1,0 +1,100 @@
+"""Specs: defaults, seeds, the canonical hash, printing."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from harness import spec as S
+
+BASE = """
+name: demo
+algorithm: reinforce
+env: {suite: gymnax, id: CartPole-v1}
+seeds: [0, 1, 2]
+budget: {env_steps: 10000}
+"""
+
+
+def parse_text(text: str) -> S.ReinforceSpec:
+    return S.parse(yaml.safe_load(text), "demo.yaml", text)
+
+
+def test_defaults_are_filled_in_and_the_model_is_frozen():
+    spec = parse_text(BASE)
+    assert spec.hyperparameters.num_envs == 16
+    assert spec.optimizer.name == "adam"
+    assert spec.network.hidden_sizes == (64, 64)
+    assert spec.experiment_name == "demo"
+    with pytest.raises(Exception):
+        spec.name = "other"  # type: ignore[misc]
+
+
+def test_seed_count_and_base_expand_to_a_list():
+    spec = parse_text(BASE.replace("seeds: [0, 1, 2]", "seeds: {count: 3, base: 5}"))
+    assert spec.seeds == (5, 6, 7)
+
+
+def test_hash_ignores_key_order_formatting_and_explicit_defaults():
+    reordered = """
+budget:
+    env_steps: 10_000
+seeds:
+  - 0
+  - 1
+  - 2
+env:
+  id: "CartPole-v1"
+  suite: gymnax
+algorithm: reinforce
+name: demo
+"""
+    explicit = BASE + "hyperparameters: {num_envs: 16, gamma: 0.99, c_rho: null}\noptimizer: {learning_rate: 3.0e-4}\n"
+    seeds_as_range = BASE.replace("seeds: [0, 1, 2]", "seeds: {count: 3}")
+    hashes = {S.spec_hash(parse_text(t)) for t in (BASE, reordered, explicit, seeds_as_range)}
+    assert len(hashes) == 1
+    assert len(next(iter(hashes))) == 64
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        ("seeds: [0, 1, 2]", "seeds: [0, 1, 3]"),
+        ("env_steps: 10000", "env_steps: 10001"),
+        ("id: CartPole-v1", "id: Acrobot-v1"),
+        ("name: demo", "name: demo2"),
+    ],
+)
+def test_hash_changes_with_any_value(change):
+    assert S.spec_hash(parse_text(BASE)) != S.spec_hash(parse_text(BASE.replace(*change)))
+
+
+def test_hash_changes_with_a_nested_hyperparameter():
+    a = parse_text(BASE + "hyperparameters: {gamma: 0.99}\n")
+    b = parse_text(BASE + "hyperparameters: {gamma: 0.98}\n")
+    assert S.spec_hash(a) != S.spec_hash(b)
+
+
+def test_printed_yaml_round_trips_to_the_same_hash():
+    spec = parse_text(BASE)
+    again = parse_text(S.to_yaml(spec))
+    assert again == spec
+    assert S.spec_hash(again) == S.spec_hash(spec)
+
+
+def test_flatten_gives_dotted_string_params():
+    flat = S.flatten(S.canonical(parse_text(BASE)))
+    assert flat["env.id"] == "CartPole-v1"
+    assert flat["hyperparameters.num_envs"] == "16"
+    assert flat["seeds"] == "[0, 1, 2]"
+    assert flat["hyperparameters.c_rho"] == "null"
+    assert all(isinstance(v, str) for v in flat.values())
+
+
+def test_errors_name_the_key_and_its_line():
+    text = BASE + "hyperparameters:\n  num_envs: 10\n  num_minibatches: 4\n  bogus: 1\n"
+    with pytest.raises(S.SpecError) as info:
+        parse_text(text)
+    message = str(info.value)
+    assert "demo.yaml: hyperparameters.bogus (line 10): unknown key" in message
+    assert "hyperparameters.num_minibatches (line 9): num_envs (10) does not divide into num_minibatches (4)" in message

@@ -7,7 +7,8 @@ adapts environment libraries to `Environment` and drives `Algorithm`s.
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import jax
 

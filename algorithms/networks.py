@@ -3,7 +3,8 @@ the spec's `network:` section (`kind`, `hidden_sizes`, `activation`)."""
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import flax.linen as nn
 import jax

@@ -168,8 +168,7 @@ def make_reinforce(
         value_loss = 0.5 * jnp.square(value - returns).mean() if config.baseline else jnp.zeros(())
         loss = policy_loss - config.entropy_coef * entropy + config.value_coef * value_loss
         return loss, dict(
-            loss=loss,
-            policy_loss=policy_loss, value_loss=value_loss, entropy=entropy, importance_weight=rho.mean()
+            loss=loss, policy_loss=policy_loss, value_loss=value_loss, entropy=entropy, importance_weight=rho.mean()
         )
 
     def update(carry, minibatch):

@@ -6,9 +6,7 @@ import jax
 import jax.numpy as jnp
 
 
-def discounted_returns(
-    r_t: jax.Array, discount_t: jax.Array, bootstrap: jax.Array
-) -> jax.Array:
+def discounted_returns(r_t: jax.Array, discount_t: jax.Array, bootstrap: jax.Array) -> jax.Array:
     """G_t = r_t + discount_t * G_{t+1}, with G_T = bootstrap.
 
     Args:

@@ -63,7 +63,12 @@ def build(spec: Spec, source: str = "<spec>", lines: dict[str, int] | None = Non
     if num_iterations < 1:
         raise SpecError(
             source,
-            [("budget.env_steps", f"{spec.budget.env_steps} is less than one iteration ({steps_per_iteration} env steps)")],
+            [
+                (
+                    "budget.env_steps",
+                    f"{spec.budget.env_steps} is less than one iteration ({steps_per_iteration} env steps)",
+                )
+            ],
             lines,
         )
     optimizer = make_optimizer(spec.optimizer, num_iterations * registration.updates_per_step(config))

@@ -11,7 +11,8 @@ env has one, the env's own version, so that results record exactly what ran.
 from __future__ import annotations
 
 import importlib.metadata
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -210,9 +211,7 @@ def _make_pgx(env_id: str, kwargs: dict[str, Any]) -> tuple[Environment, EnvInfo
         )
 
     return (
-        Environment(
-            reset, step, tuple(env.observation_shape), int(env.num_actions), int(env.num_players), True
-        ),
+        Environment(reset, step, tuple(env.observation_shape), int(env.num_actions), int(env.num_players), True),
         EnvInfo("pgx", env_id, _version("pgx"), str(env.version)),
     )
 

@@ -10,9 +10,11 @@ progress bar overlap with the device's work instead of stalling it.
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
-from typing import Any, Callable, NamedTuple, Protocol
+from collections.abc import Callable
+from typing import Any, NamedTuple, Protocol
 
 import jax
 import jax.numpy as jnp
@@ -76,7 +78,11 @@ def init_state(algorithm: Algorithm, seeds: tuple[int, ...]) -> tuple[Any, float
     """The seed-batched initial state, and the seconds its compile took."""
     keys = seed_keys(seeds)
     start = time.perf_counter()
-    init = jax.jit(jax.vmap(algorithm.init)).lower(keys).compile()
+    # lax.map, not vmap: seed-batched orthogonal initialisers become batched
+    # LAPACK QR calls, which on jaxlib's CPU backend parallelise inside the
+    # XLA thread pool and can deadlock it when two run at once (seen with
+    # jaxlib 0.10.2 on 2 cores). One seed at a time keeps each QR unbatched.
+    init = jax.jit(lambda k: jax.lax.map(algorithm.init, k)).lower(keys).compile()
     compile_seconds = time.perf_counter() - start
     return jax.block_until_ready(init(keys)), compile_seconds
 
@@ -152,7 +158,7 @@ def run(
     state = jax.block_until_ready(state)
 
     ends = [started, *done_at]
-    chunk_seconds = [b - a for a, b in zip(ends, ends[1:])]
+    chunk_seconds = [b - a for a, b in itertools.pairwise(ends)]
     env_steps = [n * algorithm.env_steps_per_step * len(seeds) for n in lengths]
     # The first chunk carries one-off costs (allocation, first transfers); when
     # there are several, steady state starts after it.

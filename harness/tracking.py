@@ -9,14 +9,15 @@ every way out, exceptions and Ctrl-C included.
 
 from __future__ import annotations
 
+import logging
 import os
 import queue
 import tempfile
 import threading
 import time
 import traceback
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import numpy as np
 
@@ -53,6 +54,10 @@ class Tracking:
     def __init__(self, uri: str, experiment: str):
         from mlflow.tracking import MlflowClient
 
+        # MLflow and alembic narrate store creation at INFO; keep the console
+        # for the harness's own output.
+        for name in ("mlflow", "alembic"):
+            logging.getLogger(name).setLevel(logging.WARNING)
         self.uri = uri
         self.client = MlflowClient(tracking_uri=uri)
         try:
@@ -182,4 +187,3 @@ class Tracking:
                         self.client.log_batch(self.child_ids[seed], metrics=batch)
             except Exception as error:  # noqa: BLE001  (surfaced on the main thread)
                 self._worker_error = error
-

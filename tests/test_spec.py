@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import yaml
+from pydantic import ValidationError
 
 from harness import spec as S
 
@@ -26,7 +27,7 @@ def test_defaults_are_filled_in_and_the_model_is_frozen():
     assert spec.optimizer.name == "adam"
     assert spec.network.hidden_sizes == (64, 64)
     assert spec.experiment_name == "demo"
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError):
         spec.name = "other"  # type: ignore[misc]
 
 

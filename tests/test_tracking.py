@@ -1,0 +1,177 @@
+"""MLflow: what a run writes can be read back with MlflowClient, and runs end
+FINISHED, FAILED or KILLED, never RUNNING."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import write_spec
+from mlflow.tracking import MlflowClient
+
+from harness import cli, provenance, tracking
+from harness import spec as S
+
+
+@pytest.fixture(scope="module")
+def logged_run(tmp_path_factory):
+    """The tiny spec run once through `harness run` into a fresh SQLite store."""
+    from conftest import TINY_SPEC
+
+    tmp = tmp_path_factory.mktemp("tracked")
+    path = write_spec(tmp, TINY_SPEC)
+    uri = f"sqlite:///{tmp / 'mlflow.db'}"
+    out = tmp / "results.json"
+    code = cli.main(["run", str(path), "--tracking-uri", uri, "--no-progress", "--results-out", str(out)])
+    assert code == 0
+    return S.load(path), MlflowClient(tracking_uri=uri), json.loads(out.read_text())
+
+
+def _runs(client, spec):
+    experiment = client.get_experiment_by_name(spec.experiment_name)
+    runs = client.search_runs([experiment.experiment_id])
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    return parents, children
+
+
+def test_parent_run_per_invocation_and_child_run_per_seed(logged_run):
+    spec, client, _ = logged_run
+    parents, children = _runs(client, spec)
+    assert len(parents) == 1 and len(children) == len(spec.seeds)
+    parent = parents[0]
+    assert {c.data.tags["mlflow.parentRunId"] for c in children} == {parent.info.run_id}
+    assert sorted(int(c.data.tags["seed"]) for c in children) == list(spec.seeds)
+    assert {r.info.status for r in parents + children} == {"FINISHED"}
+
+
+def test_params_are_the_flattened_resolved_spec(logged_run):
+    spec, client, _ = logged_run
+    parents, children = _runs(client, spec)
+    expected = S.flatten(S.canonical(spec))
+    assert {k: v for k, v in parents[0].data.params.items()} == expected
+    child = children[0]
+    assert child.data.params["seed"] == child.data.tags["seed"]
+    assert child.data.params["hyperparameters.num_envs"] == "16"
+
+
+def test_tags_record_hash_git_versions_and_devices(logged_run):
+    spec, client, _ = logged_run
+    parents, children = _runs(client, spec)
+    for run in parents + children:
+        tags = run.data.tags
+        assert tags["spec_hash"] == S.spec_hash(spec)
+        assert tags["git.commit"] == provenance.git_state()["commit"]
+        assert tags["git.dirty"] in ("true", "false", "unknown")
+        for package in ("python", "jax", "jaxlib", "flax", "optax", "pgx", "jumanji", "gymnax", "mctx", "mlflow"):
+            assert tags[f"version.{package}"], package
+        assert tags["device.platform"] == "cpu"
+        assert int(tags["device.device_count"]) >= 1
+        assert "device.xla_flags" in tags and tags["device.prng_impl"]
+        assert tags["device.jax_threefry_partitionable"] in ("true", "false")
+        assert tags["env.library_version"] and tags["env.version"] == "v1"
+
+
+def test_metrics_are_curves_over_env_steps(logged_run):
+    spec, client, record = logged_run
+    _, children = _runs(client, spec)
+    steps_per_iteration = 16 * 32
+    for child in children:
+        for name in ("loss", "policy_loss", "value_loss", "entropy", "grad_norm", "episode_return"):
+            history = client.get_metric_history(child.info.run_id, name)
+            assert [m.step for m in sorted(history, key=lambda m: m.step)] == [
+                i * steps_per_iteration for i in range(1, 81)
+            ], name
+        seed = child.data.tags["seed"]
+        final = record["per_seed_final"][seed]["episode_return"]
+        assert child.data.metrics["final_episode_return"] == pytest.approx(final)
+    parent = _runs(client, spec)[0][0]
+    assert parent.data.metrics["sps"] > 0 and parent.data.metrics["compile_seconds"] > 0
+
+
+def test_artifacts_hold_the_resolved_spec_and_results(logged_run, tmp_path):
+    spec, client, record = logged_run
+    parent = _runs(client, spec)[0][0]
+    names = {a.path for a in client.list_artifacts(parent.info.run_id)}
+    assert {"spec.yaml", "results.json"} <= names
+    spec_file = client.download_artifacts(parent.info.run_id, "spec.yaml", str(tmp_path))
+    assert S.spec_hash(S.load(spec_file)) == S.spec_hash(spec)
+    results_file = client.download_artifacts(parent.info.run_id, "results.json", str(tmp_path))
+    logged = json.loads(Path(results_file).read_text())
+    assert logged["spec_hash"] == S.spec_hash(spec)
+    assert logged["final"] == record["final"]
+    assert set(logged["per_seed_final"]) == {str(s) for s in spec.seeds}
+    assert len(logged["curves"]["env_steps"]) == 20
+
+
+def _tracked(tmp_path, seeds=(0, 1)):
+    tracker = tracking.Tracking(f"sqlite:///{tmp_path / 'mlflow.db'}", "statuses")
+    tracker.start("status-test", {"a": "1"}, {"spec_hash": "x"}, seeds)
+    return tracker
+
+
+@pytest.mark.parametrize(
+    "raised,status", [(RuntimeError("boom"), "FAILED"), (KeyboardInterrupt(), "KILLED")], ids=["crash", "ctrl-c"]
+)
+def test_runs_end_failed_or_killed_with_the_error(tmp_path, raised, status):
+    tracker = _tracked(tmp_path)
+    with pytest.raises(type(raised)), tracker:
+        tracker.log_chunk(1, {"loss": __import__("numpy").ones((3, 2))}, 10)
+        raise raised
+    client = tracker.client
+    runs = client.search_runs([tracker.experiment_id])
+    assert len(runs) == 3 and {r.info.status for r in runs} == {status}
+    assert all(r.data.tags["error"] for r in runs)
+    child = next(r for r in runs if r.data.tags.get("seed") == "0")
+    assert [m.step for m in client.get_metric_history(child.info.run_id, "loss")] == [10, 20, 30]
+
+
+def test_unusable_tracking_store_is_reported_before_any_compile(tmp_path, capsys, tiny_spec_data):
+    path = write_spec(tmp_path, tiny_spec_data)
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    code = cli.main(["run", str(path), "--tracking-uri", f"sqlite:///{blocker}/x/mlflow.db", "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and "cannot use the MLflow tracking store" in err and "Traceback" not in err
+
+
+def test_ctrl_c_marks_runs_killed_and_exits_130(tmp_path, tiny_spec_data):
+    tiny_spec_data["budget"]["env_steps"] = 10**9  # far more than the test waits for
+    path = write_spec(tmp_path, tiny_spec_data)
+    db = tmp_path / "mlflow.db"
+    uri = f"sqlite:///{db}"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness", "run", str(path), "--tracking-uri", uri, "--no-progress"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    client = MlflowClient(tracking_uri=uri)
+    deadline = time.monotonic() + 240
+    try:
+        # Wait until training is under way: a child run has metrics.
+        while time.monotonic() < deadline:
+            time.sleep(1)
+            if not db.exists():
+                continue
+            experiment = client.get_experiment_by_name(tiny_spec_data["name"])
+            runs = client.search_runs([experiment.experiment_id]) if experiment else []
+            if any(r.data.metrics.get("loss") is not None for r in runs):
+                break
+        else:
+            pytest.fail("training did not start")
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    runs = client.search_runs([client.get_experiment_by_name(tiny_spec_data["name"]).experiment_id])
+    assert len(runs) == 3 and {r.info.status for r in runs} == {"KILLED"}

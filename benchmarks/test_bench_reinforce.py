@@ -68,7 +68,7 @@ def test_reinforce_harness_overhead(benchmark, tmp_path):
     logging (SQLite) and the progress bar on. Runs alternate so that machine
     noise hits both alike; the ratio of medians is the overhead."""
     from harness import tracking
-    from harness.cli import _Progress
+    from harness.progress import ProgressBar
 
     plan = _plan(8)
     num_chunks = 12
@@ -93,15 +93,15 @@ def test_reinforce_harness_overhead(benchmark, tmp_path):
 
     def harness_run(round_index: int) -> float:
         tracker = tracking.Tracking(f"sqlite:///{tmp_path / 'overhead.db'}", "overhead")
-        progress = _Progress(plan, enabled=True)
+        bar = ProgressBar("overhead", iterations, plan.env_steps_per_iteration, len(plan.spec.seeds))
         with tracker:
             tracker.start(f"round{round_index}", {}, {}, plan.spec.seeds)
 
             def sink(chunk):
-                tracker.log_chunk(chunk.first_iteration, chunk.metrics, plan.env_steps_per_iteration)
-                progress.update(chunk)
+                tracker.log_chunk(chunk, plan.env_steps_per_iteration)
+                bar.update(chunk)
 
-            with progress.progress:
+            with bar:
                 result = runner.run(plan.algorithm, plan.spec.seeds, iterations, CHUNK, sink=sink)
         return result.sps
 

@@ -57,7 +57,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def _tags(plan, fingerprint: dict[str, str], versions: dict[str, str], git: dict[str, str]) -> dict[str, str]:
     import harness
 
-    tags = {
+    return {
         "spec_hash": plan.spec_hash,
         "spec_name": plan.spec.name,
         "algorithm": plan.spec.algorithm,
@@ -69,62 +69,29 @@ def _tags(plan, fingerprint: dict[str, str], versions: dict[str, str], git: dict
         **{f"version.{k}": v for k, v in versions.items()},
         **{f"device.{k}": v for k, v in fingerprint.items()},
     }
-    return tags
-
-
-class _Progress:
-    """A rich progress bar fed by the runner's metric sink."""
-
-    def __init__(self, plan, enabled: bool):
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-        self.plan = plan
-        self.progress = Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("iterations"),
-            TextColumn("{task.fields[sps]}"),
-            TextColumn("return {task.fields[ret]}"),
-            TimeRemainingColumn(),
-            console=err_console,
-            disable=not enabled,
-            transient=False,
-        )
-        self.task = self.progress.add_task("compiling", total=plan.num_iterations, sps="", ret="-")
-        self.last_time: float | None = None
-        self.last_iteration = 0
-
-    def compiled(self, seconds: float) -> None:
-        self.progress.update(self.task, description=f"{self.plan.spec.name} (compiled in {seconds:.1f} s)")
-        self.last_time = time.perf_counter()
-
-    def update(self, chunk) -> None:
-        now = time.perf_counter()
-        length = next(iter(chunk.metrics.values())).shape[0]
-        steps = length * self.plan.env_steps_per_iteration * len(self.plan.spec.seeds)
-        fields = {}
-        if self.last_time is not None and now > self.last_time:
-            fields["sps"] = f"{steps / (now - self.last_time):,.0f} steps/s"
-        if "episode_return" in chunk.metrics:
-            fields["ret"] = f"{chunk.metrics['episode_return'][-1].mean():.1f}"
-        self.last_time = now
-        self.progress.update(self.task, advance=length, **fields)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from harness import provenance, results, runner, spec, tracking
+    from harness.progress import ProgressBar
 
     plan = _load_plan(args.spec)
     uri = tracking.resolve_uri(args.tracking_uri, plan.spec.tracking.uri)
     tracker = tracking.Tracking(uri, plan.spec.experiment_name)
     fingerprint, versions, git = provenance.fingerprint(), provenance.versions(), provenance.git_state()
     seeds = plan.spec.seeds
-    progress = _Progress(plan, enabled=not args.no_progress)
+    bar = ProgressBar(
+        plan.spec.name,
+        plan.num_iterations,
+        plan.env_steps_per_iteration,
+        len(seeds),
+        console=err_console,
+        enabled=not args.no_progress,
+    )
 
     def sink(chunk: runner.ChunkMetrics) -> None:
-        tracker.log_chunk(chunk.first_iteration, chunk.metrics, plan.env_steps_per_iteration)
-        progress.update(chunk)
+        tracker.log_chunk(chunk, plan.env_steps_per_iteration)
+        bar.update(chunk)
 
     started = time.perf_counter()
     with tracker:
@@ -138,18 +105,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         tracker.log_artifacts({"spec.yaml": spec.to_yaml(plan.spec)})
         # A NaN/Inf raises out of here: the chunks before it stay logged and
         # the runs end FAILED with the message.
-        with progress.progress:
+        with bar:
             result = runner.run(
                 plan.algorithm,
                 seeds,
                 plan.num_iterations,
                 plan.spec.logging.interval,
                 sink=sink,
-                on_compiled=progress.compiled,
+                on_compiled=bar.compiled,
             )
         wall = time.perf_counter() - started
         record = results.make_results(plan, result, wall)
-        finals = results.per_seed_final(plan, result)
+        finals = {int(seed): values for seed, values in record["per_seed_final"].items()}
         speed = {"sps": result.sps, "compile_seconds": result.compile_seconds, "wall_seconds": wall}
         tracker.log_summary(
             {

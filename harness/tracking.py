@@ -19,7 +19,7 @@ import traceback
 from collections.abc import Iterable
 from pathlib import Path
 
-import numpy as np
+from harness.runner import ChunkMetrics
 
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 _MAX_METRICS_PER_BATCH = 1000
@@ -59,8 +59,8 @@ class Tracking:
         for name in ("mlflow", "alembic"):
             logging.getLogger(name).setLevel(logging.WARNING)
         self.uri = uri
-        self.client = MlflowClient(tracking_uri=uri)
         try:
+            self.client = MlflowClient(tracking_uri=uri)
             found = self.client.get_experiment_by_name(experiment)
             self.experiment_id = found.experiment_id if found else self.client.create_experiment(experiment)
         except Exception as error:  # noqa: BLE001  (MLflow raises many kinds)
@@ -120,11 +120,12 @@ class Tracking:
 
     # -------------------------------------------------------------- metrics
 
-    def log_chunk(self, first_iteration: int, metrics: dict[str, np.ndarray], env_steps_per_iteration: int) -> None:
-        """Queue one chunk of per-iteration metrics (`[K, num_seeds]` each);
-        the step of iteration i is the env steps each seed has taken after it."""
+    def log_chunk(self, chunk: ChunkMetrics, env_steps_per_iteration: int) -> None:
+        """Queue one chunk of per-iteration metrics (`[K, num_seeds]` each) for
+        the seeds' runs; iteration i is logged at step i * env_steps_per_iteration,
+        the env steps each seed has taken after it."""
         self._raise_worker_error()
-        self._queue.put((first_iteration, metrics, env_steps_per_iteration))
+        self._queue.put((chunk, env_steps_per_iteration))
 
     def log_summary(self, run_metrics: dict[int | None, dict[str, float]]) -> None:
         """Single values per run: key None is the parent, an int a seed."""
@@ -174,7 +175,8 @@ class Tracking:
                 return
             if self._worker_error is not None:
                 continue
-            first_iteration, metrics, steps_per_iteration = item
+            chunk, steps_per_iteration = item
+            first_iteration, metrics = chunk
             try:
                 timestamp = int(time.time() * 1000)
                 for column, seed in enumerate(self.child_ids):

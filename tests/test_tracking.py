@@ -11,12 +11,14 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import write_spec
 from mlflow.tracking import MlflowClient
 
 from harness import cli, provenance, tracking
 from harness import spec as S
+from harness.runner import ChunkMetrics
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +124,7 @@ def _tracked(tmp_path, seeds=(0, 1)):
 def test_runs_end_failed_or_killed_with_the_error(tmp_path, raised, status):
     tracker = _tracked(tmp_path)
     with pytest.raises(type(raised)), tracker:
-        tracker.log_chunk(1, {"loss": __import__("numpy").ones((3, 2))}, 10)
+        tracker.log_chunk(ChunkMetrics(1, {"loss": np.ones((3, 2))}), 10)
         raise raised
     client = tracker.client
     runs = client.search_runs([tracker.experiment_id])

@@ -58,6 +58,7 @@ class Tracking:
         # for the harness's own output.
         for name in ("mlflow", "alembic"):
             logging.getLogger(name).setLevel(logging.WARNING)
+        os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
         self.uri = uri
         try:
             self.client = MlflowClient(tracking_uri=uri)

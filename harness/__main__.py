@@ -2,4 +2,6 @@ import sys
 
 from harness.cli import main
 
-sys.exit(main())
+# Guarded: the metric writer is a spawned process, which imports __main__.
+if __name__ == "__main__":
+    sys.exit(main())

@@ -72,12 +72,17 @@ def _tags(plan, fingerprint: dict[str, str], versions: dict[str, str], git: dict
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    import jax
+
     from harness import provenance, results, runner, spec, tracking
     from harness.progress import ProgressBar
 
     plan = _load_plan(args.spec)
     uri = tracking.resolve_uri(args.tracking_uri, plan.spec.tracking.uri)
-    tracker = tracking.Tracking(uri, plan.spec.experiment_name)
+    # On a CPU backend the store's work competes with training for the same
+    # cores, so per-iteration metrics are written when training ends.
+    live = args.live_metrics or jax.default_backend() != "cpu"
+    tracker = tracking.Tracking(uri, plan.spec.experiment_name, live_metrics=live)
     fingerprint, versions, git = provenance.fingerprint(), provenance.versions(), provenance.git_state()
     seeds = plan.spec.seeds
     bar = ProgressBar(
@@ -92,6 +97,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     def sink(chunk: runner.ChunkMetrics) -> None:
         tracker.log_chunk(chunk, plan.env_steps_per_iteration)
         bar.update(chunk)
+
+    def compiled(seconds: float) -> None:
+        bar.compiled(seconds)
+        if args.no_progress:
+            err_console.print(
+                f"{plan.spec.name}: compiled in {seconds:.1f} s, training {plan.num_iterations} iterations"
+                f" x {len(seeds)} seeds"
+            )
 
     started = time.perf_counter()
     with tracker:
@@ -112,10 +125,12 @@ def cmd_run(args: argparse.Namespace) -> int:
                 plan.num_iterations,
                 plan.spec.logging.interval,
                 sink=sink,
-                on_compiled=bar.compiled,
+                on_compiled=compiled,
             )
         wall = time.perf_counter() - started
-        record = results.make_results(plan, result, wall)
+        flush_started = time.perf_counter()
+        tracker.flush()
+        record = results.make_results(plan, result, wall, time.perf_counter() - flush_started)
         finals = {int(seed): values for seed, values in record["per_seed_final"].items()}
         speed = {"sps": result.sps, "compile_seconds": result.compile_seconds, "wall_seconds": wall}
         tracker.log_summary(
@@ -149,7 +164,8 @@ def _print_summary(plan, record, uri: str, parent_id: str) -> None:
     speed = record["speed"]
     out_console.print(
         f"{speed['sps']:,.0f} env steps/s steady state ({len(plan.spec.seeds)} seeds), "
-        f"compile {speed['compile_seconds']:.1f} s, wall {speed['wall_seconds']:.1f} s"
+        f"compile {speed['compile_seconds']:.1f} s, wall {speed['wall_seconds']:.1f} s, "
+        f"metrics written to MLflow in {speed['metrics_flush_seconds']:.1f} s after training"
     )
     out_console.print(f"MLflow: {uri}  parent run {parent_id}")
 
@@ -212,6 +228,12 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--tracking-uri", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, or sqlite:///mlflow.db)")
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
     r.add_argument("--results-out", help="also write results.json to this path")
+    r.add_argument(
+        "--live-metrics",
+        action="store_true",
+        help="stream per-iteration metrics to MLflow during training even on a CPU backend "
+        "(default there: written when training ends, so the store does not slow training)",
+    )
     r.set_defaults(func=cmd_run)
 
     pub = sub.add_parser("publish", help="write results/<spec>.json from a finished MLflow run of the spec")

@@ -39,6 +39,9 @@ class ProgressBar:
             TimeRemainingColumn(),
             console=console or Console(stderr=True),
             disable=not enabled,
+            # Redraw only when a chunk arrives: a 10 Hz refresh thread would
+            # take the GIL and CPU from the training loop for nothing new.
+            auto_refresh=False,
         )
         self.task = self.progress.add_task(f"{name}: compiling", total=num_iterations, sps="", ret="-")
         self.started: float | None = None
@@ -52,7 +55,7 @@ class ProgressBar:
         self.progress.stop()
 
     def compiled(self, seconds: float) -> None:
-        self.progress.update(self.task, description=f"{self.name} (compiled in {seconds:.1f} s)")
+        self.progress.update(self.task, description=f"{self.name} (compiled in {seconds:.1f} s)", refresh=True)
         self.started = time.perf_counter()
 
     def update(self, chunk: ChunkMetrics) -> None:
@@ -64,4 +67,4 @@ class ProgressBar:
             fields["sps"] = f"{self.iterations * self.steps_per_iteration / max(elapsed, 1e-9):,.0f} steps/s"
         if "episode_return" in chunk.metrics:
             fields["ret"] = f"{chunk.metrics['episode_return'][-1].mean():.1f}"
-        self.progress.update(self.task, advance=length, **fields)
+        self.progress.update(self.task, advance=length, refresh=True, **fields)

@@ -40,7 +40,7 @@ def summary(finals: dict[int, dict[str, float]]) -> dict[str, float]:
     return {name: float(np.mean([f[name] for f in finals.values()])) for name in names}
 
 
-def make_results(plan: Plan, result: RunResult, wall_seconds: float) -> dict[str, Any]:
+def make_results(plan: Plan, result: RunResult, wall_seconds: float, metrics_flush_seconds: float) -> dict[str, Any]:
     finals = per_seed_final(plan, result)
     index = curve_indices(plan.num_iterations)
     return {
@@ -67,6 +67,8 @@ def make_results(plan: Plan, result: RunResult, wall_seconds: float) -> dict[str
             "sps_per_seed": result.sps / len(plan.spec.seeds),
             "compile_seconds": result.compile_seconds,
             "wall_seconds": wall_seconds,
+            # Waiting for per-iteration metrics to reach MLflow after training.
+            "metrics_flush_seconds": metrics_flush_seconds,
             "chunk_seconds_median": float(np.median(result.chunk_seconds)),
         },
         "fingerprint": provenance.fingerprint(),

@@ -1,28 +1,34 @@
 """MLflow tracking: one experiment per spec name, a parent run per invocation
 and a child run per seed.
 
-Metrics go through `log_batch` on a background thread, so the training loop
-never waits on the store. Every run this module starts ends FINISHED, FAILED
+Per-iteration metrics go through `log_batch` in a niced child process
+(`harness.metric_writer`), so the training loop never waits on the store. Every run this module starts ends FINISHED, FAILED
 or KILLED: `Tracking` is a context manager that sets the final status on
 every way out, exceptions and Ctrl-C included.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import queue
+import subprocess
+import sys
 import tempfile
 import threading
 import time
 import traceback
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from harness.runner import ChunkMetrics
+from harness.metric_writer import MAX_METRICS_PER_BATCH
+
+if TYPE_CHECKING:  # the writer process imports this module; keep it free of JAX
+    from harness.runner import ChunkMetrics
 
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
-_MAX_METRICS_PER_BATCH = 1000
 _MAX_PARAMS_PER_BATCH = 100
 _MAX_TAGS_PER_BATCH = 100
 
@@ -51,7 +57,7 @@ class Tracking:
             tracking.finish(summary, artifacts)
     """
 
-    def __init__(self, uri: str, experiment: str):
+    def __init__(self, uri: str, experiment: str, *, live_metrics: bool = True):
         from mlflow.tracking import MlflowClient
 
         # MLflow and alembic narrate store creation at INFO; keep the console
@@ -68,9 +74,17 @@ class Tracking:
             raise TrackingError(f"cannot use the MLflow tracking store {uri!r}: {error}") from None
         self.parent_id: str | None = None
         self.child_ids: dict[int, str] = {}
-        self._queue: queue.Queue = queue.Queue()
-        self._worker: threading.Thread | None = None
-        self._worker_error: BaseException | None = None
+        self._writer: subprocess.Popen | None = None  # harness.metric_writer, while runs are open
+        self._outbox: queue.Queue = queue.Queue()
+        self._feeder: threading.Thread | None = None
+        self._feed_error: str | None = None
+        # With live_metrics off, chunks wait in this process until flush():
+        # on a CPU backend the store's work would compete with training for
+        # the same cores.
+        self.live_metrics = live_metrics
+        self._release = threading.Event()
+        if live_metrics:
+            self._release.set()
 
     # ------------------------------------------------------------ lifecycle
 
@@ -87,8 +101,20 @@ class Tracking:
             entries = param_list + [Param(k, v) for k, v in extra.items()]
             for batch in _batches(entries, _MAX_PARAMS_PER_BATCH):
                 self.client.log_batch(run_id, params=batch)
-        self._worker = threading.Thread(target=self._drain, name="mlflow-logger", daemon=True)
-        self._worker.start()
+        # A session of its own, so that Ctrl-C reaches only this process,
+        # which then flushes the writer before ending the runs.
+        # Its stderr goes to a file: a pipe nobody reads could fill and stall it.
+        self._writer_log = tempfile.TemporaryFile("w+")
+        self._writer = subprocess.Popen(
+            [sys.executable, "-m", "harness.metric_writer", self.uri],
+            stdin=subprocess.PIPE,
+            stderr=self._writer_log,
+            text=True,
+            start_new_session=True,
+        )
+        self._outbox.put({"runs": list(self.child_ids.values())})
+        self._feeder = threading.Thread(target=self._feed, name="metric-feeder", daemon=True)
+        self._feeder.start()
 
     def __enter__(self) -> Tracking:
         return self
@@ -106,27 +132,34 @@ class Tracking:
         return False
 
     def close(self, status: str, note: str | None = None) -> None:
-        """Flush pending metrics and end every run with `status`."""
+        """Flush pending metrics and end every run with `status` (FAILED
+        instead of FINISHED when the metrics could not be written)."""
         from mlflow.entities import RunTag
 
+        flush_error = None
         try:
             self.flush()
-        finally:
-            run_ids = [*self.child_ids.values(), self.parent_id]
-            for run_id in run_ids:
-                if note:
-                    self.client.log_batch(run_id, tags=[RunTag("error", note[:5000])])
-                self.client.set_terminated(run_id, status)
-            self.parent_id = None
+        except TrackingError as error:
+            flush_error = error
+            if status == "FINISHED":
+                status, note = "FAILED", str(error)
+        for run_id in [*self.child_ids.values(), self.parent_id]:
+            if note:
+                self.client.log_batch(run_id, tags=[RunTag("error", note[:5000])])
+            self.client.set_terminated(run_id, status)
+        self.parent_id = None
+        if flush_error is not None and note == str(flush_error):
+            raise flush_error
 
     # -------------------------------------------------------------- metrics
 
     def log_chunk(self, chunk: ChunkMetrics, env_steps_per_iteration: int) -> None:
         """Queue one chunk of per-iteration metrics (`[K, num_seeds]` each) for
         the seeds' runs; iteration i is logged at step i * env_steps_per_iteration,
-        the env steps each seed has taken after it."""
-        self._raise_worker_error()
-        self._queue.put((chunk, env_steps_per_iteration))
+        the env steps each seed has taken after it. Returns at once."""
+        self._raise_writer_error()
+        metrics = {name: values.tolist() for name, values in chunk.metrics.items()}
+        self._outbox.put({"first": chunk.first_iteration, "steps": env_steps_per_iteration, "metrics": metrics})
 
     def log_summary(self, run_metrics: dict[int | None, dict[str, float]]) -> None:
         """Single values per run: key None is the parent, an int a seed."""
@@ -136,7 +169,7 @@ class Tracking:
         for seed, values in run_metrics.items():
             run_id = self.parent_id if seed is None else self.child_ids[seed]
             metrics = [Metric(k, float(v), timestamp, 0) for k, v in values.items()]
-            for batch in _batches(metrics, _MAX_METRICS_PER_BATCH):
+            for batch in _batches(metrics, MAX_METRICS_PER_BATCH):
                 self.client.log_batch(run_id, metrics=batch)
 
     def set_tags(self, tags: dict[str, str], seed: int | None = None) -> None:
@@ -156,37 +189,39 @@ class Tracking:
                 self.client.log_artifact(run_id, str(path))
 
     def flush(self) -> None:
-        if self._worker is not None:
-            self._queue.put(None)
-            self._worker.join()
-            self._worker = None
-        self._raise_worker_error()
+        """Wait until every queued metric is in the store."""
+        writer, self._writer = self._writer, None
+        if writer is None:
+            return
+        self._outbox.put(None)
+        self._release.set()
+        self._feeder.join()
+        code = writer.wait()
+        self._writer_log.seek(0)
+        log = self._writer_log.read().strip()
+        self._writer_log.close()
+        if code != 0 and self._feed_error is None:
+            self._feed_error = log.splitlines()[-1] if log else f"exit code {code}"
+        self._raise_writer_error()
 
-    def _raise_worker_error(self) -> None:
-        if self._worker_error is not None:
-            error, self._worker_error = self._worker_error, None
-            raise TrackingError(f"logging to {self.uri!r} failed: {error}") from error
+    def _feed(self) -> None:
+        """Move queued chunks into the writer's stdin. A thread of its own,
+        because a write blocks whenever the writer lags behind."""
+        assert self._writer is not None and self._writer.stdin is not None
+        stdin = self._writer.stdin
+        self._release.wait()
+        while (item := self._outbox.get()) is not None:
+            if self._feed_error is None:
+                try:
+                    stdin.write(json.dumps(item, allow_nan=True) + "\n")
+                    stdin.flush()
+                except OSError as error:  # the writer died; its stderr says why
+                    self._feed_error = f"the metric writer stopped ({error})"
+        try:
+            stdin.close()
+        except OSError:
+            pass
 
-    def _drain(self) -> None:
-        from mlflow.entities import Metric
-
-        while True:
-            item = self._queue.get()
-            if item is None:
-                return
-            if self._worker_error is not None:
-                continue
-            chunk, steps_per_iteration = item
-            first_iteration, metrics = chunk
-            try:
-                timestamp = int(time.time() * 1000)
-                for column, seed in enumerate(self.child_ids):
-                    entries = []
-                    for name, values in metrics.items():
-                        for k, value in enumerate(values[:, column]):
-                            step = (first_iteration + k) * steps_per_iteration
-                            entries.append(Metric(name, float(value), timestamp, step))
-                    for batch in _batches(entries, _MAX_METRICS_PER_BATCH):
-                        self.client.log_batch(self.child_ids[seed], metrics=batch)
-            except Exception as error:  # noqa: BLE001  (surfaced on the main thread)
-                self._worker_error = error
+    def _raise_writer_error(self) -> None:
+        if self._feed_error is not None:
+            raise TrackingError(f"logging metrics to {self.uri!r} failed: {self._feed_error}")

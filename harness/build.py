@@ -46,11 +46,13 @@ def make_optimizer(spec: Any, total_updates: int) -> optax.GradientTransformatio
 
 def build(spec: Spec, source: str = "<spec>", lines: dict[str, int] | None = None) -> Plan:
     try:
-        env, env_info = envs.make(spec.env.suite, spec.env.id, spec.env.kwargs)
+        env, env_info = envs.make(spec.env.suite, spec.env.id, spec.env.kwargs, spec.env.wrappers)
     except envs.UnknownEnvError as error:
         raise SpecError(source, [("env.id", str(error))], lines) from None
     except TypeError as error:  # the env constructor rejected a keyword
         raise SpecError(source, [("env.kwargs", str(error))], lines) from None
+    except ValueError as error:  # a wrapper that does not fit the env
+        raise SpecError(source, [("env.wrappers", str(error))], lines) from None
 
     registration = algorithms.registry[spec.algorithm]
     config = spec.hyperparameters

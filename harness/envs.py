@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from algorithms.base import Environment, TimeStep
 
@@ -223,8 +224,41 @@ _MAKERS: dict[str, Callable[[str, dict[str, Any]], tuple[Environment, EnvInfo]]]
 }
 
 
-def make(suite: str, env_id: str, kwargs: dict[str, Any] | None = None) -> tuple[Environment, EnvInfo]:
-    """Build the adapter for `suite`/`env_id`; raises `UnknownEnvError`."""
+def mask_observation(env: Environment, indices: tuple[int, ...]) -> Environment:
+    """Zero the flattened observation's entries at `indices` (a partially
+    observed variant, e.g. CartPole without its velocities)."""
+    size = int(np.prod(env.observation_shape))
+    bad = [i for i in indices if not 0 <= i < size]
+    if bad:
+        raise ValueError(f"indices {bad} are outside the observation (size {size})")
+    keep = np.ones(size, np.float32)
+    keep[list(indices)] = 0.0
+    keep = keep.reshape(env.observation_shape)
+
+    def masked(timestep: TimeStep) -> TimeStep:
+        return timestep._replace(observation=timestep.observation * keep)
+
+    def reset(key):
+        state, timestep = env.reset(key)
+        return state, masked(timestep)
+
+    def step(state, action, key):
+        state, timestep = env.step(state, action, key)
+        return state, masked(timestep)
+
+    return env._replace(reset=reset, step=step)
+
+
+def make(
+    suite: str, env_id: str, kwargs: dict[str, Any] | None = None, wrappers: tuple[Any, ...] = ()
+) -> tuple[Environment, EnvInfo]:
+    """Build the adapter for `suite`/`env_id`, then apply `wrappers` (spec
+    wrapper models, in order). Raises `UnknownEnvError` for an unknown env and
+    `ValueError` for a wrapper that does not fit it."""
     if suite not in _MAKERS:
         raise UnknownEnvError(f"unknown env suite {suite!r}; available: {', '.join(SUITES)}")
-    return _MAKERS[suite](env_id, dict(kwargs or {}))
+    env, info = _MAKERS[suite](env_id, dict(kwargs or {}))
+    for wrapper in wrappers:
+        if wrapper.name == "mask_observation":
+            env = mask_observation(env, tuple(wrapper.indices))
+    return env, info

@@ -47,10 +47,19 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class MaskObservation(_Model):
+    """Zero the observation entries at `indices` (of the flattened
+    observation): e.g. CartPole's velocities, to make memory necessary."""
+
+    name: Literal["mask_observation"]
+    indices: tuple[int, ...] = Field(min_length=1)
+
+
 class EnvSpec(_Model):
     suite: Literal["gymnax", "jumanji", "pgx"]
     id: str
     kwargs: dict[str, Any] = Field(default_factory=dict)
+    wrappers: tuple[MaskObservation, ...] = ()
 
 
 class SeedRange(_Model):
@@ -63,9 +72,10 @@ class BudgetSpec(_Model):
 
 
 class NetworkSpec(_Model):
-    kind: Literal["mlp"] = "mlp"
-    hidden_sizes: tuple[int, ...] = (64, 64)
+    kind: Literal["mlp", "gru"] = "mlp"
+    hidden_sizes: tuple[int, ...] = Field(default=(64, 64), description="MLP layers (for gru: the embedding)")
     activation: Literal["tanh", "relu"] = "tanh"
+    gru_size: int = Field(default=128, gt=0, description="GRU memory size (kind: gru)")
 
     @field_validator("hidden_sizes")
     @classmethod
@@ -119,6 +129,20 @@ class ReinforceHyperparameters(_Model):
         return num_minibatches
 
 
+class PPOHyperparameters(_Model):
+    num_envs: int = Field(default=4, gt=0)
+    num_steps: int = Field(default=128, gt=0, description="steps per env per rollout")
+    gamma: float = Field(default=0.99, ge=0, le=1)
+    gae_lambda: float = Field(default=0.95, ge=0, le=1)
+    clip_eps: float = Field(default=0.2, gt=0)
+    clip_value: bool = Field(default=True, description="clip the value loss around the old values")
+    value_coef: float = Field(default=0.5, ge=0)
+    entropy_coef: float = Field(default=0.01, ge=0)
+    update_epochs: int = Field(default=4, gt=0)
+    num_minibatches: int = Field(default=4, gt=0)
+    normalize_advantages: bool = True
+
+
 class _SpecBase(_Model):
     name: str = Field(min_length=1)
     env: EnvSpec
@@ -152,15 +176,46 @@ class _SpecBase(_Model):
     def experiment_name(self) -> str:
         return self.tracking.experiment or self.name
 
+    def cross_checks(self) -> list[tuple[str, str]]:
+        """Problems that involve more than one section: (dotted key, message)."""
+        return []
+
 
 class ReinforceSpec(_SpecBase):
     algorithm: Literal["reinforce"]
     hyperparameters: ReinforceHyperparameters = ReinforceHyperparameters()
 
 
-# One model per algorithm; `Spec` grows into a union as algorithms join.
-Spec = ReinforceSpec
-SPEC_MODELS: dict[str, type[_SpecBase]] = {"reinforce": ReinforceSpec}
+class PPOSpec(_SpecBase):
+    algorithm: Literal["ppo"]
+    hyperparameters: PPOHyperparameters = PPOHyperparameters()
+
+    def cross_checks(self) -> list[tuple[str, str]]:
+        hp = self.hyperparameters
+        if self.network.kind == "gru":
+            # A recurrent policy trains on whole env fragments.
+            if hp.num_envs % hp.num_minibatches:
+                return [
+                    (
+                        "hyperparameters.num_minibatches",
+                        f"num_envs ({hp.num_envs}) does not divide into num_minibatches ({hp.num_minibatches});"
+                        " a gru policy's minibatches are whole envs",
+                    )
+                ]
+        elif (hp.num_envs * hp.num_steps) % hp.num_minibatches:
+            return [
+                (
+                    "hyperparameters.num_minibatches",
+                    f"num_envs * num_steps ({hp.num_envs * hp.num_steps}) does not divide into"
+                    f" num_minibatches ({hp.num_minibatches})",
+                )
+            ]
+        return []
+
+
+# One model per algorithm.
+Spec = ReinforceSpec | PPOSpec
+SPEC_MODELS: dict[str, type[_SpecBase]] = {"reinforce": ReinforceSpec, "ppo": PPOSpec}
 
 
 # ---------------------------------------------------------------- canonical
@@ -265,7 +320,7 @@ def parse(data: Any, source: str = "<spec>", text: str | None = None) -> Spec:
             lines,
         )
     try:
-        return SPEC_MODELS[algorithm].model_validate(data)
+        spec = SPEC_MODELS[algorithm].model_validate(data)
     except ValidationError as error:
         problems = _problems(error)
         # Point a missing key at its parent's line, the nearest place that exists.
@@ -277,6 +332,10 @@ def parse(data: Any, source: str = "<spec>", text: str | None = None) -> Spec:
             if parent:
                 resolved[key] = resolved[parent]
         raise SpecError(source, problems, resolved) from None
+    problems = spec.cross_checks()
+    if problems:
+        raise SpecError(source, problems, lines)
+    return spec
 
 
 def load(path: str | Path) -> Spec:

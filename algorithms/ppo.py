@@ -1,0 +1,170 @@
+"""PPO with a clipped surrogate objective (Schulman et al. 2017).
+
+One iteration: a rollout of `num_steps` over `num_envs` envs, advantages by
+GAE(lambda) (V-trace with ratios of 1, see `returns.vtrace_gae`), then
+`update_epochs` passes of `num_minibatches` shuffled minibatches minimising
+
+    L = -min(r A, clip(r, 1 - eps, 1 + eps) A) + c_v L_V - c_H H(pi),
+
+with r = pi(a|x) / pi_old(a|x), advantages normalised per minibatch, and the
+value loss optionally clipped around the old values. A feed-forward policy
+shuffles single steps; a recurrent one (`network: {kind: gru}`) shuffles
+whole env fragments and replays them from the memory they started with.
+
+`config` is any object with the attributes of the spec's `hyperparameters`
+(num_envs, num_steps, gamma, gae_lambda, clip_eps, clip_value, value_coef,
+entropy_coef, update_epochs, num_minibatches, normalize_advantages).
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from algorithms import base
+from algorithms.networks import make_policy, unroll
+from algorithms.returns import vtrace_gae
+from algorithms.rollout import (
+    ActorState,
+    Fragment,
+    bootstrap_value,
+    collect,
+    entropy_of,
+    gather,
+    init_actor,
+    log_prob_of,
+    minibatch_indices,
+)
+
+
+class PPOState(NamedTuple):
+    params: Any
+    opt_state: Any
+    actor: ActorState
+    key: jax.Array
+    iteration: jax.Array  # [] int32
+
+
+class Batch(NamedTuple):
+    fragment: Fragment  # [T, B, ...] or, feed-forward, [T * B, ...] shuffled
+    advantage: jax.Array
+    target: jax.Array
+
+
+def updates_per_step(config: Any) -> int:
+    return config.update_epochs * config.num_minibatches
+
+
+def env_steps_per_step(config: Any) -> int:
+    return config.num_envs * config.num_steps
+
+
+def make_ppo(
+    config: Any,
+    env: base.Environment,
+    *,
+    network: Any,
+    optimizer: optax.GradientTransformation,
+    axis_name: str | None = None,
+) -> base.Algorithm:
+    """Build PPO for `env` (discrete actions, one agent).
+
+    Args:
+      config: the hyperparameters (see the module docstring).
+      env: an unbatched, auto-resetting environment.
+      network: the spec's network section (`mlp` or `gru`).
+      optimizer: the optax transformation (clipping and schedule included).
+      axis_name: when set, gradients are averaged over this named axis.
+    """
+    policy = make_policy(network, env.num_actions, env.observation_shape)
+    num_envs, num_steps = config.num_envs, config.num_steps
+
+    def init(key: jax.Array) -> PPOState:
+        key, net_key, env_key = jax.random.split(key, 3)
+        actor = init_actor(env, policy, env_key, num_envs)
+        params = policy.init(net_key, actor.timestep.observation[0])
+        return PPOState(params, optimizer.init(params), actor, key, jnp.zeros((), jnp.int32))
+
+    def loss_fn(params, batch: Batch, carry: jax.Array):
+        data = batch.fragment
+        if policy.recurrent:
+            logits, value = unroll(policy, params, carry, data.observation, data.reset)
+        else:
+            _, logits, value = policy.apply(params, carry, data.observation, data.reset)
+        log_pi_a, log_pi = log_prob_of(logits, data.legal_action_mask, data.action)
+        log_ratio = log_pi_a - data.log_prob
+        ratio = jnp.exp(log_ratio)
+        advantage = batch.advantage
+        if config.normalize_advantages:
+            advantage = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
+        clipped = jnp.clip(ratio, 1.0 - config.clip_eps, 1.0 + config.clip_eps)
+        policy_loss = -jnp.minimum(ratio * advantage, clipped * advantage).mean()
+        value_error = jnp.square(value - batch.target)
+        if config.clip_value:
+            value_clipped = data.value + jnp.clip(value - data.value, -config.clip_eps, config.clip_eps)
+            value_error = jnp.maximum(value_error, jnp.square(value_clipped - batch.target))
+        value_loss = 0.5 * value_error.mean()
+        entropy = entropy_of(log_pi, data.legal_action_mask).mean()
+        loss = policy_loss + config.value_coef * value_loss - config.entropy_coef * entropy
+        return loss, dict(
+            loss=loss,
+            policy_loss=policy_loss,
+            value_loss=value_loss,
+            entropy=entropy,
+            approx_kl=((ratio - 1.0) - log_ratio).mean(),
+            clip_fraction=(jnp.abs(ratio - 1.0) > config.clip_eps).mean(),
+        )
+
+    def update(carry, minibatch):
+        params, opt_state = carry
+        grads, aux = jax.grad(loss_fn, has_aux=True)(params, *minibatch)
+        if axis_name is not None:
+            grads = jax.lax.pmean(grads, axis_name)
+        aux = dict(aux, grad_norm=optax.global_norm(grads))
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        return (optax.apply_updates(params, updates), opt_state), aux
+
+    def step(state: PPOState) -> tuple[PPOState, base.Metrics]:
+        key, rollout_key, epoch_key = jax.random.split(state.key, 3)
+        start_carry = state.actor.carry
+        actor, data = collect(env, policy, state.params, state.actor, rollout_key, num_steps)
+        bootstrap = bootstrap_value(policy, state.params, actor)
+        discount = config.gamma * (1.0 - data.done.astype(jnp.float32))
+        gae = jax.vmap(lambda r, d, v, b: vtrace_gae(r, d, v, b, lambda_=config.gae_lambda), (1, 1, 1, 0), 1)
+        advantages = gae(data.reward, discount, data.value, bootstrap)
+        batch = Batch(data, advantages.advantage, advantages.target)
+
+        def epoch(carry, key):
+            if policy.recurrent:
+                # Whole env fragments, replayed from the memory they started with.
+                index = minibatch_indices(key, num_envs, config.num_minibatches)
+                batches = (gather(batch, index, 1), gather(start_carry, index, 0))
+            else:
+                flat = jax.tree.map(lambda x: x.reshape(num_steps * num_envs, *x.shape[2:]), batch)
+                index = minibatch_indices(key, num_steps * num_envs, config.num_minibatches)
+                batches = (gather(flat, index, 0), jnp.zeros((config.num_minibatches, index.shape[1], 0)))
+            return jax.lax.scan(update, carry, batches)
+
+        (params, opt_state), aux = jax.lax.scan(
+            epoch, (state.params, state.opt_state), jax.random.split(epoch_key, config.update_epochs)
+        )
+        metrics = {name: value.mean() for name, value in aux.items()}
+        metrics["episode_return"] = actor.episodes.last_return
+        metrics["episode_length"] = actor.episodes.last_length
+        return PPOState(params, opt_state, actor, key, state.iteration + 1), metrics
+
+    return base.Algorithm(init=init, step=step, env_steps_per_step=env_steps_per_step(config))
+
+
+base.register(
+    "ppo",
+    base.Registration(
+        make=make_ppo,
+        updates_per_step=updates_per_step,
+        env_steps_per_step=env_steps_per_step,
+        check_env=base.single_agent_discrete("ppo"),
+    ),
+)

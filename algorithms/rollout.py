@@ -1,0 +1,98 @@
+"""Rollout collection shared by the on-policy algorithms: T steps of B
+auto-resetting envs under a (possibly recurrent) policy, under `lax.scan`."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from algorithms.base import Environment, TimeStep
+from algorithms.episodes import EpisodeStats, init_episode_stats, update_episode_stats
+from algorithms.networks import Policy, masked_logits
+
+
+class ActorState(NamedTuple):
+    env_state: Any  # [B, ...]
+    timestep: TimeStep  # [B, ...] what the envs show now
+    carry: jax.Array  # [B, H] the policy's memory (H = 0 for feed-forward)
+    reset: jax.Array  # [B] the current observation starts an episode
+    episodes: EpisodeStats
+
+
+class Fragment(NamedTuple):
+    """T steps of B envs; index t is the decision at step t."""
+
+    observation: jax.Array  # [T, B, *obs]
+    legal_action_mask: jax.Array  # [T, B, A]
+    reset: jax.Array  # [T, B] observation t starts an episode (memory is cleared)
+    action: jax.Array  # [T, B]
+    log_prob: jax.Array  # [T, B] log mu(a_t | x_t) of the behaviour policy
+    value: jax.Array  # [T, B] V(x_t) at collection time
+    reward: jax.Array  # [T, B]
+    done: jax.Array  # [T, B] transition t ended its episode (terminated or truncated)
+
+
+def init_actor(env: Environment, policy: Policy, key: jax.Array, num_envs: int) -> ActorState:
+    env_state, timestep = jax.vmap(env.reset)(jax.random.split(key, num_envs))
+    return ActorState(
+        env_state=env_state,
+        timestep=timestep,
+        carry=policy.initial_carry((num_envs,)),
+        reset=jnp.ones((num_envs,), bool),
+        episodes=init_episode_stats(num_envs),
+    )
+
+
+def log_prob_of(logits: jax.Array, legal_action_mask: jax.Array, action: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """log pi(a|x) of the taken actions and the masked log-probabilities."""
+    log_pi = jax.nn.log_softmax(masked_logits(logits, legal_action_mask))
+    return jnp.take_along_axis(log_pi, action[..., None], -1)[..., 0], log_pi
+
+
+def entropy_of(log_pi: jax.Array, legal_action_mask: jax.Array) -> jax.Array:
+    # Masked actions have probability exactly 0; where() keeps 0 * min-logit out.
+    return -jnp.where(legal_action_mask, jnp.exp(log_pi) * log_pi, 0.0).sum(-1)
+
+
+def collect(
+    env: Environment, policy: Policy, params: Any, actor: ActorState, key: jax.Array, num_steps: int
+) -> tuple[ActorState, Fragment]:
+    """Step the B envs `num_steps` times with actions sampled from the policy.
+
+    Rewards are player 0's: the on-policy algorithms here are single-agent.
+    """
+    num_envs = actor.reset.shape[0]
+
+    def step(actor: ActorState, key):
+        action_key, env_key = jax.random.split(key)
+        ts = actor.timestep
+        carry, logits, value = policy.apply(params, actor.carry, ts.observation, actor.reset)
+        action = jax.random.categorical(action_key, masked_logits(logits, ts.legal_action_mask))
+        log_prob, _ = log_prob_of(logits, ts.legal_action_mask, action)
+        env_state, next_ts = jax.vmap(env.step)(actor.env_state, action, jax.random.split(env_key, num_envs))
+        reward = next_ts.reward[:, 0]
+        done = next_ts.terminated | next_ts.truncated
+        fragment = Fragment(ts.observation, ts.legal_action_mask, actor.reset, action, log_prob, value, reward, done)
+        actor = ActorState(env_state, next_ts, carry, done, update_episode_stats(actor.episodes, reward, done))
+        return actor, fragment
+
+    return jax.lax.scan(step, actor, jax.random.split(key, num_steps))
+
+
+def bootstrap_value(policy: Policy, params: Any, actor: ActorState) -> jax.Array:
+    """V(x_T) of the observation after the fragment, `[B]`."""
+    _, _, value = policy.apply(params, actor.carry, actor.timestep.observation, actor.reset)
+    return value
+
+
+def minibatch_indices(key: jax.Array, size: int, num_minibatches: int) -> jax.Array:
+    """A random split of `range(size)` into equal minibatches, `[n, size // n]`."""
+    return jax.random.permutation(key, size).reshape(num_minibatches, size // num_minibatches)
+
+
+def gather(tree: Any, indices: jax.Array, axis: int) -> Any:
+    """Each minibatch of `indices` (`[n, m]`) taken along `axis`, stacked on a
+    new leading axis: a leaf `[..., size, ...]` becomes `[n, ..., m, ...]`."""
+    return jax.tree.map(lambda x: jnp.moveaxis(jnp.take(x, indices, axis=axis), axis, 0), tree)

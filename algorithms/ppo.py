@@ -13,7 +13,9 @@ whole env fragments and replays them from the memory they started with.
 
 `config` is any object with the attributes of the spec's `hyperparameters`
 (num_envs, num_steps, gamma, gae_lambda, clip_eps, clip_value, value_coef,
-entropy_coef, update_epochs, num_minibatches, normalize_advantages).
+entropy_coef, update_epochs, num_minibatches, normalize_advantages,
+reward_scale). `reward_scale` multiplies rewards for learning only (values
+and advantages); reported episode returns stay in the env's own units.
 """
 
 from __future__ import annotations
@@ -134,7 +136,7 @@ def make_ppo(
         bootstrap = bootstrap_value(policy, state.params, actor)
         discount = config.gamma * (1.0 - data.done.astype(jnp.float32))
         gae = jax.vmap(lambda r, d, v, b: vtrace_gae(r, d, v, b, lambda_=config.gae_lambda), (1, 1, 1, 0), 1)
-        advantages = gae(data.reward, discount, data.value, bootstrap)
+        advantages = gae(config.reward_scale * data.reward, discount, data.value, bootstrap)
         batch = Batch(data, advantages.advantage, advantages.target)
 
         def epoch(carry, key):

@@ -1,4 +1,4 @@
-"""Benchmark fixtures: the published REINFORCE spec, compiled once per seed count."""
+"""Benchmark fixtures and the report printed at the end of `nox -s bench`."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-REINFORCE_SPEC = ROOT / "experiments" / "reinforce_cartpole.yaml"
+SPECS = {name: ROOT / "experiments" / f"{name}.yaml" for name in ("reinforce_cartpole", "ppo_cartpole")}
 BENCH_DIR = ROOT / ".bench"
 
 

@@ -205,6 +205,11 @@ def cmd_publish(args: argparse.Namespace) -> int:
         local = client.download_artifacts(run.info.run_id, "results.json", tmp)
         record = json.loads(Path(local).read_text())
     record["mlflow_run_id"] = run.info.run_id
+    if args.random_baseline:
+        from harness.baselines import random_policy_summary
+
+        record["baselines"] = {"random_policy": random_policy_summary(plan.env, plan.spec.seeds)}
+        out_console.print(f"random policy: mean return {record['baselines']['random_policy']['mean_return']:.2f}")
     out = Path(args.out) if args.out else Path("results") / f"{Path(args.spec).stem}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(record, indent=2) + "\n")
@@ -241,6 +246,11 @@ def parser() -> argparse.ArgumentParser:
     pub.add_argument("--run-id", help="the parent run to publish (default: the latest finished run of the spec)")
     pub.add_argument("--tracking-uri")
     pub.add_argument("--out", help="where to write (default: results/<spec file stem>.json)")
+    pub.add_argument(
+        "--random-baseline",
+        action="store_true",
+        help="also record the return of a uniformly random policy on the spec's env and seeds",
+    )
     pub.set_defaults(func=cmd_publish)
     return p
 

@@ -141,6 +141,7 @@ class PPOHyperparameters(_Model):
     update_epochs: int = Field(default=4, gt=0)
     num_minibatches: int = Field(default=4, gt=0)
     normalize_advantages: bool = True
+    reward_scale: float = Field(default=1.0, gt=0, description="rewards are multiplied by this for learning only")
 
 
 class _SpecBase(_Model):

@@ -107,17 +107,3 @@ def test_published_spec_validates(capsys):
     code, out, err = run_cli(capsys, "validate", str(spec))
     assert code == 0, err
     assert yaml.safe_load(out)["name"] == TINY_SPEC["name"].replace("tiny_reinforce", "reinforce_cartpole")
-
-
-def test_published_reference_matches_its_spec_and_meets_its_claim():
-    """results/reinforce_cartpole.json was made by running the current spec."""
-    import json
-
-    root = Path(__file__).parent.parent
-    reference = json.loads((root / "results" / "reinforce_cartpole.json").read_text())
-    loaded = S.load(root / "experiments" / "reinforce_cartpole.yaml")
-    assert reference["spec_hash"] == S.spec_hash(loaded), "spec changed since its reference was published"
-    assert reference["seeds"] == list(loaded.seeds)
-    assert reference["final"]["episode_return"] >= 400
-    assert set(reference["per_seed_final"]) == {str(s) for s in loaded.seeds}
-    assert reference["git"]["dirty"] == "false"

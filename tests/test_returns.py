@@ -1,6 +1,6 @@
 import numpy as np
 
-from algorithms.returns import discounted_returns
+from algorithms.returns import discounted_returns, vtrace_gae
 
 
 def test_discounted_returns_by_hand():
@@ -18,3 +18,53 @@ def test_episode_boundary_cuts_the_return():
     g3 = 1 + 0.9 * 10
     g2 = 1 + 0.9 * g3
     np.testing.assert_allclose(g, [1 + 0.9 * 1.0, 1.0, g2, g3], rtol=1e-6)
+
+
+def _gae_by_hand(r, discount, v, bootstrap, lam):
+    """GAE(lambda) with an explicit loop, as in Schulman et al. 2016."""
+    values = list(v) + [bootstrap]
+    advantage, out = 0.0, []
+    for t in reversed(range(len(r))):
+        delta = r[t] + discount[t] * values[t + 1] - values[t]
+        advantage = delta + discount[t] * lam * advantage
+        out.append(advantage)
+    return np.array(out[::-1], np.float32)
+
+
+R = np.array([1.0, 0.0, 2.0, 1.0], np.float32)
+DISCOUNT = np.array([0.9, 0.0, 0.9, 0.9], np.float32)  # transition 1 ends an episode
+V = np.array([0.5, 1.0, -0.5, 2.0], np.float32)
+BOOTSTRAP = np.float32(1.5)
+
+
+def test_gae_matches_the_hand_computation_across_an_episode_boundary():
+    out = vtrace_gae(R, DISCOUNT, V, BOOTSTRAP, lambda_=0.8)
+    expected = _gae_by_hand(R, DISCOUNT, V, BOOTSTRAP, 0.8)
+    np.testing.assert_allclose(out.advantage, expected, rtol=1e-6)
+    np.testing.assert_allclose(out.target, expected + V, rtol=1e-6)
+    # The boundary: transition 1's advantage is its own TD error, r1 - V(x1).
+    assert out.advantage[1] == R[1] - V[1]
+
+
+def test_vtrace_with_ratios_of_one_is_gae_exactly():
+    gae = vtrace_gae(R, DISCOUNT, V, BOOTSTRAP, lambda_=0.8)
+    vtrace = vtrace_gae(R, DISCOUNT, V, BOOTSTRAP, lambda_=0.8, log_rho_t=np.zeros(4, np.float32))
+    np.testing.assert_array_equal(vtrace.target, gae.target)
+    # With lambda = 1, V-trace's policy-gradient advantage is GAE's too.
+    gae1 = vtrace_gae(R, DISCOUNT, V, BOOTSTRAP, lambda_=1.0)
+    vtrace1 = vtrace_gae(R, DISCOUNT, V, BOOTSTRAP, lambda_=1.0, log_rho_t=np.zeros(4, np.float32))
+    np.testing.assert_allclose(vtrace1.advantage, gae1.advantage, rtol=1e-6)
+
+
+def test_vtrace_clips_rho_and_c_by_hand():
+    r = np.array([1.0, 1.0], np.float32)
+    discount = np.array([0.5, 0.5], np.float32)
+    v = np.array([0.0, 0.0], np.float32)
+    log_rho = np.log(np.array([2.0, 0.5], np.float32))
+    out = vtrace_gae(r, discount, v, np.float32(0.0), lambda_=1.0, log_rho_t=log_rho, rho_clip=1.0, c_clip=1.0)
+    # rho = min(1, [2, .5]) = [1, .5]; c = the same.
+    # delta = rho * (r + discount * V(x_{t+1}) - V(x_t)) = [1, .5]
+    # v_1 - V = .5; v_0 - V = 1 + .5 * 1 * .5 = 1.25
+    np.testing.assert_allclose(out.target, [1.25, 0.5], rtol=1e-6)
+    # advantage = rho * (r + discount * v_{t+1} - V(x_t)) = [1 + .5 * .5, .5 * 1]
+    np.testing.assert_allclose(out.advantage, [1.25, 0.5], rtol=1e-6)

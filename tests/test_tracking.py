@@ -32,7 +32,7 @@ def logged_run(tmp_path_factory):
     out = tmp / "results.json"
     code = cli.main(["run", str(path), "--tracking-uri", uri, "--no-progress", "--results-out", str(out)])
     assert code == 0
-    return S.load(path), MlflowClient(tracking_uri=uri), json.loads(out.read_text())
+    return S.load(path), MlflowClient(tracking_uri=uri), json.loads(out.read_text()), path, uri
 
 
 def _runs(client, spec):
@@ -44,7 +44,7 @@ def _runs(client, spec):
 
 
 def test_parent_run_per_invocation_and_child_run_per_seed(logged_run):
-    spec, client, _ = logged_run
+    spec, client, *_ = logged_run
     parents, children = _runs(client, spec)
     assert len(parents) == 1 and len(children) == len(spec.seeds)
     parent = parents[0]
@@ -54,7 +54,7 @@ def test_parent_run_per_invocation_and_child_run_per_seed(logged_run):
 
 
 def test_params_are_the_flattened_resolved_spec(logged_run):
-    spec, client, _ = logged_run
+    spec, client, *_ = logged_run
     parents, children = _runs(client, spec)
     expected = S.flatten(S.canonical(spec))
     assert {k: v for k, v in parents[0].data.params.items()} == expected
@@ -64,7 +64,7 @@ def test_params_are_the_flattened_resolved_spec(logged_run):
 
 
 def test_tags_record_hash_git_versions_and_devices(logged_run):
-    spec, client, _ = logged_run
+    spec, client, *_ = logged_run
     parents, children = _runs(client, spec)
     for run in parents + children:
         tags = run.data.tags
@@ -81,7 +81,7 @@ def test_tags_record_hash_git_versions_and_devices(logged_run):
 
 
 def test_metrics_are_curves_over_env_steps(logged_run):
-    spec, client, record = logged_run
+    spec, client, record, *_ = logged_run
     _, children = _runs(client, spec)
     steps_per_iteration = 16 * 32
     for child in children:
@@ -98,7 +98,7 @@ def test_metrics_are_curves_over_env_steps(logged_run):
 
 
 def test_artifacts_hold_the_resolved_spec_and_results(logged_run, tmp_path):
-    spec, client, record = logged_run
+    spec, client, record, *_ = logged_run
     parent = _runs(client, spec)[0][0]
     names = {a.path for a in client.list_artifacts(parent.info.run_id)}
     assert {"spec.yaml", "results.json"} <= names
@@ -110,6 +110,28 @@ def test_artifacts_hold_the_resolved_spec_and_results(logged_run, tmp_path):
     assert logged["final"] == record["final"]
     assert set(logged["per_seed_final"]) == {str(s) for s in spec.seeds}
     assert len(logged["curves"]["env_steps"]) == 20
+
+
+def test_publish_writes_the_reference_from_the_finished_run(logged_run, tmp_path, capsys):
+    spec, client, record, path, uri = logged_run
+    out = tmp_path / "reference.json"
+    code = cli.main(["publish", str(path), "--tracking-uri", uri, "--out", str(out), "--random-baseline"])
+    assert code == 0, capsys.readouterr().err
+    reference = json.loads(out.read_text())
+    parent = _runs(client, spec)[0][0]
+    assert reference["mlflow_run_id"] == parent.info.run_id
+    assert reference["spec_hash"] == S.spec_hash(spec)
+    assert reference["final"] == record["final"]
+    # A random CartPole policy lasts about 22 steps.
+    assert 15 < reference["baselines"]["random_policy"]["mean_return"] < 30
+
+
+def test_publish_without_a_finished_run_is_refused(tmp_path, capsys, tiny_spec_data):
+    tiny_spec_data["name"] = "never_run"
+    path = write_spec(tmp_path, tiny_spec_data)
+    code = cli.main(["publish", str(path), "--tracking-uri", f"sqlite:///{tmp_path / 'empty.db'}"])
+    err = capsys.readouterr().err
+    assert code == 2 and "no finished run" in err and "Traceback" not in err
 
 
 def _tracked(tmp_path, seeds=(0, 1)):

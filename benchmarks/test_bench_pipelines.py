@@ -1,5 +1,6 @@
-"""REINFORCE on CartPole: steady-state env steps/s for 1 and 16 seeds, compile
-seconds, and the harness's overhead over a bare loop.
+"""The published CartPole specs (REINFORCE, PPO): steady-state env steps/s for
+1 and 16 seeds, compile seconds, the harness's overhead over a bare loop, and
+each spec end to end through `harness run`.
 
 Timing follows BENCHMARKING.md: ahead-of-time compile timed apart, one
 untimed warm-up call, `block_until_ready` before reading the clock, medians
@@ -13,28 +14,28 @@ import time
 
 import jax
 import pytest
-from conftest import REINFORCE_SPEC, report
+from conftest import SPECS, report
 
 from harness import build, runner
 from harness import spec as S
 
-CHUNK = 50  # iterations per compiled call, as in the published spec
 
-
-def _plan(num_seeds: int) -> build.Plan:
-    loaded = S.load(REINFORCE_SPEC)
+def _plan(name: str, num_seeds: int) -> build.Plan:
+    loaded = S.load(SPECS[name])
     return build.build(loaded.model_copy(update={"seeds": tuple(range(num_seeds))}))
 
 
 def _compiled(plan: build.Plan):
+    """The spec's own chunk (its logging interval), compiled ahead of time."""
     state, init_compile = runner.init_state(plan.algorithm, plan.spec.seeds)
-    compiled, chunk_compile = runner.compile_chunk(plan.algorithm.step, CHUNK, state)
+    compiled, chunk_compile = runner.compile_chunk(plan.algorithm.step, plan.spec.logging.interval, state)
     return state, compiled, init_compile + chunk_compile
 
 
 @pytest.mark.parametrize("num_seeds", [1, 16])
-def test_reinforce_chunk_sps(benchmark, num_seeds):
-    plan = _plan(num_seeds)
+@pytest.mark.parametrize("name", list(SPECS))
+def test_chunk_sps(benchmark, name, num_seeds):
+    plan = _plan(name, num_seeds)
     state, compiled, compile_seconds = _compiled(plan)
     holder = {"state": state}
 
@@ -44,7 +45,7 @@ def test_reinforce_chunk_sps(benchmark, num_seeds):
 
     call()  # warm-up
     benchmark.pedantic(call, rounds=15, iterations=1, warmup_rounds=1)
-    steps = CHUNK * plan.env_steps_per_iteration * num_seeds
+    steps = plan.spec.logging.interval * plan.env_steps_per_iteration * num_seeds
     median = benchmark.stats.stats.median
     benchmark.extra_info.update(
         env_steps_per_call=steps,
@@ -55,14 +56,18 @@ def test_reinforce_chunk_sps(benchmark, num_seeds):
         device=jax.devices()[0].device_kind,
     )
     report(
-        f"reinforce chunk, {num_seeds} seed(s)",
+        f"{name} chunk, {num_seeds} seed(s)",
         f"{steps / median:,.0f} steps/s (min {steps / benchmark.stats.stats.max:,.0f}, "
         f"max {steps / benchmark.stats.stats.min:,.0f}); compile {compile_seconds:.1f} s",
     )
 
 
-@pytest.mark.parametrize("live_metrics", [False, True], ids=["default", "live-metrics"])
-def test_reinforce_harness_overhead(benchmark, tmp_path, live_metrics):
+@pytest.mark.parametrize(
+    "name,live_metrics",
+    [("reinforce_cartpole", False), ("reinforce_cartpole", True), ("ppo_cartpole", False)],
+    ids=["reinforce", "reinforce-live-metrics", "ppo"],
+)
+def test_harness_overhead(benchmark, tmp_path, name, live_metrics):
     """The same compiled chunk: a bare loop against `runner.run` with MLflow
     logging (SQLite) and the progress bar on, as `harness run` does it. On a
     CPU backend `harness run` writes per-iteration metrics after training
@@ -72,9 +77,10 @@ def test_reinforce_harness_overhead(benchmark, tmp_path, live_metrics):
     from harness import tracking
     from harness.progress import ProgressBar
 
-    plan = _plan(8)
+    plan = _plan(name, 8)
+    chunk = plan.spec.logging.interval
     num_chunks = 12
-    iterations = num_chunks * CHUNK
+    iterations = num_chunks * chunk
     state, compiled, _ = _compiled(plan)
 
     def bare() -> float:
@@ -87,7 +93,7 @@ def test_reinforce_harness_overhead(benchmark, tmp_path, live_metrics):
         jax.block_until_ready((s, m))
         return (
             (num_chunks - 1)
-            * CHUNK
+            * chunk
             * plan.env_steps_per_iteration
             * len(plan.spec.seeds)
             / (time.perf_counter() - start)
@@ -104,7 +110,7 @@ def test_reinforce_harness_overhead(benchmark, tmp_path, live_metrics):
                 bar.update(chunk)
 
             with bar:
-                result = runner.run(plan.algorithm, plan.spec.seeds, iterations, CHUNK, sink=sink)
+                result = runner.run(plan.algorithm, plan.spec.seeds, iterations, chunk, sink=sink)
         return result.sps
 
     bare_sps, harness_sps = [], []
@@ -129,24 +135,23 @@ def test_reinforce_harness_overhead(benchmark, tmp_path, live_metrics):
         harness_sps=harness_sps,
     )
     report(
-        f"harness overhead ({'live metrics' if live_metrics else 'default'})",
+        f"{name} harness overhead{' (live metrics)' if live_metrics else ''}",
         f"bare {bare_median:,.0f} steps/s, harness {harness_median:,.0f} steps/s: "
         f"{100 * (1 - harness_median / bare_median):.1f}% (8 seeds, medians of 4 rounds)",
     )
 
 
-def test_reinforce_spec_end_to_end(benchmark, bench_dir):
+@pytest.mark.parametrize("name", list(SPECS))
+def test_spec_end_to_end(benchmark, bench_dir, name):
     """The published spec through `harness run`, logged to .bench/mlflow.db."""
     from harness import cli
 
     uri = f"sqlite:///{bench_dir / 'mlflow.db'}"
-    out = bench_dir / "reinforce_cartpole.results.json"
+    out = bench_dir / f"{name}.results.json"
 
     def run():
-        assert (
-            cli.main(["run", str(REINFORCE_SPEC), "--tracking-uri", uri, "--no-progress", "--results-out", str(out)])
-            == 0
-        )
+        argv = ["run", str(SPECS[name]), "--tracking-uri", uri, "--no-progress", "--results-out", str(out)]
+        assert cli.main(argv) == 0
 
     benchmark.pedantic(run, rounds=1, iterations=1)
     import json
@@ -160,7 +165,7 @@ def test_reinforce_spec_end_to_end(benchmark, bench_dir):
         final_episode_return=record["final"]["episode_return"],
     )
     report(
-        "reinforce_cartpole.yaml via harness run",
+        f"{name}.yaml via harness run",
         f"{speed['sps']:,.0f} steps/s ({len(record['seeds'])} seeds); compile {speed['compile_seconds']:.1f} s; "
         f"final return {record['final']['episode_return']:.1f}; MLflow: {uri}",
     )

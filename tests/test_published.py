@@ -1,0 +1,50 @@
+"""Every published spec has a reference made by running it, and the
+reference shows what the spec's comment claims."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness import spec as S
+
+ROOT = Path(__file__).resolve().parent.parent
+SPECS = sorted((ROOT / "experiments").glob("*.yaml"))
+
+
+def reference(stem: str) -> dict:
+    return json.loads((ROOT / "results" / f"{stem}.json").read_text())
+
+
+@pytest.mark.parametrize("path", SPECS, ids=[p.stem for p in SPECS])
+def test_reference_was_made_from_this_spec(path):
+    ref = reference(path.stem)
+    loaded = S.load(path)
+    assert ref["spec_hash"] == S.spec_hash(loaded), "the spec changed since its reference was published"
+    assert ref["seeds"] == list(loaded.seeds)
+    assert set(ref["per_seed_final"]) == {str(s) for s in loaded.seeds}
+    assert ref["git"]["dirty"] == "false", "references come from runs of committed code"
+    assert ref["mlflow_run_id"]
+
+
+def test_reinforce_cartpole_claim():
+    assert reference("reinforce_cartpole")["final"]["episode_return"] >= 400
+
+
+def test_ppo_cartpole_claim():
+    finals = [v["episode_return"] for v in reference("ppo_cartpole")["per_seed_final"].values()]
+    assert sum(f >= 475 for f in finals) > len(finals) / 2, finals
+
+
+def test_gru_beats_the_feed_forward_policy_on_masked_cartpole():
+    gru = reference("ppo_gru_cartpole_masked")["final"]["episode_return"]
+    mlp = reference("ppo_mlp_cartpole_masked")["final"]["episode_return"]
+    assert gru > 2 * mlp, (gru, mlp)
+
+
+def test_ppo_game2048_learns_well_above_a_random_policy():
+    ref = reference("ppo_game2048")
+    random_score = ref["baselines"]["random_policy"]["mean_return"]
+    assert ref["final"]["episode_return"] > 2 * random_score

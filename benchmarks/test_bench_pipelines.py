@@ -18,6 +18,7 @@ from conftest import SPECS, report
 
 from harness import build, runner
 from harness import spec as S
+from harness.flops import count_flops
 
 
 def _plan(name: str, num_seeds: int) -> build.Plan:
@@ -37,6 +38,9 @@ def _compiled(plan: build.Plan):
 def test_chunk_sps(benchmark, name, num_seeds):
     plan = _plan(name, num_seeds)
     state, compiled, compile_seconds = _compiled(plan)
+    # FLOPs from the jaxpr with scan trip counts (XLA's cost analysis counts
+    # each loop body once); matmuls counted exactly, the rest one per element.
+    flops = count_flops(runner.make_chunk(plan.algorithm.step, plan.spec.logging.interval), state)
     holder = {"state": state}
 
     def call():
@@ -53,12 +57,18 @@ def test_chunk_sps(benchmark, name, num_seeds):
         sps_min=steps / benchmark.stats.stats.max,
         sps_max=steps / benchmark.stats.stats.min,
         compile_seconds=compile_seconds,
+        flops_per_iteration=flops.total / plan.spec.logging.interval / num_seeds,
+        matmul_flops_per_iteration=flops.matmul / plan.spec.logging.interval / num_seeds,
+        gflops_per_second=flops.total / median / 1e9,
+        matmul_gflops_per_second=flops.matmul / median / 1e9,
         device=jax.devices()[0].device_kind,
     )
     report(
         f"{name} chunk, {num_seeds} seed(s)",
         f"{steps / median:,.0f} steps/s (min {steps / benchmark.stats.stats.max:,.0f}, "
-        f"max {steps / benchmark.stats.stats.min:,.0f}); compile {compile_seconds:.1f} s",
+        f"max {steps / benchmark.stats.stats.min:,.0f}); compile {compile_seconds:.1f} s; "
+        f"{flops.total / plan.spec.logging.interval / num_seeds / 1e6:.1f} MFLOP/iteration/seed, "
+        f"{flops.total / median / 1e9:.2f} GFLOP/s ({flops.matmul / median / 1e9:.2f} in matmuls)",
     )
 
 

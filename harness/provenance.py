@@ -27,7 +27,8 @@ def versions() -> dict[str, str]:
 
 @functools.cache
 def git_state() -> dict[str, str]:
-    """Commit and dirty flag of the repository the harness code lives in."""
+    """Commit and dirty flag of the repository the harness code lives in
+    (changes under results/ do not count: publishing a reference writes there)."""
     root = Path(__file__).resolve().parent.parent
 
     def git(*args: str) -> str:
@@ -37,7 +38,8 @@ def git_state() -> dict[str, str]:
 
     try:
         commit = git("rev-parse", "HEAD")
-        dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
+        # results/ holds references that runs write; it is output, not code.
+        dirty = bool(git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results"))
     except (OSError, subprocess.SubprocessError):
         return {"commit": "unknown", "dirty": "unknown"}
     return {"commit": commit, "dirty": str(dirty).lower()}

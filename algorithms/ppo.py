@@ -30,38 +30,26 @@ from algorithms import base
 from algorithms.networks import make_policy, unroll
 from algorithms.returns import vtrace_gae
 from algorithms.rollout import (
-    ActorState,
     Fragment,
+    OnPolicyState,
     bootstrap_value,
     collect,
     entropy_of,
+    env_steps_per_step,
     gather,
     init_actor,
+    learn,
     log_prob_of,
+    make_update,
     minibatch_indices,
+    updates_per_step,
 )
-
-
-class PPOState(NamedTuple):
-    params: Any
-    opt_state: Any
-    actor: ActorState
-    key: jax.Array
-    iteration: jax.Array  # [] int32
 
 
 class Batch(NamedTuple):
     fragment: Fragment  # [T, B, ...] or, feed-forward, [T * B, ...] shuffled
     advantage: jax.Array
     target: jax.Array
-
-
-def updates_per_step(config: Any) -> int:
-    return config.update_epochs * config.num_minibatches
-
-
-def env_steps_per_step(config: Any) -> int:
-    return config.num_envs * config.num_steps
 
 
 def make_ppo(
@@ -84,11 +72,11 @@ def make_ppo(
     policy = make_policy(network, env.num_actions, env.observation_shape)
     num_envs, num_steps = config.num_envs, config.num_steps
 
-    def init(key: jax.Array) -> PPOState:
+    def init(key: jax.Array) -> OnPolicyState:
         key, net_key, env_key = jax.random.split(key, 3)
         actor = init_actor(env, policy, env_key, num_envs)
         params = policy.init(net_key, actor.timestep.observation[0])
-        return PPOState(params, optimizer.init(params), actor, key, jnp.zeros((), jnp.int32))
+        return OnPolicyState(params, optimizer.init(params), actor, key, jnp.zeros((), jnp.int32))
 
     def loss_fn(params, batch: Batch, carry: jax.Array):
         data = batch.fragment
@@ -120,16 +108,9 @@ def make_ppo(
             clip_fraction=(jnp.abs(ratio - 1.0) > config.clip_eps).mean(),
         )
 
-    def update(carry, minibatch):
-        params, opt_state = carry
-        grads, aux = jax.grad(loss_fn, has_aux=True)(params, *minibatch)
-        if axis_name is not None:
-            grads = jax.lax.pmean(grads, axis_name)
-        aux = dict(aux, grad_norm=optax.global_norm(grads))
-        updates, opt_state = optimizer.update(grads, opt_state, params)
-        return (optax.apply_updates(params, updates), opt_state), aux
+    update = make_update(loss_fn, optimizer, axis_name)
 
-    def step(state: PPOState) -> tuple[PPOState, base.Metrics]:
+    def step(state: OnPolicyState) -> tuple[OnPolicyState, base.Metrics]:
         key, rollout_key, epoch_key = jax.random.split(state.key, 3)
         start_carry = state.actor.carry
         actor, data = collect(env, policy, state.params, state.actor, rollout_key, num_steps)
@@ -139,24 +120,16 @@ def make_ppo(
         advantages = gae(config.reward_scale * data.reward, discount, data.value, bootstrap)
         batch = Batch(data, advantages.advantage, advantages.target)
 
-        def epoch(carry, key):
+        def minibatches_for(key):
             if policy.recurrent:
                 # Whole env fragments, replayed from the memory they started with.
                 index = minibatch_indices(key, num_envs, config.num_minibatches)
-                batches = (gather(batch, index, 1), gather(start_carry, index, 0))
-            else:
-                flat = jax.tree.map(lambda x: x.reshape(num_steps * num_envs, *x.shape[2:]), batch)
-                index = minibatch_indices(key, num_steps * num_envs, config.num_minibatches)
-                batches = (gather(flat, index, 0), jnp.zeros((config.num_minibatches, index.shape[1], 0)))
-            return jax.lax.scan(update, carry, batches)
+                return gather(batch, index, 1), gather(start_carry, index, 0)
+            flat = jax.tree.map(lambda x: x.reshape(num_steps * num_envs, *x.shape[2:]), batch)
+            index = minibatch_indices(key, num_steps * num_envs, config.num_minibatches)
+            return gather(flat, index, 0), jnp.zeros((config.num_minibatches, index.shape[1], 0))
 
-        (params, opt_state), aux = jax.lax.scan(
-            epoch, (state.params, state.opt_state), jax.random.split(epoch_key, config.update_epochs)
-        )
-        metrics = {name: value.mean() for name, value in aux.items()}
-        metrics["episode_return"] = actor.episodes.last_return
-        metrics["episode_length"] = actor.episodes.last_length
-        return PPOState(params, opt_state, actor, key, state.iteration + 1), metrics
+        return learn(update, state, actor, key, epoch_key, config.update_epochs, minibatches_for)
 
     return base.Algorithm(init=init, step=step, env_steps_per_step=env_steps_per_step(config))
 

@@ -23,7 +23,7 @@ update_epochs, num_minibatches, normalize_advantages).
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -33,32 +33,20 @@ from algorithms import base
 from algorithms.networks import make_policy, unroll
 from algorithms.returns import discounted_returns
 from algorithms.rollout import (
-    ActorState,
     Fragment,
+    OnPolicyState,
     bootstrap_value,
     collect,
     entropy_of,
+    env_steps_per_step,
     gather,
     init_actor,
+    learn,
     log_prob_of,
+    make_update,
     minibatch_indices,
+    updates_per_step,
 )
-
-
-class ReinforceState(NamedTuple):
-    params: Any
-    opt_state: Any
-    actor: ActorState
-    key: jax.Array
-    iteration: jax.Array  # [] int32
-
-
-def updates_per_step(config: Any) -> int:
-    return config.update_epochs * config.num_minibatches
-
-
-def env_steps_per_step(config: Any) -> int:
-    return config.num_envs * config.num_steps
 
 
 def make_reinforce(
@@ -81,11 +69,11 @@ def make_reinforce(
     """
     policy = make_policy(network, env.num_actions, env.observation_shape)
 
-    def init(key: jax.Array) -> ReinforceState:
+    def init(key: jax.Array) -> OnPolicyState:
         key, net_key, env_key = jax.random.split(key, 3)
         actor = init_actor(env, policy, env_key, config.num_envs)
         params = policy.init(net_key, actor.timestep.observation[0])
-        return ReinforceState(params, optimizer.init(params), actor, key, jnp.zeros((), jnp.int32))
+        return OnPolicyState(params, optimizer.init(params), actor, key, jnp.zeros((), jnp.int32))
 
     def loss_fn(params, batch: Fragment, carry: jax.Array, returns: jax.Array):
         logits, value = unroll(policy, params, carry, batch.observation, batch.reset)
@@ -104,16 +92,9 @@ def make_reinforce(
             loss=loss, policy_loss=policy_loss, value_loss=value_loss, entropy=entropy, importance_weight=rho.mean()
         )
 
-    def update(carry, minibatch):
-        params, opt_state = carry
-        grads, aux = jax.grad(loss_fn, has_aux=True)(params, *minibatch)
-        if axis_name is not None:
-            grads = jax.lax.pmean(grads, axis_name)
-        aux = dict(aux, grad_norm=optax.global_norm(grads))
-        updates, opt_state = optimizer.update(grads, opt_state, params)
-        return (optax.apply_updates(params, updates), opt_state), aux
+    update = make_update(loss_fn, optimizer, axis_name)
 
-    def step(state: ReinforceState) -> tuple[ReinforceState, base.Metrics]:
+    def step(state: OnPolicyState) -> tuple[OnPolicyState, base.Metrics]:
         key, rollout_key, epoch_key = jax.random.split(state.key, 3)
         start_carry = state.actor.carry
         actor, data = collect(env, policy, state.params, state.actor, rollout_key, config.num_steps)
@@ -124,20 +105,13 @@ def make_reinforce(
         discount = config.gamma * (1.0 - data.done.astype(jnp.float32))
         returns = jax.vmap(discounted_returns, in_axes=(1, 1, 0), out_axes=1)(data.reward, discount, bootstrap)
 
-        def epoch(carry, key):
+        def minibatches_for(key):
             # Minibatches split the envs (axis 1 of the fragment, 0 of the
             # carry), so each keeps whole fragments and its memory.
             index = minibatch_indices(key, config.num_envs, config.num_minibatches)
-            batches = (gather(data, index, 1), gather(start_carry, index, 0), gather(returns, index, 1))
-            return jax.lax.scan(update, carry, batches)
+            return gather(data, index, 1), gather(start_carry, index, 0), gather(returns, index, 1)
 
-        (params, opt_state), aux = jax.lax.scan(
-            epoch, (state.params, state.opt_state), jax.random.split(epoch_key, config.update_epochs)
-        )
-        metrics = {name: value.mean() for name, value in aux.items()}
-        metrics["episode_return"] = actor.episodes.last_return
-        metrics["episode_length"] = actor.episodes.last_length
-        return ReinforceState(params, opt_state, actor, key, state.iteration + 1), metrics
+        return learn(update, state, actor, key, epoch_key, config.update_epochs, minibatches_for)
 
     return base.Algorithm(init=init, step=step, env_steps_per_step=env_steps_per_step(config))
 

@@ -1,12 +1,15 @@
-"""Rollout collection shared by the on-policy algorithms: T steps of B
-auto-resetting envs under a (possibly recurrent) policy, under `lax.scan`."""
+"""What the on-policy algorithms share: their state, rollout collection (T
+steps of B auto-resetting envs under a possibly recurrent policy, under
+`lax.scan`), minibatching, and the gradient update."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import optax
 
 from algorithms.base import Environment, TimeStep
 from algorithms.episodes import EpisodeStats, init_episode_stats, update_episode_stats
@@ -19,6 +22,65 @@ class ActorState(NamedTuple):
     carry: jax.Array  # [B, H] the policy's memory (H = 0 for feed-forward)
     reset: jax.Array  # [B] the current observation starts an episode
     episodes: EpisodeStats
+
+
+class OnPolicyState(NamedTuple):
+    params: Any
+    opt_state: Any
+    actor: ActorState
+    key: jax.Array
+    iteration: jax.Array  # [] int32
+
+
+def updates_per_step(config: Any) -> int:
+    return config.update_epochs * config.num_minibatches
+
+
+def env_steps_per_step(config: Any) -> int:
+    return config.num_envs * config.num_steps
+
+
+def make_update(loss_fn: Callable, optimizer: optax.GradientTransformation, axis_name: str | None) -> Callable:
+    """One optimizer step on a minibatch, for `lax.scan`: carry (params,
+    opt_state), input the minibatch (the loss's arguments after params).
+    Gradients are averaged over `axis_name` when it is set."""
+
+    def update(carry, minibatch):
+        params, opt_state = carry
+        grads, aux = jax.grad(loss_fn, has_aux=True)(params, *minibatch)
+        if axis_name is not None:
+            grads = jax.lax.pmean(grads, axis_name)
+        aux = dict(aux, grad_norm=optax.global_norm(grads))
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        return (optax.apply_updates(params, updates), opt_state), aux
+
+    return update
+
+
+def learn(
+    update: Callable,
+    state: OnPolicyState,
+    actor: ActorState,
+    next_key: jax.Array,
+    epoch_key: jax.Array,
+    num_epochs: int,
+    minibatches_for: Callable[[jax.Array], Any],
+) -> tuple[OnPolicyState, dict[str, jax.Array]]:
+    """`num_epochs` passes of `update` over the minibatches that
+    `minibatches_for(key)` draws for each epoch; returns the next state (with
+    `actor` after the rollout and `next_key`) and the iteration's metrics,
+    averaged over updates."""
+
+    def epoch(carry, key):
+        return jax.lax.scan(update, carry, minibatches_for(key))
+
+    (params, opt_state), aux = jax.lax.scan(
+        epoch, (state.params, state.opt_state), jax.random.split(epoch_key, num_epochs)
+    )
+    metrics = {name: value.mean() for name, value in aux.items()}
+    metrics["episode_return"] = actor.episodes.last_return
+    metrics["episode_length"] = actor.episodes.last_length
+    return OnPolicyState(params, opt_state, actor, next_key, state.iteration + 1), metrics
 
 
 class Fragment(NamedTuple):

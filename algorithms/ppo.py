@@ -42,7 +42,7 @@ from algorithms.rollout import (
     log_prob_of,
     make_update,
     minibatch_indices,
-    updates_per_step,
+    register,
 )
 
 
@@ -134,12 +134,4 @@ def make_ppo(
     return base.Algorithm(init=init, step=step, env_steps_per_step=env_steps_per_step(config))
 
 
-base.register(
-    "ppo",
-    base.Registration(
-        make=make_ppo,
-        updates_per_step=updates_per_step,
-        env_steps_per_step=env_steps_per_step,
-        check_env=base.single_agent_discrete("ppo"),
-    ),
-)
+register("ppo", make_ppo)

@@ -45,7 +45,7 @@ from algorithms.rollout import (
     log_prob_of,
     make_update,
     minibatch_indices,
-    updates_per_step,
+    register,
 )
 
 
@@ -116,12 +116,4 @@ def make_reinforce(
     return base.Algorithm(init=init, step=step, env_steps_per_step=env_steps_per_step(config))
 
 
-base.register(
-    "reinforce",
-    base.Registration(
-        make=make_reinforce,
-        updates_per_step=updates_per_step,
-        env_steps_per_step=env_steps_per_step,
-        check_env=base.single_agent_discrete("reinforce"),
-    ),
-)
+register("reinforce", make_reinforce)

@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from algorithms import base
 from algorithms.base import Environment, TimeStep
 from algorithms.episodes import EpisodeStats, init_episode_stats, update_episode_stats
 from algorithms.networks import Policy, masked_logits
@@ -38,6 +39,20 @@ def updates_per_step(config: Any) -> int:
 
 def env_steps_per_step(config: Any) -> int:
     return config.num_envs * config.num_steps
+
+
+def register(name: str, make: Callable[..., base.Algorithm]) -> None:
+    """Register an on-policy algorithm: single-agent, discrete actions, and
+    `update_epochs x num_minibatches` updates of `num_envs x num_steps` steps."""
+    base.register(
+        name,
+        base.Registration(
+            make=make,
+            updates_per_step=updates_per_step,
+            env_steps_per_step=env_steps_per_step,
+            check_env=base.single_agent_discrete(name),
+        ),
+    )
 
 
 def make_update(loss_fn: Callable, optimizer: optax.GradientTransformation, axis_name: str | None) -> Callable:

@@ -30,7 +30,6 @@ if TYPE_CHECKING:  # the writer process imports this module; keep it free of JAX
 
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 _MAX_PARAMS_PER_BATCH = 100
-_MAX_TAGS_PER_BATCH = 100
 
 
 def resolve_uri(cli_uri: str | None, spec_uri: str | None) -> str:
@@ -171,13 +170,6 @@ class Tracking:
             metrics = [Metric(k, float(v), timestamp, 0) for k, v in values.items()]
             for batch in _batches(metrics, MAX_METRICS_PER_BATCH):
                 self.client.log_batch(run_id, metrics=batch)
-
-    def set_tags(self, tags: dict[str, str], seed: int | None = None) -> None:
-        from mlflow.entities import RunTag
-
-        run_id = self.parent_id if seed is None else self.child_ids[seed]
-        for batch in _batches([RunTag(k, v) for k, v in tags.items()], _MAX_TAGS_PER_BATCH):
-            self.client.log_batch(run_id, tags=batch)
 
     def log_artifacts(self, files: dict[str, str], seed: int | None = None) -> None:
         """Write each `name -> text` as an artifact of the parent (or a seed's) run."""

@@ -55,6 +55,10 @@ class Algorithm(NamedTuple):
     init: Callable[[PRNGKey], State]
     step: Callable[[State], tuple[State, Metrics]]
     env_steps_per_step: int
+    # Optional: measure the current policy (e.g. games against fixed
+    # opponents); run by the harness once per logging interval, outside the
+    # training iterations. `(state) -> (state, metrics of scalars)`.
+    evaluate: Callable[[State], tuple[State, Metrics]] | None = None
 
 
 class Registration(NamedTuple):

@@ -60,6 +60,18 @@ def build(spec: Spec, source: str = "<spec>", lines: dict[str, int] | None = Non
     if problem:
         raise SpecError(source, [("env.id", f"{spec.env.suite}/{spec.env.id}: {problem}")], lines)
 
+    if spec.network.kind == "resnet" and len(env.observation_shape) != 3:
+        raise SpecError(
+            source,
+            [
+                (
+                    "network.kind",
+                    f"resnet needs a board-shaped observation [height, width, channels];"
+                    f" {spec.env.suite}/{spec.env.id} observes shape {list(env.observation_shape)} (use mlp)",
+                )
+            ],
+            lines,
+        )
     steps_per_iteration = registration.env_steps_per_step(config)
     num_iterations = spec.budget.env_steps // steps_per_iteration
     if num_iterations < 1:

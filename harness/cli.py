@@ -154,7 +154,20 @@ def _print_summary(plan, record, uri: str, parent_id: str) -> None:
 
     table = Table(title=f"{plan.spec.name} ({plan.spec_hash[:12]})", show_header=True)
     table.add_column("seed", justify="right")
-    names = [n for n in ("episode_return", "episode_length", "loss", "entropy") if n in record["final"]]
+    shown = (
+        "episode_return",
+        "episode_length",
+        "loss",
+        "entropy",
+        "draw_rate",
+        "eval_return",
+        "eval_greedy_return",
+        "eval_random_win",
+        "eval_random_loss",
+        "eval_greedy_loss",
+        "elo",
+    )
+    names = [n for n in shown if n in record["final"]]
     for name in names:
         table.add_column(f"final {name}", justify="right")
     for seed, values in record["per_seed_final"].items():

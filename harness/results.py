@@ -27,11 +27,31 @@ def curve_indices(num_iterations: int) -> list[int]:
     return sorted({math.ceil(num_iterations * (i + 1) / points) - 1 for i in range(points)})
 
 
+def final_evaluations(num_iterations: int, evaluation_iterations: tuple[int, ...]) -> int:
+    """How many of the last evaluations fall in the final window (at least one)."""
+    start = num_iterations - final_window(num_iterations)
+    return max(1, sum(1 for i in evaluation_iterations if i > start))
+
+
 def per_seed_final(plan: Plan, result: RunResult) -> dict[int, dict[str, float]]:
     window = final_window(plan.num_iterations)
+    evaluations = final_evaluations(plan.num_iterations, result.evaluation_iterations)
     return {
-        seed: {name: float(values[-window:, i].mean()) for name, values in result.metrics.items()}
+        seed: {
+            **{name: float(values[-window:, i].mean()) for name, values in result.metrics.items()},
+            **{name: float(values[-evaluations:, i].mean()) for name, values in result.evaluation.items()},
+        }
         for i, seed in enumerate(plan.spec.seeds)
+    }
+
+
+def _curves(values_by_name: dict[str, np.ndarray], rows: list[int], env_steps: list[int], seeds) -> dict[str, Any]:
+    return {
+        "env_steps": env_steps,
+        "metrics": {
+            name: {str(seed): [float(values[i, s]) for i in rows] for s, seed in enumerate(seeds)}
+            for name, values in values_by_name.items()
+        },
     }
 
 
@@ -43,7 +63,7 @@ def summary(finals: dict[int, dict[str, float]]) -> dict[str, float]:
 def make_results(plan: Plan, result: RunResult, wall_seconds: float, metrics_flush_seconds: float) -> dict[str, Any]:
     finals = per_seed_final(plan, result)
     index = curve_indices(plan.num_iterations)
-    return {
+    record = {
         "format": 1,
         "spec_name": plan.spec.name,
         "spec_hash": plan.spec_hash,
@@ -55,13 +75,9 @@ def make_results(plan: Plan, result: RunResult, wall_seconds: float, metrics_flu
         "final_fraction": FINAL_FRACTION,
         "final": {name: value for name, value in summary(finals).items()},
         "per_seed_final": {str(seed): values for seed, values in finals.items()},
-        "curves": {
-            "env_steps": [(i + 1) * plan.env_steps_per_iteration for i in index],
-            "metrics": {
-                name: {str(seed): [float(values[i, s]) for i in index] for s, seed in enumerate(plan.spec.seeds)}
-                for name, values in result.metrics.items()
-            },
-        },
+        "curves": _curves(
+            result.metrics, index, [(i + 1) * plan.env_steps_per_iteration for i in index], plan.spec.seeds
+        ),
         "speed": {
             "sps": result.sps,
             "sps_per_seed": result.sps / len(plan.spec.seeds),
@@ -75,6 +91,14 @@ def make_results(plan: Plan, result: RunResult, wall_seconds: float, metrics_flu
         "versions": provenance.versions(),
         "git": provenance.git_state(),
     }
+    if result.evaluation:
+        # Evaluations follow whole chunks; kept at up to CURVE_POINTS of them.
+        rows = curve_indices(len(result.evaluation_iterations))
+        iterations = [result.evaluation_iterations[r] for r in rows]
+        record["evaluation_curves"] = _curves(
+            result.evaluation, rows, [i * plan.env_steps_per_iteration for i in iterations], plan.spec.seeds
+        )
+    return record
 
 
 def to_json(results: dict[str, Any]) -> str:

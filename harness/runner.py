@@ -34,6 +34,12 @@ class NonFiniteMetricError(RuntimeError):
 class ChunkMetrics(NamedTuple):
     first_iteration: int  # 1-based index of the chunk's first iteration
     metrics: dict[str, np.ndarray]  # name -> [K, num_seeds]
+    # The algorithm's evaluation after the chunk's last iteration (if it has one).
+    evaluation: dict[str, np.ndarray] = {}  # name -> [num_seeds]
+
+    @property
+    def last_iteration(self) -> int:
+        return self.first_iteration + next(iter(self.metrics.values())).shape[0] - 1
 
 
 class Sink(Protocol):
@@ -47,6 +53,8 @@ class RunResult(NamedTuple):
     steady_seconds: float  # wall time of the steady-state chunks
     steady_env_steps: int  # env steps (all seeds) in the steady-state chunks
     chunk_seconds: list[float]  # wall time of every chunk, in order
+    evaluation: dict[str, np.ndarray] = {}  # name -> [num_chunks, num_seeds], after each chunk
+    evaluation_iterations: tuple[int, ...] = ()  # the iteration each evaluation followed
 
     @property
     def sps(self) -> float:
@@ -74,6 +82,13 @@ def compile_chunk(step: Callable, length: int, state: Any) -> tuple[Callable, fl
     return compiled, time.perf_counter() - start
 
 
+def compile_evaluate(evaluate: Callable, state: Any) -> tuple[Callable, float]:
+    """The seed-vmapped evaluation, jitted, state donated."""
+    start = time.perf_counter()
+    compiled = jax.jit(jax.vmap(evaluate), donate_argnums=0).lower(state).compile()
+    return compiled, time.perf_counter() - start
+
+
 def init_state(algorithm: Algorithm, seeds: tuple[int, ...]) -> tuple[Any, float]:
     """The seed-batched initial state, and the seconds its compile took."""
     keys = seed_keys(seeds)
@@ -93,6 +108,11 @@ def check_finite(chunk: ChunkMetrics, seeds: tuple[int, ...]) -> None:
         if bad.any():
             k, s = np.argwhere(bad)[0]
             raise NonFiniteMetricError(name, chunk.first_iteration + int(k), seeds[int(s)], float(values[k, s]))
+    for name, values in chunk.evaluation.items():
+        bad = ~np.isfinite(values)
+        if bad.any():
+            s = int(np.argwhere(bad)[0][0])
+            raise NonFiniteMetricError(name, chunk.last_iteration, seeds[s], float(values[s]))
 
 
 def run(
@@ -113,6 +133,9 @@ def run(
       chunk_iterations: iterations per jitted call (the logging interval).
       sink: called on the host with each chunk's metrics, in order, after the
         NaN/Inf check. It runs while the device computes the next chunk.
+        An algorithm with `evaluate` is evaluated after every chunk; the
+        evaluation's metrics come with the chunk's (its time counts in the
+        chunk's, so steps per second include it).
       on_compiled: called with the compile seconds once compiling is done.
 
     Raises:
@@ -130,17 +153,26 @@ def run(
         tail_fn, seconds = compile_chunk(algorithm.step, remainder, state)
         compile_seconds += seconds
         lengths.append(remainder)
+    evaluate_fn = None
+    if algorithm.evaluate is not None:
+        evaluate_fn, seconds = compile_evaluate(algorithm.evaluate, state)
+        compile_seconds += seconds
     if on_compiled is not None:
         on_compiled(compile_seconds)
 
-    collected: list[dict[str, np.ndarray]] = []
+    collected: list[ChunkMetrics] = []
     done_at: list[float] = []
 
-    def handle(first_iteration: int, metrics: Any) -> None:
-        host = ChunkMetrics(first_iteration, {k: np.asarray(v) for k, v in jax.device_get(metrics).items()})
+    def handle(first_iteration: int, metrics: Any, evaluation: Any) -> None:
+        metrics, evaluation = jax.device_get((metrics, evaluation))
+        host = ChunkMetrics(
+            first_iteration,
+            {k: np.asarray(v) for k, v in metrics.items()},
+            {k: np.asarray(v) for k, v in evaluation.items()},
+        )
         done_at.append(time.perf_counter())
         check_finite(host, seeds)
-        collected.append(host.metrics)
+        collected.append(host)
         if sink is not None:
             sink(host)
 
@@ -150,9 +182,12 @@ def run(
     for i, length in enumerate(lengths):
         fn = tail_fn if (remainder and i == len(lengths) - 1) else chunk_fn
         state, metrics = fn(state)
+        evaluation = {}
+        if evaluate_fn is not None:
+            state, evaluation = evaluate_fn(state)
         if pending is not None:
             handle(*pending)
-        pending = (first_iteration, metrics)
+        pending = (first_iteration, metrics, evaluation)
         first_iteration += length
     handle(*pending)
     state = jax.block_until_ready(state)
@@ -164,5 +199,15 @@ def run(
     # there are several, steady state starts after it.
     skip = 1 if len(lengths) > 1 else 0
     steady_seconds = math.fsum(chunk_seconds[skip:])
-    metrics = {k: np.concatenate([c[k] for c in collected]) for k in collected[0]}
-    return RunResult(metrics, state, compile_seconds, steady_seconds, sum(env_steps[skip:]), chunk_seconds)
+    metrics = {k: np.concatenate([c.metrics[k] for c in collected]) for k in collected[0].metrics}
+    evaluation = {k: np.stack([c.evaluation[k] for c in collected]) for k in collected[0].evaluation}
+    return RunResult(
+        metrics,
+        state,
+        compile_seconds,
+        steady_seconds,
+        sum(env_steps[skip:]),
+        chunk_seconds,
+        evaluation,
+        tuple(c.last_iteration for c in collected),
+    )

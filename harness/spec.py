@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_serializer
 
 
 class SpecError(Exception):
@@ -72,10 +72,12 @@ class BudgetSpec(_Model):
 
 
 class NetworkSpec(_Model):
-    kind: Literal["mlp", "gru"] = "mlp"
+    kind: Literal["mlp", "gru", "resnet"] = "mlp"
     hidden_sizes: tuple[int, ...] = Field(default=(64, 64), description="MLP layers (for gru: the embedding)")
     activation: Literal["tanh", "relu"] = "tanh"
     gru_size: int = Field(default=128, gt=0, description="GRU memory size (kind: gru)")
+    num_blocks: int = Field(default=2, gt=0, description="residual blocks (kind: resnet, alphazero)")
+    num_channels: int = Field(default=32, gt=0, description="channels of every conv layer (kind: resnet)")
 
     @field_validator("hidden_sizes")
     @classmethod
@@ -83,6 +85,16 @@ class NetworkSpec(_Model):
         if not sizes or any(s <= 0 for s in sizes):
             raise ValueError("hidden_sizes must be a non-empty list of positive integers")
         return sizes
+
+    @model_serializer(mode="wrap")
+    def _drop_resnet_keys(self, handler: Any) -> dict[str, Any]:
+        # The resnet keys came after specs with other networks were
+        # published; leaving them out of other kinds keeps those hashes.
+        data = handler(self)
+        if self.kind != "resnet":
+            data.pop("num_blocks", None)
+            data.pop("num_channels", None)
+        return data
 
 
 class OptimizerSpec(_Model):
@@ -144,6 +156,38 @@ class PPOHyperparameters(_Model):
     reward_scale: float = Field(default=1.0, gt=0, description="rewards are multiplied by this for learning only")
 
 
+class RankedRewardSpec(_Model):
+    quantile: float = Field(default=0.75, gt=0, lt=1, description="of recent returns, the +1/-1 threshold")
+    memory: int = Field(default=100, gt=0, description="recent episode returns remembered per game row")
+
+
+class EvaluationSpec(_Model):
+    games: int = Field(default=32, gt=0, description="games against each opponent, every logging interval")
+    pool_size: int = Field(default=4, gt=0, description="earlier parameters kept for Elo and best-earlier games")
+
+
+class AlphaZeroHyperparameters(_Model):
+    num_envs: int = Field(default=64, gt=0, description="games played in parallel per seed")
+    collection_steps: int = Field(default=16, gt=0, description="moves of every game per iteration")
+    search: Literal["gumbel", "puct"] = Field(default="gumbel", description="mctx Gumbel MuZero, or PUCT")
+    num_simulations: int = Field(default=32, gt=0)
+    max_depth: int | None = Field(default=None, gt=0, description="search depth limit; null: num_simulations")
+    max_num_considered_actions: int = Field(default=16, gt=0, description="gumbel: actions sampled at the root")
+    gumbel_scale: float = Field(default=1.0, ge=0, description="gumbel: noise scale in self-play")
+    dirichlet_alpha: float = Field(default=0.3, gt=0, description="puct: root noise concentration")
+    dirichlet_fraction: float = Field(default=0.25, ge=0, le=1, description="puct: root noise weight in self-play")
+    pb_c_init: float = Field(default=1.25, gt=0, description="puct: exploration constant")
+    temperature: float = Field(default=1.0, ge=0, description="puct: self-play moves ~ visits^(1/temperature)")
+    capacity: int = Field(default=64, gt=0, description="replay buffer moves per game row")
+    warmup_iterations: int = Field(default=1, ge=0, description="iterations of self-play before training starts")
+    train_steps: int = Field(default=8, gt=0, description="minibatch updates per iteration")
+    train_batch_size: int = Field(default=256, gt=0)
+    value_coef: float = Field(default=1.0, ge=0)
+    l2_coef: float = Field(default=1e-4, ge=0)
+    ranked_reward: RankedRewardSpec = RankedRewardSpec()
+    evaluation: EvaluationSpec = EvaluationSpec()
+
+
 class _SpecBase(_Model):
     name: str = Field(min_length=1)
     env: EnvSpec
@@ -179,6 +223,8 @@ class _SpecBase(_Model):
 
     def cross_checks(self) -> list[tuple[str, str]]:
         """Problems that involve more than one section: (dotted key, message)."""
+        if self.network.kind == "resnet":
+            return [("network.kind", f"resnet is for alphazero; {self.algorithm} takes mlp or gru")]
         return []
 
 
@@ -193,6 +239,9 @@ class PPOSpec(_SpecBase):
 
     def cross_checks(self) -> list[tuple[str, str]]:
         hp = self.hyperparameters
+        problems = super().cross_checks()
+        if problems:
+            return problems
         if self.network.kind == "gru":
             # A recurrent policy trains on whole env fragments.
             if hp.num_envs % hp.num_minibatches:
@@ -214,9 +263,20 @@ class PPOSpec(_SpecBase):
         return []
 
 
+class AlphaZeroSpec(_SpecBase):
+    algorithm: Literal["alphazero"]
+    hyperparameters: AlphaZeroHyperparameters = AlphaZeroHyperparameters()
+    network: NetworkSpec = NetworkSpec(kind="resnet")
+
+    def cross_checks(self) -> list[tuple[str, str]]:
+        if self.network.kind == "gru":
+            return [("network.kind", "alphazero takes resnet or mlp")]
+        return []
+
+
 # One model per algorithm.
-Spec = ReinforceSpec | PPOSpec
-SPEC_MODELS: dict[str, type[_SpecBase]] = {"reinforce": ReinforceSpec, "ppo": PPOSpec}
+Spec = ReinforceSpec | PPOSpec | AlphaZeroSpec
+SPEC_MODELS: dict[str, type[_SpecBase]] = {"reinforce": ReinforceSpec, "ppo": PPOSpec, "alphazero": AlphaZeroSpec}
 
 
 # ---------------------------------------------------------------- canonical

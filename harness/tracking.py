@@ -159,6 +159,10 @@ class Tracking:
         self._raise_writer_error()
         metrics = {name: values.tolist() for name, values in chunk.metrics.items()}
         self._outbox.put({"first": chunk.first_iteration, "steps": env_steps_per_iteration, "metrics": metrics})
+        if chunk.evaluation:
+            # An evaluation is logged at the step of the iteration it followed.
+            evaluation = {name: [values.tolist()] for name, values in chunk.evaluation.items()}
+            self._outbox.put({"first": chunk.last_iteration, "steps": env_steps_per_iteration, "metrics": evaluation})
 
     def log_summary(self, run_metrics: dict[int | None, dict[str, float]]) -> None:
         """Single values per run: key None is the parent, an int a seed."""

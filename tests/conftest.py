@@ -4,12 +4,20 @@ training runs are made once per session and shared."""
 from __future__ import annotations
 
 import copy
+import os
+import tempfile
 from pathlib import Path
 
-import pytest
-import yaml
+# One persistent XLA compilation cache for the session, set before JAX starts
+# and inherited by the `harness` subprocesses the tests launch: a program
+# compiled once (e.g. the same tiny spec run twice) is not compiled again.
+os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", tempfile.mkdtemp(prefix="jax-cache-"))
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "1")
 
-from harness import build, runner
+import pytest  # noqa: E402
+import yaml  # noqa: E402
+
+from harness import build, runner  # noqa: E402
 from harness import spec as spec_module
 
 TINY_SPEC = {

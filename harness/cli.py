@@ -44,7 +44,7 @@ def _print_table(table) -> None:
         out_console.print(table)
         return
     width = Measurement.get(out_console, out_console.options.update_width(400), table).maximum
-    Console(highlight=False, width=max(width, out_console.width)).print(table)
+    Console(file=out_console.file, highlight=False, width=max(width, out_console.width)).print(table)
 
 
 def _user_error(message: str) -> int:
@@ -427,7 +427,7 @@ def parser() -> argparse.ArgumentParser:
         description="Run SPEC again and judge it against its reference results/<spec>.json, or re-run the spec "
         "logged with --run-id and judge it against that run. Exact (bit-identical curves) when device "
         "fingerprint, numerics versions and seeds match the reference; statistical (IQM over seeds, "
-        "stratified-bootstrap 95%% CI, pass when the intervals overlap) otherwise. Speed is reported, never "
+        "stratified-bootstrap 95% CI, pass when the intervals overlap) otherwise. Speed is reported, never "
         "judged. Exit code 0 when every gating metric passes, 1 when one fails.",
     )
     rep.add_argument("spec", nargs="?", help="a spec file with a reference in results/")
@@ -442,8 +442,8 @@ def parser() -> argparse.ArgumentParser:
         "compare",
         help="a table and a curve plot across finished runs, logged to MLflow",
         description="Compare finished runs (all of an experiment's, or the given run ids): a table of device, "
-        "versions, env steps/s, compile seconds and final metrics (IQM, 95%% CI) and a PNG of the loss and "
-        "return curves (mean over seeds, shaded 95%% CI). The comparison is logged as a run named 'compare' in "
+        "versions, env steps/s, compile seconds and final metrics (IQM, 95% CI) and a PNG of the loss and "
+        "return curves (mean over seeds, shaded 95% CI). The comparison is logged as a run named 'compare' in "
         "the experiment of the first run (tag harness.kind=compare); the compared runs are not changed.",
     )
     cmp.add_argument("run_ids", nargs="*", metavar="RUN_ID", help="parent runs to compare")

@@ -214,11 +214,14 @@ class Tracking:
 
 
 def quiet_mlflow() -> None:
-    """MLflow and alembic narrate store creation at INFO and draw progress
-    bars for downloads; keep the console for the harness's own output."""
+    """MLflow and alembic narrate store creation at INFO, draw progress bars
+    for downloads and, on a tracking server, print a link for every run that
+    ends (one per seed); keep the console for the harness's own output, which
+    names the parent run."""
     for name in ("mlflow", "alembic"):
         logging.getLogger(name).setLevel(logging.WARNING)
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
 
 
 def log_texts(client, run_id: str, files: dict[str, str]) -> None:

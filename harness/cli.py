@@ -302,10 +302,11 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
             return _user_error(
                 f"run {run_id} ({run.info.status}) has no results.json: only a finished run can be a reference"
             )
-        reference = json.loads(logged_results)
-        reference.setdefault("mlflow_run_id", run_id)
         label = f"run {run_id}"
-        reproduce.check_reference(reference, plan.spec_hash, spec.canonical(plan.spec), f"results.json of {label}")
+        reference = reproduce.parse_reference(
+            logged_results, f"results.json of {label}", plan.spec_hash, spec.canonical(plan.spec)
+        )
+        reference.setdefault("mlflow_run_id", run_id)
     else:
         plan = _load_plan(args.spec)
         source = args.spec
@@ -369,8 +370,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     for key, values in provenance_diff.items():
         out_console.print(f"  differs: {key}: {' / '.join(values)}", soft_wrap=True)
     out = Path(args.out)
-    figure = compare.plot(runs, out, title)
-    figure.clear()
+    compare.plot(runs, out, title)
     files = {
         "compare.md": compare.to_markdown(
             summaries, {"Spec keys that differ": spec_diff, "Devices and versions that differ": provenance_diff}

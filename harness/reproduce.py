@@ -123,13 +123,18 @@ def load_reference(path: Path, spec_source: str, spec_hash: str, canonical: dict
         ) from None
     except OSError as error:
         raise ReproduceError(f"cannot read the reference {path}: {error}") from None
+    return parse_reference(text, str(path), spec_hash, canonical)
+
+
+def parse_reference(text: str, source: str, spec_hash: str, canonical: dict[str, Any]) -> dict[str, Any]:
+    """A results.json given as text, checked to belong to the spec."""
     try:
         reference = json.loads(text)
     except json.JSONDecodeError as error:
-        raise ReproduceError(f"{path} is not valid JSON: {error}") from None
+        raise ReproduceError(f"{source} is not valid JSON: {error}") from None
     if not isinstance(reference, dict):
-        raise ReproduceError(f"{path} is not a harness results record")
-    check_reference(reference, spec_hash, canonical, str(path))
+        raise ReproduceError(f"{source} is not a harness results record")
+    check_reference(reference, spec_hash, canonical, source)
     return reference
 
 

@@ -1,4 +1,4 @@
-"""`harness run | validate | publish`.
+"""`harness run | validate | publish | reproduce | compare`.
 
 User errors (a bad spec, an unusable tracking store) print one message and
 exit non-zero without a traceback; nothing is logged to MLflow for a spec that
@@ -8,12 +8,17 @@ does not validate.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
 
 from rich.console import Console
+
+if TYPE_CHECKING:
+    from mlflow.tracking import MlflowClient
 
 EXIT_USER_ERROR = 2
 EXIT_FAILED = 1
@@ -28,6 +33,18 @@ def _load_plan(path: str):
 
     loaded = spec.load(path)
     return build.build(loaded, str(path), spec.key_lines(Path(path).read_text()))
+
+
+def _print_table(table) -> None:
+    """Print a rich table; into a pipe or a file (where rich assumes 80
+    columns) at its natural width rather than squeezed."""
+    from rich.measure import Measurement
+
+    if out_console.is_terminal:
+        out_console.print(table)
+        return
+    width = Measurement.get(out_console, out_console.options.update_width(400), table).maximum
+    Console(file=out_console.file, highlight=False, width=max(width, out_console.width)).print(table)
 
 
 def _user_error(message: str) -> int:
@@ -71,17 +88,28 @@ def _tags(plan, fingerprint: dict[str, str], versions: dict[str, str], git: dict
     }
 
 
-def cmd_run(args: argparse.Namespace) -> int:
+class Logged(NamedTuple):
+    """A finished, logged training run."""
+
+    record: dict  # its results.json
+    parent_id: str  # the MLflow parent run
+    uri: str
+    client: MlflowClient
+
+
+def train_and_log(plan, uri: str, *, progress: bool, live_metrics: bool, tags: dict[str, str] | None = None) -> Logged:
+    """Train every seed of `plan` and log it to MLflow at `uri`: a parent run
+    (with `tags` added to the usual ones), a child run per seed, summary
+    metrics and the spec.yaml and results.json artifacts. What `harness run`
+    and `harness reproduce` both do."""
     import jax
 
     from harness import provenance, results, runner, spec, tracking
     from harness.progress import ProgressBar
 
-    plan = _load_plan(args.spec)
-    uri = tracking.resolve_uri(args.tracking_uri, plan.spec.tracking.uri)
     # On a CPU backend the store's work competes with training for the same
     # cores, so per-iteration metrics are written when training ends.
-    live = args.live_metrics or jax.default_backend() != "cpu"
+    live = live_metrics or jax.default_backend() != "cpu"
     tracker = tracking.Tracking(uri, plan.spec.experiment_name, live_metrics=live)
     fingerprint, versions, git = provenance.fingerprint(), provenance.versions(), provenance.git_state()
     seeds = plan.spec.seeds
@@ -91,7 +119,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         plan.env_steps_per_iteration,
         len(seeds),
         console=err_console,
-        enabled=not args.no_progress,
+        enabled=progress,
     )
 
     def sink(chunk: runner.ChunkMetrics) -> None:
@@ -100,7 +128,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     def compiled(seconds: float) -> None:
         bar.compiled(seconds)
-        if args.no_progress:
+        if not progress:
             err_console.print(
                 f"{plan.spec.name}: compiled in {seconds:.1f} s, training {plan.num_iterations} iterations"
                 f" x {len(seeds)} seeds"
@@ -111,7 +139,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         tracker.start(
             run_name=f"{plan.spec.name}@{plan.spec_hash[:8]}",
             params=spec.flatten(spec.canonical(plan.spec)),
-            tags=_tags(plan, fingerprint, versions, git),
+            tags={**_tags(plan, fingerprint, versions, git), **(tags or {})},
             seeds=seeds,
         )
         # The resolved spec goes in first, so even a failed run shows what ran.
@@ -141,10 +169,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
         tracker.log_artifacts({"results.json": results.to_json(record)})
         parent_id = tracker.parent_id
+    return Logged(record, parent_id, uri, tracker.client)
 
-    _print_summary(plan, record, uri, parent_id)
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from harness import results, tracking
+
+    plan = _load_plan(args.spec)
+    uri = tracking.resolve_uri(args.tracking_uri, plan.spec.tracking.uri)
+    logged = train_and_log(plan, uri, progress=not args.no_progress, live_metrics=args.live_metrics)
+    _print_summary(plan, logged.record, uri, logged.parent_id)
     if args.results_out:
-        Path(args.results_out).write_text(results.to_json(record))
+        Path(args.results_out).write_text(results.to_json(logged.record))
         out_console.print(f"results written to {args.results_out}")
     return 0
 
@@ -191,7 +227,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
     import json
     import tempfile
 
-    from harness import tracking
+    from harness import reproduce, tracking
 
     plan = _load_plan(args.spec)
     uri = tracking.resolve_uri(args.tracking_uri, plan.spec.tracking.uri)
@@ -223,10 +259,142 @@ def cmd_publish(args: argparse.Namespace) -> int:
 
         record["baselines"] = {"random_policy": random_policy_summary(plan.env, plan.spec.seeds)}
         out_console.print(f"random policy: mean return {record['baselines']['random_policy']['mean_return']:.2f}")
-    out = Path(args.out) if args.out else Path("results") / f"{Path(args.spec).stem}.json"
+    out = Path(args.out) if args.out else reproduce.reference_path(args.spec)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(record, indent=2) + "\n")
     out_console.print(f"published run {run.info.run_id} to {out}")
+    return 0
+
+
+# ----------------------------------------------------------------- reproduce
+
+
+def _plan_from_text(text: str, source: str):
+    """Validate and build a spec given as YAML text (e.g. a run's spec.yaml)."""
+    import yaml
+
+    from harness import build, spec
+
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        raise spec.SpecError(source, [("", f"invalid YAML: {error}")]) from None
+    return build.build(spec.parse(data, source, text), source, spec.key_lines(text))
+
+
+def _with_seeds(plan, seeds: list[int], source: str):
+    from harness import build, spec
+
+    data = spec.canonical(plan.spec)
+    data["seeds"] = list(seeds)
+    return build.build(spec.parse(data, f"{source} (--seeds)"), source)
+
+
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    """Run a spec again and judge it against its reference (see harness.reproduce)."""
+    from harness import reproduce, spec, tracking
+
+    if (args.spec is None) == (args.run_id is None):
+        return _user_error("give either a SPEC file or --run-id RUN_ID")
+    if args.run_id:
+        if args.reference:
+            return _user_error("--reference goes with a SPEC; with --run-id the run itself is the reference")
+        uri = tracking.resolve_uri(args.tracking_uri, None)
+        client = tracking.open_client(uri)
+        run, note = tracking.get_parent_run(client, uri, args.run_id)
+        run_id = run.info.run_id
+        if note:
+            err_console.print(note)
+        text = tracking.read_text_artifact(client, run_id, "spec.yaml")
+        if text is None:
+            return _user_error(f"run {run_id} in {uri} has no logged spec (spec.yaml): it was not made by harness run")
+        source = f"spec.yaml of run {run_id}"
+        plan = _plan_from_text(text, source)
+        logged_results = tracking.read_text_artifact(client, run_id, "results.json")
+        if logged_results is None:
+            return _user_error(
+                f"run {run_id} ({run.info.status}) has no results.json: only a finished run can be a reference"
+            )
+        label = f"run {run_id}"
+        reference = reproduce.parse_reference(
+            logged_results, f"results.json of {label}", plan.spec_hash, spec.canonical(plan.spec)
+        )
+        reference.setdefault("mlflow_run_id", run_id)
+    else:
+        plan = _load_plan(args.spec)
+        source = args.spec
+        path = Path(args.reference) if args.reference else reproduce.reference_path(args.spec)
+        reference = reproduce.load_reference(path, args.spec, plan.spec_hash, spec.canonical(plan.spec))
+        uri = tracking.resolve_uri(args.tracking_uri, plan.spec.tracking.uri)
+        label = str(path)
+    if args.seeds:
+        plan = _with_seeds(plan, args.seeds, source)
+    tags = {"reproduces": label, "reproduces.spec_hash": reference["spec_hash"]}
+    if reference.get("mlflow_run_id"):
+        tags["reproduces.run_id"] = reference["mlflow_run_id"]
+    logged = train_and_log(plan, uri, progress=not args.no_progress, live_metrics=False, tags=tags)
+    _print_summary(plan, logged.record, uri, logged.parent_id)
+    verdict = reproduce.judge(reference, logged.record, label)
+    _print_table(reproduce.table(verdict))
+    for reason in verdict.not_exact_because:
+        out_console.print(f"  not judged bit for bit: {reason}")
+    out_console.print(f"rule ({verdict.mode}): {reproduce.RULES[verdict.mode]}", soft_wrap=True)
+    out_console.print(f"speed: {verdict.speed.describe()}", soft_wrap=True)
+    reproduce.log_verdict(logged.client, logged.parent_id, verdict)
+    word = "[bold green]PASS[/]" if verdict.passed else "[bold red]FAIL[/]"
+    out_console.print(f"verdict: {word}, logged to run {logged.parent_id} (tags verdict.*, verdict.json, verdict.md)")
+    return 0 if verdict.passed else EXIT_FAILED
+
+
+# ------------------------------------------------------------------- compare
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """A table and a plot across finished runs (see harness.compare)."""
+    from harness import compare, reproduce, tracking
+
+    if bool(args.experiment) == bool(args.run_ids):
+        return _user_error("give either --experiment NAME or run ids")
+    uri = tracking.resolve_uri(args.tracking_uri, None)
+    client = tracking.open_client(uri)
+    runs, notes = compare.fetch(client, uri, experiment=args.experiment, run_ids=args.run_ids)
+    for note in notes:
+        err_console.print(note)
+    hashes = {r.record["spec_hash"] for r in runs}
+    spec_diff = reproduce.spec_differences([r.record["spec"] for r in runs])
+    listed = "\n".join(f"  {key}: {' / '.join(values)}" for key, values in spec_diff.items())
+    if len(hashes) > 1:
+        if not args.allow_different_specs:
+            return _user_error(
+                f"the runs were made from {len(hashes)} different specs (spec_hash "
+                f"{', '.join(sorted(h[:12] for h in hashes))}); the keys that differ, in run order:\n{listed}\n"
+                "pass --allow-different-specs to compare them anyway"
+            )
+        out_console.print(f"comparing runs of {len(hashes)} different specs; the keys that differ:\n{listed}")
+    names = sorted({r.record["spec_name"] for r in runs})
+    title = (
+        f"{', '.join(names)} ({next(iter(hashes))[:12]})"
+        if len(hashes) == 1
+        else f"{', '.join(names)} (different specs)"
+    )
+    summaries = compare.rows(runs)
+    _print_table(compare.table(summaries, f"compare: {title}"))
+    provenance_diff = compare.provenance_differences(runs)
+    for key, values in provenance_diff.items():
+        out_console.print(f"  differs: {key}: {' / '.join(values)}", soft_wrap=True)
+    out = Path(args.out)
+    compare.plot(runs, out, title)
+    files = {
+        "compare.md": compare.to_markdown(
+            summaries, {"Spec keys that differ": spec_diff, "Devices and versions that differ": provenance_diff}
+        ),
+        "compare.json": json.dumps(
+            {"runs": summaries, "spec_differences": spec_diff, "provenance_differences": provenance_diff}, indent=2
+        )
+        + "\n",
+    }
+    run_id = compare.log(client, runs, files, out)
+    out_console.print(f"plot written to {out}; comparison logged to MLflow run {run_id} ({uri})")
     return 0
 
 
@@ -265,23 +433,60 @@ def parser() -> argparse.ArgumentParser:
         help="also record the return of a uniformly random policy on the spec's env and seeds",
     )
     pub.set_defaults(func=cmd_publish)
+
+    rep = sub.add_parser(
+        "reproduce",
+        help="run a published spec (or a logged run's spec) again and judge it against its reference",
+        description="Run SPEC again and judge it against its reference results/<spec>.json, or re-run the spec "
+        "logged with --run-id and judge it against that run. Exact (bit-identical curves) when device "
+        "fingerprint, numerics versions and seeds match the reference; statistical (IQM over seeds, "
+        "stratified-bootstrap 95% CI, pass when the intervals overlap) otherwise. Speed is reported, never "
+        "judged. Exit code 0 when every gating metric passes, 1 when one fails.",
+    )
+    rep.add_argument("spec", nargs="?", help="a spec file with a reference in results/")
+    rep.add_argument("--run-id", help="re-run the spec logged with this MLflow run and judge against it")
+    rep.add_argument("--reference", help="the reference results JSON (default: results/<spec file stem>.json)")
+    rep.add_argument("--seeds", type=int, nargs="+", metavar="SEED", help="run these seeds instead of the spec's")
+    rep.add_argument("--tracking-uri", help="MLflow tracking URI: where --run-id is read and the reproduction logged")
+    rep.add_argument("--no-progress", action="store_true", help="no progress bar")
+    rep.set_defaults(func=cmd_reproduce)
+
+    cmp = sub.add_parser(
+        "compare",
+        help="a table and a curve plot across finished runs, logged to MLflow",
+        description="Compare finished runs (all of an experiment's, or the given run ids): a table of device, "
+        "versions, env steps/s, compile seconds and final metrics (IQM, 95% CI) and a PNG of the loss and "
+        "return curves (mean over seeds, shaded 95% CI). The comparison is logged as a run named 'compare' in "
+        "the experiment of the first run (tag harness.kind=compare); the compared runs are not changed.",
+    )
+    cmp.add_argument("run_ids", nargs="*", metavar="RUN_ID", help="parent runs to compare")
+    cmp.add_argument("--experiment", help="compare every finished run of this MLflow experiment")
+    cmp.add_argument(
+        "--tracking-uri", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, or sqlite:///mlflow.db)"
+    )
+    cmp.add_argument(
+        "--allow-different-specs", action="store_true", help="compare runs whose spec hashes differ (lists the keys)"
+    )
+    cmp.add_argument("--out", default="compare.png", help="where to write the plot (default: compare.png)")
+    cmp.set_defaults(func=cmd_compare)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    from harness.compare import CompareError
+    from harness.reproduce import ReproduceError
     from harness.runner import NonFiniteMetricError
     from harness.spec import SpecError
     from harness.tracking import TrackingError
 
     try:
         return args.func(args)
-    except SpecError as error:
-        return _user_error(str(error))
-    except TrackingError as error:
+    except (SpecError, TrackingError, ReproduceError, CompareError) as error:
         return _user_error(str(error))
     except NonFiniteMetricError as error:
-        err_console.print(f"[bold red]error:[/] {args.spec}: {error}", soft_wrap=True)
+        where = getattr(args, "spec", None) or f"run {getattr(args, 'run_id', '')}"
+        err_console.print(f"[bold red]error:[/] {where}: {error}", soft_wrap=True)
         return EXIT_FAILED
     except KeyboardInterrupt:
         err_console.print("[bold yellow]interrupted[/]: MLflow runs marked KILLED")

@@ -45,6 +45,19 @@ def git_state() -> dict[str, str]:
     return {"commit": commit, "dirty": str(dirty).lower()}
 
 
+@functools.cache
+def cpu_model() -> str:
+    """The host CPU's model name. XLA compiles CPU code for the host's
+    instruction set, so two x86_64 machines can round differently."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def fingerprint() -> dict[str, str]:
     """The devices and numerics settings a run executes with."""
     devices = jax.devices()
@@ -59,4 +72,5 @@ def fingerprint() -> dict[str, str]:
         "jax_threefry_partitionable": str(bool(jax.config.jax_threefry_partitionable)).lower(),
         "host": platform.node(),
         "cpu": platform.processor() or platform.machine(),
+        "cpu_model": cpu_model(),
     }

@@ -59,11 +59,7 @@ class Tracking:
     def __init__(self, uri: str, experiment: str, *, live_metrics: bool = True):
         from mlflow.tracking import MlflowClient
 
-        # MLflow and alembic narrate store creation at INFO; keep the console
-        # for the harness's own output.
-        for name in ("mlflow", "alembic"):
-            logging.getLogger(name).setLevel(logging.WARNING)
-        os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+        quiet_mlflow()
         self.uri = uri
         try:
             self.client = MlflowClient(tracking_uri=uri)
@@ -177,12 +173,7 @@ class Tracking:
 
     def log_artifacts(self, files: dict[str, str], seed: int | None = None) -> None:
         """Write each `name -> text` as an artifact of the parent (or a seed's) run."""
-        run_id = self.parent_id if seed is None else self.child_ids[seed]
-        with tempfile.TemporaryDirectory() as tmp:
-            for name, text in files.items():
-                path = Path(tmp) / name
-                path.write_text(text)
-                self.client.log_artifact(run_id, str(path))
+        log_texts(self.client, self.parent_id if seed is None else self.child_ids[seed], files)
 
     def flush(self) -> None:
         """Wait until every queued metric is in the store."""
@@ -221,3 +212,72 @@ class Tracking:
     def _raise_writer_error(self) -> None:
         if self._feed_error is not None:
             raise TrackingError(f"logging metrics to {self.uri!r} failed: {self._feed_error}")
+
+
+# ------------------------------------------------------- reading runs back
+
+
+def quiet_mlflow() -> None:
+    """MLflow and alembic narrate store creation at INFO, draw progress bars
+    for downloads and, on a tracking server, print a link for every run that
+    ends (one per seed); keep the console for the harness's own output, which
+    names the parent run."""
+    for name in ("mlflow", "alembic"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
+
+
+def log_texts(client, run_id: str, files: dict[str, str]) -> None:
+    """Write each `name -> text` as an artifact of the run."""
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, text in files.items():
+            path = Path(tmp) / name
+            path.write_text(text)
+            client.log_artifact(run_id, str(path))
+
+
+def set_tags(client, run_id: str, tags: dict[str, str]) -> None:
+    from mlflow.entities import RunTag
+
+    client.log_batch(run_id, tags=[RunTag(k, v) for k, v in tags.items()])
+
+
+def open_client(uri: str):
+    """An MlflowClient for `uri`, or a TrackingError saying why not."""
+    from mlflow.tracking import MlflowClient
+
+    quiet_mlflow()
+    try:
+        client = MlflowClient(tracking_uri=uri)
+        client.search_experiments(max_results=1)
+    except Exception as error:  # noqa: BLE001  (MLflow raises many kinds)
+        raise TrackingError(f"cannot use the MLflow tracking store {uri!r}: {error}") from None
+    return client
+
+
+def get_parent_run(client, uri: str, run_id: str):
+    """The run `run_id`, or its parent when it is a seed's child run, and a
+    note saying so (None otherwise). Raises TrackingError naming the run if
+    the store has no such run."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        run = client.get_run(run_id)
+    except MlflowException as error:
+        if error.error_code == "RESOURCE_DOES_NOT_EXIST":
+            raise TrackingError(f"no run {run_id!r} in the MLflow tracking store {uri!r}") from None
+        raise TrackingError(f"cannot read run {run_id!r} from {uri!r}: {error}") from None
+    parent_id = run.data.tags.get("mlflow.parentRunId")
+    if parent_id is None:
+        return run, None
+    note = f"run {run_id} is the run of seed {run.data.tags.get('seed', '?')}; using its parent run {parent_id}"
+    return get_parent_run(client, uri, parent_id)[0], note
+
+
+def read_text_artifact(client, run_id: str, name: str) -> str | None:
+    """The text of a top-level artifact of the run, or None if it has none by that name."""
+    if name not in {entry.path for entry in client.list_artifacts(run_id)}:
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        return Path(client.download_artifacts(run_id, name, tmp)).read_text()

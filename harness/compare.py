@@ -1,0 +1,280 @@
+"""Compare finished runs across devices and versions: a table and a plot of
+their curves, from the results.json each run logged.
+
+A comparison is recorded as an MLflow run of its own, named `compare`, in the
+experiment of the first compared run and tagged `harness.kind = compare`: it
+holds the plot (compare.png), the table (compare.md) and the numbers
+(compare.json). The compared runs are read, never changed, so comparing a
+colleague's runs on a shared server leaves them as they were.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from harness import stats, tracking
+from harness.reproduce import LEARNING_METRICS, device_label
+
+PLOTTED_METRICS = ("episode_return", "loss")
+
+
+class CompareError(Exception):
+    """Runs that cannot be compared; reported without a traceback."""
+
+
+class ComparedRun(NamedTuple):
+    run_id: str
+    run_name: str
+    experiment_id: str
+    tags: dict[str, str]
+    record: dict[str, Any]  # the run's results.json
+
+
+# -------------------------------------------------------------------- fetching
+
+
+def _load(client, run) -> ComparedRun | None:
+    text = tracking.read_text_artifact(client, run.info.run_id, "results.json")
+    if text is None:
+        return None
+    return ComparedRun(
+        run.info.run_id, run.info.run_name or "", run.info.experiment_id, run.data.tags, json.loads(text)
+    )
+
+
+def fetch(client, uri: str, *, experiment: str | None = None, run_ids: list[str] | None = None):
+    """The runs to compare and notes on what was skipped or substituted.
+
+    With `experiment`: every finished harness parent run in it (comparisons
+    and failed runs are skipped). With `run_ids`: exactly those runs (a seed's
+    run stands for its parent); each must have finished and logged results.json.
+    """
+    notes: list[str] = []
+    runs: list[ComparedRun] = []
+    if experiment is not None:
+        found = client.get_experiment_by_name(experiment)
+        if found is None:
+            raise CompareError(f"no experiment {experiment!r} in {uri!r}")
+        candidates = client.search_runs(
+            [found.experiment_id],
+            filter_string="attributes.status = 'FINISHED'",
+            order_by=["attributes.start_time ASC"],
+            max_results=1000,
+        )
+        for run in candidates:
+            tags = run.data.tags
+            if "mlflow.parentRunId" in tags or "spec_hash" not in tags:
+                continue  # a seed's run, or not a training run (e.g. a comparison)
+            loaded = _load(client, run)
+            if loaded is None:
+                notes.append(f"skipped run {run.info.run_id}: no results.json")
+            else:
+                runs.append(loaded)
+        if not runs:
+            raise CompareError(f"experiment {experiment!r} in {uri!r} has no finished harness runs to compare")
+        return runs, notes
+    for run_id in dict.fromkeys(run_ids or []):
+        run, note = tracking.get_parent_run(client, uri, run_id)
+        if note:
+            notes.append(note)
+        if run.info.run_id in {r.run_id for r in runs}:
+            continue
+        loaded = _load(client, run) if run.info.status == "FINISHED" else None
+        if loaded is None:
+            raise CompareError(
+                f"run {run.info.run_id} ({run.info.status}) has no results.json: only finished harness runs compare"
+            )
+        runs.append(loaded)
+    return runs, notes
+
+
+# ------------------------------------------------------------------ summaries
+
+
+def learning_metrics(runs: list[ComparedRun]) -> list[str]:
+    names = set.intersection(*(set(r.record["final"]) for r in runs))
+    return [name for name in LEARNING_METRICS if name in names]
+
+
+def final_estimate(run: ComparedRun, metric: str) -> stats.Estimate:
+    record = run.record
+    return stats.stratified_bootstrap_iqm([record["per_seed_final"][str(s)][metric] for s in record["seeds"]])
+
+
+def provenance_differences(runs: list[ComparedRun]) -> dict[str, list[str]]:
+    """Device and version keys whose values differ between the runs."""
+    keyed = [
+        {
+            **{f"device.{k}": v for k, v in r.record["fingerprint"].items()},
+            **{f"version.{k}": v for k, v in r.record["versions"].items()},
+        }
+        for r in runs
+    ]
+    keys = sorted(set().union(*keyed))
+    return {k: [d.get(k, "-") for d in keyed] for k in keys if len({d.get(k, "-") for d in keyed}) > 1}
+
+
+def rows(runs: list[ComparedRun]) -> list[dict[str, Any]]:
+    """One summary per run: what the table shows and compare.json holds."""
+    metrics = learning_metrics(runs)
+    out = []
+    for run in runs:
+        record = run.record
+        out.append(
+            {
+                "run_id": run.run_id,
+                "run_name": run.run_name,
+                "spec_hash": record["spec_hash"],
+                "device": device_label(record["fingerprint"]),
+                "jax": record["versions"].get("jax"),
+                "jaxlib": record["versions"].get("jaxlib"),
+                "git": record["git"]["commit"][:8] + ("*" if record["git"]["dirty"] == "true" else ""),
+                "seeds": len(record["seeds"]),
+                "sps": record["speed"]["sps"],
+                "sps_per_seed": record["speed"]["sps_per_seed"],
+                "compile_seconds": record["speed"]["compile_seconds"],
+                "final": {m: final_estimate(run, m).as_dict() for m in metrics},
+                "verdict": run.tags.get("verdict"),
+            }
+        )
+    return out
+
+
+def table(summaries: list[dict[str, Any]], title: str):
+    from rich.table import Table
+
+    metrics = list(summaries[0]["final"])
+    with_verdict = any(s["verdict"] for s in summaries)
+    out = Table(title=title, title_justify="left")
+    for name, justify in [
+        ("run", "left"),
+        ("device", "left"),
+        ("jax / jaxlib", "left"),
+        ("git", "left"),
+        ("seeds", "right"),
+        ("env steps/s", "right"),
+        ("per seed", "right"),
+        ("compile s", "right"),
+        *[(f"final {m} IQM [95% CI]", "right") for m in metrics],
+        *([("verdict", "left")] if with_verdict else []),
+    ]:
+        out.add_column(name, justify=justify)
+    for s in summaries:
+        out.add_row(
+            f"{s['run_name']}\n{s['run_id'][:12]}",
+            s["device"],
+            f"{s['jax']} / {s['jaxlib']}",
+            s["git"],
+            str(s["seeds"]),
+            f"{s['sps']:,.0f}",
+            f"{s['sps_per_seed']:,.0f}",
+            f"{s['compile_seconds']:.1f}",
+            *[f"{stats.Estimate(**s['final'][m])}" for m in metrics],
+            *([s["verdict"] or "-"] if with_verdict else []),
+        )
+    return out
+
+
+def to_markdown(summaries: list[dict[str, Any]], differences: dict[str, dict[str, list[str]]]) -> str:
+    metrics = list(summaries[0]["final"])
+    head = ["run", "device", "jax / jaxlib", "git", "seeds", "env steps/s", "per seed", "compile s"]
+    head += [f"final {m} IQM [95% CI]" for m in metrics]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for s in summaries:
+        cells = [
+            f"{s['run_name']} `{s['run_id']}`",
+            s["device"],
+            f"{s['jax']} / {s['jaxlib']}",
+            s["git"],
+            str(s["seeds"]),
+            f"{s['sps']:,.0f}",
+            f"{s['sps_per_seed']:,.0f}",
+            f"{s['compile_seconds']:.1f}",
+            *[f"{stats.Estimate(**s['final'][m])}" for m in metrics],
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    for title, diff in differences.items():
+        if diff:
+            lines += ["", f"{title}:", ""]
+            lines += [f"- `{key}`: " + " / ".join(values) for key, values in diff.items()]
+    return "\n".join(lines) + "\n"
+
+
+# ----------------------------------------------------------------------- plot
+
+
+def run_label(run: ComparedRun) -> str:
+    record = run.record
+    return (
+        f"{run.run_id[:8]}: {device_label(record['fingerprint'])}, jax {record['versions'].get('jax')},"
+        f" {len(record['seeds'])} seeds"
+    )
+
+
+def plot(runs: list[ComparedRun], path: Path, title: str):
+    """Each run's mean curve over seeds with a shaded 95% bootstrap band,
+    overlaid, one panel per metric of `PLOTTED_METRICS` that every run has;
+    x is env steps per seed. Written as a PNG to `path` with the Agg
+    renderer (no display needed); returns the matplotlib Figure."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    names = set.intersection(*(set(r.record["curves"]["metrics"]) for r in runs))
+    metrics = [m for m in PLOTTED_METRICS if m in names]
+    if not metrics:
+        raise CompareError(f"the runs have none of the metrics {', '.join(PLOTTED_METRICS)} in common to plot")
+    figure = Figure(figsize=(6.4 * len(metrics), 4.4), layout="constrained")
+    FigureCanvasAgg(figure)
+    axes = figure.subplots(1, len(metrics), squeeze=False)[0]
+    for ax, metric in zip(axes, metrics, strict=True):
+        for index, run in enumerate(runs):
+            curves = run.record["curves"]
+            values = np.array([curves["metrics"][metric][str(s)] for s in run.record["seeds"]])  # [seeds, points]
+            mean, low, high = stats.bootstrap_mean_band(values)
+            color = f"C{index % 10}"
+            ax.plot(curves["env_steps"], mean, color=color, label=run_label(run))
+            ax.fill_between(curves["env_steps"], low, high, color=color, alpha=0.2, linewidth=0)
+        ax.set_title(metric)
+        ax.set_xlabel("env steps per seed")
+        ax.set_ylabel(f"{metric} (mean over seeds, 95% CI)")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize="small", loc="best")
+    figure.suptitle(title)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=100)
+    return figure
+
+
+# -------------------------------------------------------------------- logging
+
+
+def log(client, runs: list[ComparedRun], files: dict[str, str], png: Path) -> str:
+    """Record the comparison as a finished run of its own, in the experiment
+    of the first compared run; returns its id."""
+    run = client.create_run(
+        runs[0].experiment_id,
+        run_name="compare",
+        tags={
+            "harness.kind": "compare",
+            "compare.run_ids": ",".join(r.run_id for r in runs),
+            "compare.spec_hashes": ",".join(sorted({r.record["spec_hash"] for r in runs})),
+        },
+    )
+    run_id = run.info.run_id
+    status = "FAILED"
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            # Under one name whatever --out was, so every comparison looks alike.
+            shutil.copyfile(png, Path(tmp) / "compare.png")
+            client.log_artifact(run_id, str(Path(tmp) / "compare.png"))
+        tracking.log_texts(client, run_id, files)
+        status = "FINISHED"
+    finally:
+        client.set_terminated(run_id, status)
+    return run_id

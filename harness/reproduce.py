@@ -1,0 +1,436 @@
+"""Judge a reproduction against its reference: bit for bit where that can be
+expected, statistically where it cannot, and speed only as a report.
+
+The rules, in the order they are applied:
+
+- **exact** when the reproduction ran on the same kind of machine with the
+  same numerics: every key of `EXACT_FINGERPRINT` and every package of
+  `NUMERICS_PACKAGES` equal to the reference's, and the same list of seeds
+  (seeds are one vmapped batch, and a batch of another size is another XLA
+  program: seed 0 alone does not give the bits seed 0 gives beside seed 1).
+  Then every curve point and every per-seed final value of every metric must
+  be the same float; any difference fails, named by metric, seed and env step.
+- **statistical** otherwise: for each metric of the reference, the
+  interquartile mean over seeds of the per-seed final values (the mean of the
+  last 10% of iterations) with a stratified-bootstrap 95% confidence
+  interval (`harness.stats`), for the reference and the reproduction. A
+  metric passes when the two intervals overlap: the reproduction is not
+  distinguishable from the reference with the seeds at hand. The gating
+  metrics are the learning metrics (`LEARNING_METRICS`); losses and the rest
+  are judged by the same rule but only reported.
+- **speed**: steady-state env steps per second against the reference's,
+  labelled with both devices; reported, never judged.
+
+The verdict passes when every gating metric passes: all metrics when exact,
+the learning metrics when statistical.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from harness import stats
+from harness.spec import flatten
+
+# Fingerprint keys that change the bits a run produces. The host name does
+# not; the CPU model does, because XLA compiles CPU code for the host's
+# instruction set.
+EXACT_FINGERPRINT = (
+    "platform",
+    "device_kind",
+    "device_count",
+    "local_device_count",
+    "process_count",
+    "xla_flags",
+    "prng_impl",
+    "jax_threefry_partitionable",
+    "cpu",
+    "cpu_model",
+)
+# Packages whose code runs in the training program (MLflow and orbax do not).
+NUMERICS_PACKAGES = ("jax", "jaxlib", "flax", "optax", "pgx", "jumanji", "gymnax", "mctx")
+# Metrics that say whether an agent learned; the rest are diagnostics.
+LEARNING_METRICS = ("episode_return",)
+REFERENCE_KEYS = ("spec_hash", "spec", "seeds", "per_seed_final", "curves", "speed", "fingerprint", "versions")
+
+RULES = {
+    "exact": "same fingerprint, numerics versions and seeds as the reference: every curve point and per-seed "
+    "final value of every metric must be bit-identical",
+    "statistical": "IQM over seeds of the per-seed final values, stratified-bootstrap 95% CI "
+    f"({stats.REPS} resamples, RandomState({stats.RANDOM_STATE})); a metric passes when the reference's "
+    "and the reproduction's intervals overlap",
+}
+
+
+class ReproduceError(Exception):
+    """A reference that cannot be used; reported without a traceback."""
+
+
+# ----------------------------------------------------------------- references
+
+
+def spec_differences(specs: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """The dotted keys whose values differ between canonical specs (as in
+    results.json's `spec`), each with its value in every spec, in order."""
+    flat = [flatten(spec) for spec in specs]
+    keys = sorted(set().union(*flat))
+    return {
+        key: [f.get(key, "(absent)") for f in flat] for key in keys if len({f.get(key, "(absent)") for f in flat}) > 1
+    }
+
+
+def reference_path(spec_path: str | Path) -> Path:
+    """Where a spec's reference lives: `experiments/x.yaml` -> `results/x.json`
+    beside `experiments/`, or `results/x.json` in the working directory for a
+    spec kept anywhere else."""
+    spec_path = Path(spec_path)
+    folder = spec_path.resolve().parent
+    root = folder.parent if folder.name == "experiments" else Path.cwd()
+    path = root / "results" / f"{spec_path.stem}.json"
+    try:
+        return Path(os.path.relpath(path))
+    except ValueError:  # another drive
+        return path
+
+
+def check_reference(reference: dict[str, Any], spec_hash: str, canonical: dict[str, Any], source: str) -> None:
+    """Raise ReproduceError unless `reference` is a results record of this spec."""
+    missing = [key for key in REFERENCE_KEYS if key not in reference]
+    if missing:
+        raise ReproduceError(f"{source} is not a harness results record (missing {', '.join(missing)})")
+    if reference["spec_hash"] != spec_hash:
+        differences = spec_differences([reference["spec"], canonical])
+        listed = "; ".join(f"{key}: {ref} in the reference, {new} now" for key, (ref, new) in differences.items())
+        raise ReproduceError(
+            f"{source} was made from another spec (spec_hash {reference['spec_hash'][:12]}, the spec's is "
+            f"{spec_hash[:12]}): {listed or 'the hashes differ'}. Publish a new reference from a run of this spec."
+        )
+
+
+def load_reference(path: Path, spec_source: str, spec_hash: str, canonical: dict[str, Any]) -> dict[str, Any]:
+    """Read the reference at `path` and check it belongs to the spec."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ReproduceError(
+            f"{spec_source} has no reference: {path} does not exist. Make one with "
+            f"`harness run {spec_source} && harness publish {spec_source}`, or name one with --reference."
+        ) from None
+    except OSError as error:
+        raise ReproduceError(f"cannot read the reference {path}: {error}") from None
+    return parse_reference(text, str(path), spec_hash, canonical)
+
+
+def parse_reference(text: str, source: str, spec_hash: str, canonical: dict[str, Any]) -> dict[str, Any]:
+    """A results.json given as text, checked to belong to the spec."""
+    try:
+        reference = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ReproduceError(f"{source} is not valid JSON: {error}") from None
+    if not isinstance(reference, dict):
+        raise ReproduceError(f"{source} is not a harness results record")
+    check_reference(reference, spec_hash, canonical, source)
+    return reference
+
+
+# -------------------------------------------------------------------- verdict
+
+
+class MetricVerdict(NamedTuple):
+    name: str
+    gates: bool  # whether it decides the overall verdict
+    passed: bool
+    detail: str
+    reference: stats.Estimate
+    reproduction: stats.Estimate | None  # None when the reproduction lacks the metric
+    first_difference: dict[str, Any] | None  # exact mode: where the curves first differ
+
+
+class Speed(NamedTuple):
+    reference_sps: float
+    reproduction_sps: float
+    reference_seeds: int
+    reproduction_seeds: int
+    reference_compile_seconds: float
+    reproduction_compile_seconds: float
+    reference_device: str
+    reproduction_device: str
+    hardware: str  # "same machine", "same device kind" or "different hardware"
+
+    @property
+    def ratio(self) -> float:
+        return self.reproduction_sps / self.reference_sps if self.reference_sps else float("nan")
+
+    def describe(self) -> str:
+        text = (
+            f"{self.reproduction_sps:,.0f} env steps/s ({self.reproduction_seeds} seeds, {self.reproduction_device})"
+            f" vs the reference's {self.reference_sps:,.0f} ({self.reference_seeds} seeds, {self.reference_device}):"
+            f" {self.ratio:.2f}x, {self.hardware}; compile {self.reproduction_compile_seconds:.1f} s vs"
+            f" {self.reference_compile_seconds:.1f} s. Reported, not judged"
+        )
+        if self.reproduction_seeds != self.reference_seeds:
+            text += " (steps/s count all seeds, so different seed counts do not compare)"
+        return text
+
+
+class Verdict(NamedTuple):
+    spec_name: str
+    spec_hash: str
+    mode: str  # "exact" or "statistical"
+    not_exact_because: list[str]  # empty in exact mode
+    metrics: list[MetricVerdict]
+    speed: Speed
+    reference_source: str  # a path or "run <id>"
+    reference_run_id: str | None
+    reference_seeds: list[int]
+    reproduction_seeds: list[int]
+
+    @property
+    def passed(self) -> bool:
+        return all(m.passed for m in self.metrics if m.gates)
+
+
+def device_label(fingerprint: dict[str, str]) -> str:
+    """`1x cpu (AMD EPYC) on vm`, `8x TPU v4 on host`."""
+    count = fingerprint.get("device_count", "?")
+    kind = fingerprint.get("device_kind", "?")
+    if fingerprint.get("platform") == "cpu":
+        kind = f"cpu ({fingerprint.get('cpu_model') or fingerprint.get('cpu', '?')})"
+    return f"{count}x {kind} on {fingerprint.get('host', '?')}"
+
+
+def not_exact_because(reference: dict[str, Any], record: dict[str, Any]) -> list[str]:
+    """Why bit-identical curves cannot be expected; empty when they can."""
+    reasons = []
+    for key in EXACT_FINGERPRINT:
+        ref, new = reference["fingerprint"].get(key), record["fingerprint"].get(key)
+        if ref is None:
+            reasons.append(f"device.{key} is not recorded in the reference")
+        elif ref != new:
+            reasons.append(f"device.{key}: {ref!r} in the reference, {new!r} here")
+    for package in NUMERICS_PACKAGES:
+        ref, new = reference["versions"].get(package), record["versions"].get(package)
+        if ref != new:
+            reasons.append(f"{package} {ref} in the reference, {new} here")
+    if list(reference["seeds"]) != list(record["seeds"]):
+        reasons.append(f"seeds {_seeds(reference['seeds'])} in the reference, {_seeds(record['seeds'])} here")
+    return reasons
+
+
+def _seeds(seeds: list[int]) -> str:
+    seeds = list(seeds)
+    if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[0] + len(seeds))):
+        return f"{seeds[0]}..{seeds[-1]}"
+    return ",".join(map(str, seeds))
+
+
+def _finals(record: dict[str, Any], metric: str) -> np.ndarray | None:
+    per_seed = record["per_seed_final"]
+    if any(metric not in per_seed[str(seed)] for seed in record["seeds"]):
+        return None
+    return np.array([per_seed[str(seed)][metric] for seed in record["seeds"]], dtype=np.float64)
+
+
+def first_difference(reference: dict[str, Any], record: dict[str, Any], metric: str) -> dict[str, Any] | None:
+    """Where `metric` first differs (earliest env step, then lowest seed), with
+    the number of differing values; None when every value is bit-identical."""
+    steps = reference["curves"]["env_steps"]
+    if record["curves"]["env_steps"] != steps:
+        return {"what": "the curves are kept at other env steps", "count": None}
+    ref_curves = reference["curves"]["metrics"].get(metric, {})
+    new_curves = record["curves"]["metrics"].get(metric)
+    if new_curves is None:
+        return {"what": "the reproduction does not report this metric", "count": None}
+    differences = []
+    for seed in reference["seeds"]:
+        ref, new = ref_curves[str(seed)], new_curves[str(seed)]
+        differences += [(i, seed, a, b) for i, (a, b) in enumerate(zip(ref, new, strict=True)) if a != b]
+        ref_final = reference["per_seed_final"][str(seed)][metric]
+        new_final = record["per_seed_final"][str(seed)][metric]
+        if ref_final != new_final:
+            differences.append((len(steps), seed, ref_final, new_final))
+    if not differences:
+        return None
+    i, seed, ref, new = min(differences, key=lambda d: (d[0], d[1]))
+    where = f"env step {steps[i]}" if i < len(steps) else "the final value"
+    return {
+        "what": f"seed {seed} differs first at {where}: {ref!r} in the reference, {new!r} here",
+        "seed": seed,
+        "env_step": steps[i] if i < len(steps) else None,
+        "reference": ref,
+        "reproduction": new,
+        "count": len(differences),
+    }
+
+
+def judge(reference: dict[str, Any], record: dict[str, Any], source: str) -> Verdict:
+    """The verdict on `record` (a reproduction's results.json) against
+    `reference` (a published or logged results.json of the same spec)."""
+    reasons = not_exact_because(reference, record)
+    mode = "statistical" if reasons else "exact"
+    names = list(reference["per_seed_final"][str(reference["seeds"][0])])
+    learning = [n for n in names if n in LEARNING_METRICS] or names
+    verdicts = []
+    for name in names:
+        ref_estimate = stats.stratified_bootstrap_iqm(_finals(reference, name))
+        finals = _finals(record, name)
+        new_estimate = None if finals is None else stats.stratified_bootstrap_iqm(finals)
+        overlap = new_estimate is not None and ref_estimate.overlaps(new_estimate)
+        if new_estimate is None:
+            consistency = "the reproduction does not report this metric"
+        elif overlap:
+            consistency = "intervals overlap"
+        else:
+            side = "above" if new_estimate.low > ref_estimate.high else "below"
+            consistency = f"intervals do not overlap (reproduction {side} the reference)"
+        difference = None
+        if mode == "exact":
+            difference = first_difference(reference, record, name)
+            passed = difference is None
+            if passed:
+                detail = "bit-identical"
+            else:
+                count = difference["count"]
+                counted = f" ({count} values differ)" if count else ""
+                detail = f"not bit-identical: {difference['what']}{counted}; statistically, {consistency}"
+        else:
+            passed, detail = overlap, consistency
+        gates = mode == "exact" or name in learning
+        verdicts.append(MetricVerdict(name, gates, passed, detail, ref_estimate, new_estimate, difference))
+    return Verdict(
+        spec_name=reference["spec"].get("name", ""),
+        spec_hash=reference["spec_hash"],
+        mode=mode,
+        not_exact_because=reasons,
+        metrics=verdicts,
+        speed=_speed(reference, record),
+        reference_source=source,
+        reference_run_id=reference.get("mlflow_run_id"),
+        reference_seeds=list(reference["seeds"]),
+        reproduction_seeds=list(record["seeds"]),
+    )
+
+
+def _speed(reference: dict[str, Any], record: dict[str, Any]) -> Speed:
+    ref_fp, new_fp = reference["fingerprint"], record["fingerprint"]
+    devices = ("platform", "device_kind", "device_count", "cpu_model")
+    if all(ref_fp.get(k) == new_fp.get(k) for k in devices):
+        hardware = "same machine" if ref_fp.get("host") == new_fp.get("host") else "same device kind"
+    else:
+        hardware = "different hardware"
+    return Speed(
+        reference_sps=reference["speed"]["sps"],
+        reproduction_sps=record["speed"]["sps"],
+        reference_seeds=len(reference["seeds"]),
+        reproduction_seeds=len(record["seeds"]),
+        reference_compile_seconds=reference["speed"]["compile_seconds"],
+        reproduction_compile_seconds=record["speed"]["compile_seconds"],
+        reference_device=device_label(ref_fp),
+        reproduction_device=device_label(new_fp),
+        hardware=hardware,
+    )
+
+
+# ------------------------------------------------------------------ rendering
+
+
+def _word(passed: bool) -> str:
+    return "pass" if passed else "fail"
+
+
+def to_dict(verdict: Verdict) -> dict[str, Any]:
+    return {
+        "verdict": _word(verdict.passed),
+        "mode": verdict.mode,
+        "rule": RULES[verdict.mode],
+        "not_exact_because": verdict.not_exact_because,
+        "spec_name": verdict.spec_name,
+        "spec_hash": verdict.spec_hash,
+        "reference": {
+            "source": verdict.reference_source,
+            "mlflow_run_id": verdict.reference_run_id,
+            "seeds": verdict.reference_seeds,
+        },
+        "reproduction": {"seeds": verdict.reproduction_seeds},
+        "metrics": {
+            m.name: {
+                "verdict": _word(m.passed),
+                "gates": m.gates,
+                "detail": m.detail,
+                "reference": m.reference.as_dict(),
+                "reproduction": m.reproduction.as_dict() if m.reproduction else None,
+                "first_difference": m.first_difference,
+            }
+            for m in verdict.metrics
+        },
+        "speed": {**verdict.speed._asdict(), "ratio": verdict.speed.ratio, "judged": False},
+    }
+
+
+def to_json(verdict: Verdict) -> str:
+    return json.dumps(to_dict(verdict), indent=2) + "\n"
+
+
+def headline(verdict: Verdict) -> str:
+    failed = [m.name for m in verdict.metrics if m.gates and not m.passed]
+    outcome = "PASS" if verdict.passed else f"FAIL ({', '.join(failed)})"
+    return (
+        f"{verdict.spec_name} ({verdict.spec_hash[:12]}) against {verdict.reference_source}: {verdict.mode}, {outcome}"
+    )
+
+
+def to_markdown(verdict: Verdict) -> str:
+    lines = [f"# Reproduction: {headline(verdict)}", "", f"Rule ({verdict.mode}): {RULES[verdict.mode]}.", ""]
+    if verdict.not_exact_because:
+        lines += ["Not judged bit for bit because:", "", *[f"- {reason}" for reason in verdict.not_exact_because], ""]
+    lines += [
+        "| metric | gates | reference IQM [95% CI] | reproduction IQM [95% CI] | verdict | detail |",
+        "|---|---|---|---|---|---|",
+    ]
+    for m in verdict.metrics:
+        new = f"{m.reproduction} (n={m.reproduction.n})" if m.reproduction else "-"
+        lines.append(
+            f"| {m.name} | {'yes' if m.gates else 'no'} | {m.reference} (n={m.reference.n}) | {new} "
+            f"| {_word(m.passed)} | {m.detail} |"
+        )
+    lines += ["", f"Speed: {verdict.speed.describe()}.", ""]
+    return "\n".join(lines)
+
+
+def table(verdict: Verdict):
+    from rich.table import Table
+
+    out = Table(title=f"reproduce: {headline(verdict)}", title_justify="left")
+    out.add_column("metric", no_wrap=True)
+    out.add_column("gates")
+    out.add_column(f"reference IQM [95% CI], {len(verdict.reference_seeds)} seeds", justify="right")
+    out.add_column(f"reproduction IQM [95% CI], {len(verdict.reproduction_seeds)} seeds", justify="right")
+    out.add_column("verdict")
+    out.add_column("detail", ratio=1)
+    for m in sorted(verdict.metrics, key=lambda m: (not m.gates, m.name)):
+        mark = "[green]pass[/]" if m.passed else ("[bold red]fail[/]" if m.gates else "[yellow]differs[/]")
+        new = f"{m.reproduction}" if m.reproduction else "-"
+        out.add_row(m.name, "yes" if m.gates else "", f"{m.reference}", new, mark, m.detail)
+    return out
+
+
+def verdict_tags(verdict: Verdict) -> dict[str, str]:
+    """Tags for the reproduction's parent run, to filter on in the MLflow UI."""
+    return {
+        "verdict": _word(verdict.passed),
+        "verdict.mode": verdict.mode,
+        **{f"verdict.{m.name}": _word(m.passed) for m in verdict.metrics},
+        "verdict.speed_ratio": f"{verdict.speed.ratio:.3f}",
+    }
+
+
+def log_verdict(client, run_id: str, verdict: Verdict) -> None:
+    from harness import tracking
+
+    tracking.set_tags(client, run_id, verdict_tags(verdict))
+    tracking.log_texts(client, run_id, {"verdict.json": to_json(verdict), "verdict.md": to_markdown(verdict)})

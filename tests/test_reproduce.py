@@ -1,0 +1,286 @@
+"""Judging a reproduction against a reference, and one clear message for
+each reference that cannot be used. End-to-end runs through `harness
+reproduce` against a real MLflow server are in test_reproduce_e2e.py."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+from conftest import TINY_SPEC, train, write_spec
+from mlflow.tracking import MlflowClient
+
+from harness import cli, reproduce, results
+from harness import spec as S
+
+
+def record_of(plan, result) -> dict:
+    """The results.json a run of `plan` would log, read back as JSON."""
+    return json.loads(results.to_json(results.make_results(plan, result, 1.0, 0.0)))
+
+
+@pytest.fixture(scope="module")
+def tiny_record(tiny_run) -> dict:
+    return record_of(*tiny_run)
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
+    code = cli.main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+# ------------------------------------------------------------------- judging
+
+
+def test_the_same_record_is_judged_exact_and_passes(tiny_record):
+    verdict = reproduce.judge(tiny_record, copy.deepcopy(tiny_record), "reference.json")
+    assert verdict.mode == "exact" and verdict.not_exact_because == []
+    assert verdict.passed and all(m.passed and m.gates for m in verdict.metrics)
+    assert {m.name for m in verdict.metrics} == set(tiny_record["final"])
+
+
+def test_a_planted_change_of_one_seeds_curve_fails_the_exact_verdict(tiny_record):
+    reference = copy.deepcopy(tiny_record)
+    curve = reference["curves"]["metrics"]["episode_return"]["1"]
+    curve[7] = curve[7] + 1e-3
+    verdict = reproduce.judge(reference, tiny_record, "reference.json")
+    assert verdict.mode == "exact" and not verdict.passed
+    failed = [m for m in verdict.metrics if not m.passed]
+    assert [m.name for m in failed] == ["episode_return"]
+    step = tiny_record["curves"]["env_steps"][7]
+    assert failed[0].first_difference["seed"] == 1 and failed[0].first_difference["env_step"] == step
+    assert f"seed 1 differs first at env step {step}" in failed[0].detail
+    # The interval barely moves: bit for bit, not statistics, decides here.
+    assert "statistically, intervals overlap" in failed[0].detail
+
+
+def test_a_changed_final_value_fails_the_exact_verdict(tiny_record):
+    reference = copy.deepcopy(tiny_record)
+    reference["per_seed_final"]["0"]["loss"] += 1e-6
+    verdict = reproduce.judge(reference, tiny_record, "reference.json")
+    failed = {m.name: m for m in verdict.metrics if not m.passed}
+    assert list(failed) == ["loss"] and "the final value" in failed["loss"].detail
+
+
+@pytest.mark.parametrize(
+    "where,key,value,reason",
+    [
+        ("fingerprint", "cpu_model", "Some Other CPU", "device.cpu_model"),
+        ("fingerprint", "device_count", "4", "device.device_count"),
+        ("versions", "jaxlib", "0.0.1", "jaxlib 0.0.1 in the reference"),
+    ],
+)
+def test_another_machine_or_version_is_judged_statistically(tiny_record, where, key, value, reason):
+    reference = copy.deepcopy(tiny_record)
+    reference[where][key] = value
+    verdict = reproduce.judge(reference, tiny_record, "reference.json")
+    assert verdict.mode == "statistical" and any(reason in r for r in verdict.not_exact_because)
+    assert verdict.passed
+    assert [m.name for m in verdict.metrics if m.gates] == ["episode_return"]
+
+
+def test_the_host_name_does_not_matter(tiny_record):
+    reference = copy.deepcopy(tiny_record)
+    reference["fingerprint"]["host"] = "another-box"
+    verdict = reproduce.judge(reference, tiny_record, "reference.json")
+    assert verdict.mode == "exact" and verdict.speed.hardware == "same device kind"
+
+
+def test_a_reference_without_the_cpu_model_is_not_judged_bit_for_bit(tiny_record):
+    reference = copy.deepcopy(tiny_record)
+    del reference["fingerprint"]["cpu_model"]
+    verdict = reproduce.judge(reference, tiny_record, "reference.json")
+    assert verdict.not_exact_because == ["device.cpu_model is not recorded in the reference"]
+
+
+def test_speed_is_reported_with_both_devices_and_never_judged(tiny_record):
+    reference = copy.deepcopy(tiny_record)
+    reference["fingerprint"].update(platform="gpu", device_kind="NVIDIA A100", host="gpu-box")
+    reference["speed"]["sps"] = tiny_record["speed"]["sps"] * 100
+    verdict = reproduce.judge(reference, tiny_record, "reference.json")
+    assert verdict.passed, "a 100x slower reproduction is not a failure"
+    assert verdict.speed.hardware == "different hardware"
+    text = verdict.speed.describe()
+    assert "1x NVIDIA A100 on gpu-box" in text and "cpu (" in text and "0.01x" in text and "not judged" in text
+    logged = reproduce.to_dict(verdict)["speed"]
+    assert logged["judged"] is False and logged["ratio"] == pytest.approx(0.01)
+
+
+def test_statistical_verdict_fails_when_the_learning_rate_is_broken(tiny_record):
+    data = copy.deepcopy(TINY_SPEC)
+    data["seeds"] = [2, 3, 4, 5]
+    data["optimizer"]["learning_rate"] = 1e-6  # the agent cannot learn in 80 iterations
+    broken = record_of(*train(data))
+    verdict = reproduce.judge(tiny_record, broken, "reference.json")
+    assert verdict.mode == "statistical" and not verdict.passed
+    by_name = {m.name: m for m in verdict.metrics}
+    ret = by_name["episode_return"]
+    assert not ret.passed and ret.gates
+    assert ret.reproduction.high < ret.reference.low
+    assert "reproduction below the reference" in ret.detail
+    tags = reproduce.verdict_tags(verdict)
+    assert (
+        tags["verdict"] == "fail" and tags["verdict.episode_return"] == "fail" and tags["verdict.mode"] == "statistical"
+    )
+    markdown = reproduce.to_markdown(verdict)
+    assert "FAIL (episode_return)" in markdown and "| episode_return | yes |" in markdown
+
+
+def test_verdict_json_is_complete(tiny_record):
+    verdict = reproduce.to_dict(reproduce.judge(tiny_record, tiny_record, "results/tiny.json"))
+    assert verdict["verdict"] == "pass" and verdict["mode"] == "exact" and "bit-identical" in verdict["rule"]
+    ret = verdict["metrics"]["episode_return"]
+    assert (
+        ret["reference"]["n"] == 2 and ret["reference"]["low"] <= ret["reference"]["point"] <= ret["reference"]["high"]
+    )
+    json.dumps(verdict)
+
+
+# ---------------------------------------------------------------- references
+
+
+def test_reference_path_is_beside_experiments(tmp_path, monkeypatch):
+    (tmp_path / "experiments").mkdir()
+    monkeypatch.chdir(tmp_path / "experiments")
+    assert reproduce.reference_path("x.yaml") == Path("../results/x.json")
+    monkeypatch.chdir(tmp_path)
+    assert reproduce.reference_path("experiments/x.yaml") == Path("results/x.json")
+    assert reproduce.reference_path("elsewhere/x.yaml") == Path("results/x.json")
+
+
+def test_published_specs_have_their_references_where_reproduce_looks():
+    root = Path(__file__).resolve().parent.parent
+    for spec_path in (root / "experiments").glob("*.yaml"):
+        loaded = S.load(spec_path)
+        path = reproduce.reference_path(spec_path)
+        reference = reproduce.load_reference(path, str(spec_path), S.spec_hash(loaded), S.canonical(loaded))
+        assert reference["spec_hash"] == S.spec_hash(loaded)
+
+
+# ----------------------------------------------------------------- bad input
+
+
+def assert_user_error(code: int, out: str, err: str, *fragments: str) -> None:
+    assert code == 2, (out, err)
+    assert "Traceback" not in out + err
+    flat = " ".join(err.split())  # rich wraps long lines
+    for fragment in fragments:
+        assert fragment in flat, err
+
+
+def test_spec_without_a_reference(tmp_path, capsys, monkeypatch, tiny_spec_data):
+    monkeypatch.chdir(tmp_path)
+    write_spec(tmp_path, tiny_spec_data, "tiny.yaml")
+    db = tmp_path / "mlflow.db"
+    code, out, err = run_cli(capsys, "reproduce", "tiny.yaml", "--tracking-uri", f"sqlite:///{db}", "--no-progress")
+    assert_user_error(
+        code, out, err, "tiny.yaml has no reference", "results/tiny.json does not exist", "harness publish"
+    )
+    assert not db.exists(), "nothing is trained or logged without a reference"
+
+
+def test_reference_of_another_spec_lists_the_changed_keys(tmp_path, capsys, tiny_spec_data, tiny_record):
+    reference = tmp_path / "reference.json"
+    reference.write_text(json.dumps(tiny_record))
+    tiny_spec_data["optimizer"]["learning_rate"] = 0.001
+    path = write_spec(tmp_path, tiny_spec_data)
+    code, out, err = run_cli(
+        capsys, "reproduce", str(path), "--reference", str(reference), "--tracking-uri", f"sqlite:///{tmp_path}/m.db"
+    )
+    assert_user_error(
+        code, out, err, "was made from another spec", "optimizer.learning_rate: 0.003 in the reference, 0.001 now"
+    )
+
+
+@pytest.mark.parametrize("content,fragment", [("{not json", "is not valid JSON"), ('{"spec_hash": "x"}', "missing")])
+def test_reference_that_is_not_a_results_record(tmp_path, capsys, tiny_spec_data, content, fragment):
+    reference = tmp_path / "reference.json"
+    reference.write_text(content)
+    path = write_spec(tmp_path, tiny_spec_data)
+    code, out, err = run_cli(capsys, "reproduce", str(path), "--reference", str(reference))
+    assert_user_error(code, out, err, fragment)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """One SQLite store for these tests (creating one takes seconds)."""
+    uri = f"sqlite:///{tmp_path_factory.mktemp('store') / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri)
+    return uri, client, client.create_experiment("elsewhere")
+
+
+def test_run_id_that_does_not_exist(capsys, store):
+    uri, *_ = store
+    code, out, err = run_cli(capsys, "reproduce", "--run-id", "0123456789abcdef", "--tracking-uri", uri)
+    assert_user_error(code, out, err, "no run '0123456789abcdef'", uri)
+
+
+def test_run_without_a_logged_spec(capsys, store):
+    uri, client, experiment = store
+    run_id = client.create_run(experiment).info.run_id
+    code, out, err = run_cli(capsys, "reproduce", "--run-id", run_id, "--tracking-uri", uri)
+    assert_user_error(code, out, err, f"run {run_id}", "has no logged spec")
+
+
+def test_run_with_a_spec_but_no_results(capsys, store, tmp_path):
+    uri, client, experiment = store
+    run_id = client.create_run(experiment).info.run_id
+    (tmp_path / "spec.yaml").write_text(S.to_yaml(S.parse(copy.deepcopy(TINY_SPEC))))
+    client.log_artifact(run_id, str(tmp_path / "spec.yaml"))
+    client.set_terminated(run_id, "FAILED")
+    code, out, err = run_cli(capsys, "reproduce", "--run-id", run_id, "--tracking-uri", uri)
+    assert_user_error(code, out, err, f"run {run_id} (FAILED) has no results.json")
+
+
+def test_run_whose_results_are_of_another_spec(capsys, store, tmp_path, tiny_record):
+    uri, client, experiment = store
+    run_id = client.create_run(experiment).info.run_id
+    data = copy.deepcopy(TINY_SPEC)
+    data["hyperparameters"]["gamma"] = 0.9
+    (tmp_path / "spec.yaml").write_text(S.to_yaml(S.parse(data)))
+    (tmp_path / "results.json").write_text(json.dumps(tiny_record))
+    client.log_artifact(run_id, str(tmp_path / "spec.yaml"))
+    client.log_artifact(run_id, str(tmp_path / "results.json"))
+    code, out, err = run_cli(capsys, "reproduce", "--run-id", run_id, "--tracking-uri", uri)
+    assert_user_error(code, out, err, "was made from another spec", "hyperparameters.gamma: 0.99 in the reference")
+
+
+@pytest.mark.parametrize(
+    "argv,fragment",
+    [
+        ([], "give either a SPEC file or --run-id"),
+        (["spec.yaml", "--run-id", "abc"], "give either a SPEC file or --run-id"),
+        (["--run-id", "abc", "--reference", "x.json"], "--reference goes with a SPEC"),
+    ],
+    ids=["neither", "both", "reference with run id"],
+)
+def test_reproduce_argument_mistakes(capsys, argv, fragment):
+    code, out, err = run_cli(capsys, "reproduce", *argv)
+    assert_user_error(code, out, err, fragment)
+
+
+def test_compare_an_experiment_that_does_not_exist(capsys, store):
+    uri, *_ = store
+    code, out, err = run_cli(capsys, "compare", "--experiment", "nope", "--tracking-uri", uri)
+    assert_user_error(code, out, err, "no experiment 'nope'")
+
+
+def test_compare_an_experiment_without_finished_runs(capsys, store):
+    uri, client, _ = store
+    experiment = client.create_experiment("unfinished")
+    client.create_run(experiment)
+    client.set_terminated(client.create_run(experiment).info.run_id, "FAILED")
+    code, out, err = run_cli(capsys, "compare", "--experiment", "unfinished", "--tracking-uri", uri)
+    assert_user_error(code, out, err, "has no finished harness runs")
+
+
+def test_compare_a_run_without_results(capsys, store):
+    uri, client, experiment = store
+    run_id = client.create_run(experiment).info.run_id
+    code, out, err = run_cli(capsys, "compare", run_id, "--tracking-uri", uri)
+    assert_user_error(code, out, err, f"run {run_id} (RUNNING) has no results.json")
+    code, out, err = run_cli(capsys, "compare", "--tracking-uri", uri)
+    assert_user_error(code, out, err, "give either --experiment NAME or run ids")

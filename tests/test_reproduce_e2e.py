@@ -1,0 +1,303 @@
+"""`harness reproduce` and `harness compare` end to end, against a real
+`mlflow server` on 127.0.0.1 (SQLite backend, proxied artifacts).
+
+One tiny run is made and published as the reference; the module's fixtures
+then reproduce it through each path once, and the tests read what those
+reproductions printed and logged.
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+from conftest import TINY_SPEC, write_spec
+from mlflow.tracking import MlflowClient
+from rich.console import Console
+
+from harness import cli, compare, tracking
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """A real MLflow tracking server; its URI."""
+    tmp = tmp_path_factory.mktemp("mlflow-server")
+    port = _free_port()
+    log = (tmp / "server.log").open("w")
+    proc = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "mlflow", "server"),
+            *("--host", "127.0.0.1", "--port", str(port), "--workers", "1"),
+            *("--backend-store-uri", f"sqlite:///{tmp / 'server.db'}"),
+            *("--artifacts-destination", str(tmp / "artifacts")),
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,  # its own process group: the workers go with it
+    )
+    uri = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"mlflow server exited: {(tmp / 'server.log').read_text()[-2000:]}")
+            try:
+                with urllib.request.urlopen(f"{uri}/health", timeout=2) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail("mlflow server did not answer within 180 s")
+            time.sleep(0.5)
+        yield uri
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        log.close()
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
+    code = cli.main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+class Reproduction:
+    """What one `harness reproduce` printed and its logged parent run."""
+
+    def __init__(self, client: MlflowClient, code: int, out: str, err: str, before: set[str]):
+        self.code, self.out, self.err = code, out, err
+        self.flat = " ".join(out.split())  # rich wraps long lines
+        experiment = client.get_experiment_by_name(TINY_SPEC["name"])
+        parents = [
+            r
+            for r in client.search_runs([experiment.experiment_id])
+            if "mlflow.parentRunId" not in r.data.tags and r.info.run_id not in before
+        ]
+        assert len(parents) == 1, (out, err)
+        self.run = parents[0]
+        self.tags = self.run.data.tags
+
+    def artifact(self, client: MlflowClient, name: str) -> str:
+        return tracking.read_text_artifact(client, self.run.info.run_id, name)
+
+
+def _parent_ids(client: MlflowClient) -> set[str]:
+    experiment = client.get_experiment_by_name(TINY_SPEC["name"])
+    return {r.info.run_id for r in client.search_runs([experiment.experiment_id])} if experiment else set()
+
+
+@pytest.fixture(scope="module")
+def published(server, tmp_path_factory):
+    """The tiny spec run once into the server and published as its reference."""
+    tmp = tmp_path_factory.mktemp("published")
+    spec = write_spec(tmp, TINY_SPEC, "tiny.yaml")
+    assert cli.main(["run", str(spec), "--tracking-uri", server, "--no-progress"]) == 0
+    reference = tmp / "reference.json"
+    assert cli.main(["publish", str(spec), "--tracking-uri", server, "--out", str(reference)]) == 0
+    return spec, reference, json.loads(reference.read_text()), MlflowClient(tracking_uri=server)
+
+
+@pytest.fixture(scope="module")
+def reproductions(server, published, tmp_path_factory):
+    """Each reproduction path run once (compiles are the slow part):
+
+    - `run_id`: the run-id path, judged against the run on the server;
+    - `planted`: the spec path against the published reference with one
+      curve point of one seed changed;
+    - `other_seeds`: the spec path with other seeds (statistical).
+    """
+    spec, reference_path, reference, client = published
+    tmp = tmp_path_factory.mktemp("reproductions")
+    planted = copy.deepcopy(reference)
+    curve = planted["curves"]["metrics"]["episode_return"]["1"]
+    curve[12] += 0.5
+    planted_path = tmp / "planted.json"
+    planted_path.write_text(json.dumps(planted))
+    cases = {
+        "run_id": ["--run-id", reference["mlflow_run_id"]],
+        "planted": [str(spec), "--reference", str(planted_path)],
+        "other_seeds": [str(spec), "--reference", str(reference_path), "--seeds", "2", "3", "4", "5"],
+    }
+    out = {}
+    for name, argv in cases.items():
+        before = _parent_ids(client)
+        code, stdout, stderr = _capture(["reproduce", *argv, "--tracking-uri", server, "--no-progress"])
+        out[name] = Reproduction(client, code, stdout, stderr, before)
+    return out
+
+
+def _capture(argv: list[str]) -> tuple[int, str, str]:
+    """Run the CLI with its consoles writing to strings (module-scoped
+    fixtures cannot use capsys)."""
+    out, err = io.StringIO(), io.StringIO()
+    saved = cli.out_console, cli.err_console
+    cli.out_console = Console(file=out, width=200, highlight=False)
+    cli.err_console = Console(file=err, width=200, highlight=False)
+    try:
+        code = cli.main(argv)
+    finally:
+        cli.out_console, cli.err_console = saved
+    return code, out.getvalue(), err.getvalue()
+
+
+# ---------------------------------------------------------------- reproduce
+
+
+def test_same_machine_reproduction_of_a_logged_run_is_exact_and_passes(reproductions, published):
+    r = reproductions["run_id"]
+    _, _, reference, client = published
+    assert r.code == 0, r.out + r.err
+    assert f"against run {reference['mlflow_run_id']}: exact, PASS" in r.flat
+    assert "bit-identical" in r.flat and "differs" not in r.flat
+    assert r.tags["verdict"] == "pass" and r.tags["verdict.mode"] == "exact"
+    assert r.tags["verdict.episode_return"] == "pass" and r.tags["verdict.loss"] == "pass"
+    assert r.tags["reproduces"] == f"run {reference['mlflow_run_id']}"
+    assert r.tags["reproduces.run_id"] == reference["mlflow_run_id"]
+    assert r.tags["spec_hash"] == reference["spec_hash"] == r.tags["reproduces.spec_hash"]
+    verdict = json.loads(r.artifact(client, "verdict.json"))
+    assert verdict["verdict"] == "pass" and verdict["mode"] == "exact"
+    assert verdict["speed"]["judged"] is False and verdict["speed"]["hardware"] == "same machine"
+    assert "exact, PASS" in r.artifact(client, "verdict.md")
+    assert r.run.info.status == "FINISHED"
+
+
+def test_a_planted_change_in_the_reference_fails_with_exit_code_1(reproductions, published):
+    r = reproductions["planted"]
+    _, _, reference, client = published
+    step = reference["curves"]["env_steps"][12]
+    assert r.code == 1, r.out + r.err
+    assert "exact, FAIL (episode_return)" in r.flat
+    assert f"seed 1 differs first at env step {step}" in r.flat
+    assert r.tags["verdict"] == "fail" and r.tags["verdict.mode"] == "exact"
+    assert r.tags["verdict.episode_return"] == "fail"
+    # Everything else of the same-machine reproduction is bit-identical.
+    others = {
+        k: v for k, v in r.tags.items() if k.startswith("verdict.") and k not in ("verdict.mode", "verdict.speed_ratio")
+    }
+    assert {k for k, v in others.items() if v != "pass"} == {"verdict.episode_return"} and len(others) == 8
+    difference = json.loads(r.artifact(client, "verdict.json"))["metrics"]["episode_return"]["first_difference"]
+    assert difference["seed"] == 1 and difference["env_step"] == step and difference["count"] == 1
+    # The run itself trained fine; only the verdict failed.
+    assert r.run.info.status == "FINISHED"
+    assert r.tags["reproduces"].endswith("planted.json") and r.tags["spec_hash"] == reference["spec_hash"]
+
+
+def test_other_seeds_are_judged_statistically_and_pass(reproductions, published):
+    r = reproductions["other_seeds"]
+    _, _, reference, client = published
+    assert r.code == 0, r.out + r.err
+    assert "statistical, PASS" in r.flat and "seeds 0,1 in the reference, 2..5 here" in r.flat
+    assert r.tags["verdict.mode"] == "statistical" and r.tags["verdict.episode_return"] == "pass"
+    # Another list of seeds is another spec; the tag says what it reproduces.
+    assert r.tags["spec_hash"] != reference["spec_hash"] == r.tags["reproduces.spec_hash"]
+    assert r.run.data.params["seeds"] == "[2, 3, 4, 5]"
+    verdict = json.loads(r.artifact(client, "verdict.json"))
+    ret = verdict["metrics"]["episode_return"]
+    assert ret["reference"]["n"] == 2 and ret["reproduction"]["n"] == 4
+
+
+def test_run_id_that_is_not_on_the_server(server, capsys):
+    code, out, err = run_cli(capsys, "reproduce", "--run-id", "f" * 32, "--tracking-uri", server)
+    assert code == 2 and "no run 'ffff" in err and "Traceback" not in out + err
+
+
+# ------------------------------------------------------------------ compare
+
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _png_size(data: bytes) -> tuple[int, int]:
+    assert data[:8] == PNG_MAGIC and data[12:16] == b"IHDR"
+    return struct.unpack(">II", data[16:24])
+
+
+def test_compare_same_spec_runs_writes_and_logs_a_png(reproductions, published, tmp_path):
+    _, _, reference, client = published
+    ids = [reference["mlflow_run_id"], reproductions["run_id"].run.info.run_id]
+    out_png = tmp_path / "plots" / "cmp.png"
+    code, out, err = _capture(["compare", *ids, "--tracking-uri", client.tracking_uri, "--out", str(out_png)])
+    assert code == 0, out + err
+    data = out_png.read_bytes()
+    assert _png_size(data) == (1280, 440) and len(data) > 20_000
+    for run_id in ids:
+        assert run_id[:12] in out
+    assert "final episode_return IQM [95% CI]" in out and "1x cpu (" in out
+    experiment = client.get_experiment_by_name(TINY_SPEC["name"])
+    logged = [
+        run
+        for run in client.search_runs([experiment.experiment_id], "tags.`harness.kind` = 'compare'")
+        if run.data.tags["compare.run_ids"] == ",".join(ids)
+    ]
+    assert len(logged) == 1 and logged[0].info.status == "FINISHED"
+    compare_id = logged[0].info.run_id
+    assert {a.path for a in client.list_artifacts(compare_id)} == {"compare.png", "compare.md", "compare.json"}
+    with open(client.download_artifacts(compare_id, "compare.png", str(tmp_path)), "rb") as png:
+        assert png.read() == data
+    summary = json.loads(tracking.read_text_artifact(client, compare_id, "compare.json"))
+    assert [row["run_id"] for row in summary["runs"]] == ids and summary["spec_differences"] == {}
+
+
+def test_compare_plot_overlays_mean_curves_with_bands(reproductions, published, tmp_path):
+    _, _, reference, client = published
+    ids = [reference["mlflow_run_id"], reproductions["other_seeds"].run.info.run_id]
+    runs, _ = compare.fetch(client, client.tracking_uri, run_ids=ids)
+    figure = compare.plot(runs, tmp_path / "p.png", "title")
+    assert [ax.get_title() for ax in figure.axes] == ["episode_return", "loss"]
+    for ax, metric in zip(figure.axes, ["episode_return", "loss"], strict=True):
+        lines = ax.get_lines()
+        assert len(lines) == 2 and len(ax.collections) == 2, "one mean line and one shaded band per run"
+        for line, run in zip(lines, runs, strict=True):
+            assert line.get_label().startswith(run.run_id[:8])
+            assert f"{len(run.record['seeds'])} seeds" in line.get_label()
+            curves = run.record["curves"]
+            assert list(line.get_xdata()) == curves["env_steps"]
+            per_seed = [curves["metrics"][metric][str(s)] for s in run.record["seeds"]]
+            expected = [sum(column) / len(column) for column in zip(*per_seed, strict=True)]
+            assert list(line.get_ydata()) == pytest.approx(expected)
+        assert ax.get_xlabel() == "env steps per seed"
+    legend = [t.get_text() for t in figure.axes[0].get_legend().get_texts()]
+    assert legend == [line.get_label() for line in figure.axes[0].get_lines()]
+    assert (tmp_path / "p.png").read_bytes()[:8] == PNG_MAGIC
+
+
+def test_compare_refuses_different_specs_and_lists_the_keys(reproductions, published, tmp_path):
+    _, _, _, client = published
+    argv = ["compare", "--experiment", TINY_SPEC["name"], "--tracking-uri", client.tracking_uri]
+    code, out, err = _capture([*argv, "--out", str(tmp_path / "refused.png")])
+    assert code == 2 and "Traceback" not in out + err
+    assert "2 different specs" in err and "seeds: [0, 1]" in err and "[2, 3, 4, 5]" in err
+    assert "--allow-different-specs" in err
+    assert not (tmp_path / "refused.png").exists()
+
+    code, out, err = _capture([*argv, "--allow-different-specs", "--out", str(tmp_path / "all.png")])
+    assert code == 0, out + err
+    assert "seeds: [0, 1]" in out and "(different specs)" in out
+    assert (tmp_path / "all.png").read_bytes()[:8] == PNG_MAGIC
+    # Comparisons are runs of their own, but are never compared themselves.
+    compare_id = out.split("logged to MLflow run ")[1].split()[0]
+    summary = json.loads(tracking.read_text_artifact(client, compare_id, "compare.json"))
+    assert len(summary["runs"]) == 1 + len(reproductions)
+    assert {row["verdict"] for row in summary["runs"]} == {None, "pass", "fail"}

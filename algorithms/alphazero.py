@@ -37,7 +37,7 @@ from algorithms import base
 from algorithms.base import Environment, TimeStep
 from algorithms.networks import make_az_network, masked_logits
 
-ELO_RANGE = 4000.0  # ratings are searched in [-ELO_RANGE, ELO_RANGE]
+ELO_RANGE = 100_000.0  # ratings are searched in [-ELO_RANGE, ELO_RANGE]
 
 
 # -------------------------------------------------------------------- buffer
@@ -576,7 +576,9 @@ def make_alphazero(
         opponents = by_slices((random, greedy, pool_searcher(pool.params)), (n, n, size * n))
         totals = play(env, play_key, (2 + size) * n, agent, opponents).reshape(2 + size, n)
         vs_pool = totals[2:]
-        scores = ((vs_pool > 0) + 0.5 * (vs_pool == 0)).mean(axis=1)
+        # A clean sweep has no finite maximum-likelihood rating; half a game
+        # is moved off 0% and 100% scores, the usual correction.
+        scores = jnp.clip(((vs_pool > 0) + 0.5 * (vs_pool == 0)).mean(axis=1), 0.5 / n, 1 - 0.5 / n)
         rating = elo_rating(scores, pool.rating, pool.valid)
         best = jnp.argmax(jnp.where(pool.valid, pool.rating, -jnp.inf))
         # The newcomer takes a free slot, else the oldest one that is not the best.

@@ -21,7 +21,15 @@ import numpy as np
 from harness import stats, tracking
 from harness.reproduce import LEARNING_METRICS, device_label
 
-PLOTTED_METRICS = ("episode_return", "loss")
+# AlphaZero's two-player games plot the win rate against a random player.
+PLOTTED_METRICS = ("episode_return", "eval_return", "eval_random_win", "loss")
+
+
+def _curve_block(record: dict, metric: str) -> dict:
+    """The curves section holding `metric`: per-iteration or evaluation curves."""
+    if metric in record["curves"]["metrics"]:
+        return record["curves"]
+    return record.get("evaluation_curves", {"env_steps": [], "metrics": {}})
 
 
 class CompareError(Exception):
@@ -225,7 +233,12 @@ def plot(runs: list[ComparedRun], path: Path, title: str):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    names = set.intersection(*(set(r.record["curves"]["metrics"]) for r in runs))
+    names = set.intersection(
+        *(
+            set(r.record["curves"]["metrics"]) | set(r.record.get("evaluation_curves", {}).get("metrics", {}))
+            for r in runs
+        )
+    )
     metrics = [m for m in PLOTTED_METRICS if m in names]
     if not metrics:
         raise CompareError(f"the runs have none of the metrics {', '.join(PLOTTED_METRICS)} in common to plot")
@@ -234,7 +247,7 @@ def plot(runs: list[ComparedRun], path: Path, title: str):
     axes = figure.subplots(1, len(metrics), squeeze=False)[0]
     for ax, metric in zip(axes, metrics, strict=True):
         for index, run in enumerate(runs):
-            curves = run.record["curves"]
+            curves = _curve_block(run.record, metric)
             values = np.array([curves["metrics"][metric][str(s)] for s in run.record["seeds"]])  # [seeds, points]
             mean, low, high = stats.bootstrap_mean_band(values)
             color = f"C{index % 10}"

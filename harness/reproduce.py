@@ -55,7 +55,10 @@ EXACT_FINGERPRINT = (
 # Packages whose code runs in the training program (MLflow and orbax do not).
 NUMERICS_PACKAGES = ("jax", "jaxlib", "flax", "optax", "pgx", "jumanji", "gymnax", "mctx")
 # Metrics that say whether an agent learned; the rest are diagnostics.
-LEARNING_METRICS = ("episode_return",)
+# AlphaZero's two-player games have no episode return: their learning
+# metric is the win rate against a random player; single-player tasks report
+# the evaluation return too.
+LEARNING_METRICS = ("episode_return", "eval_return", "eval_random_win")
 REFERENCE_KEYS = ("spec_hash", "spec", "seeds", "per_seed_final", "curves", "speed", "fingerprint", "versions")
 
 RULES = {
@@ -239,11 +242,16 @@ def _finals(record: dict[str, Any], metric: str) -> np.ndarray | None:
 def first_difference(reference: dict[str, Any], record: dict[str, Any], metric: str) -> dict[str, Any] | None:
     """Where `metric` first differs (earliest env step, then lowest seed), with
     the number of differing values; None when every value is bit-identical."""
-    steps = reference["curves"]["env_steps"]
-    if record["curves"]["env_steps"] != steps:
+    # Per-iteration metrics are in "curves"; evaluations (kept after whole
+    # logging chunks) in "evaluation_curves".
+    section = "curves" if metric in reference["curves"]["metrics"] else "evaluation_curves"
+    ref_block = reference.get(section, {"env_steps": [], "metrics": {}})
+    new_block = record.get(section, {"env_steps": [], "metrics": {}})
+    steps = ref_block["env_steps"]
+    if new_block["env_steps"] != steps:
         return {"what": "the curves are kept at other env steps", "count": None}
-    ref_curves = reference["curves"]["metrics"].get(metric, {})
-    new_curves = record["curves"]["metrics"].get(metric)
+    ref_curves = ref_block["metrics"].get(metric, {})
+    new_curves = new_block["metrics"].get(metric)
     if new_curves is None:
         return {"what": "the reproduction does not report this metric", "count": None}
     differences = []

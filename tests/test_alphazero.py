@@ -247,3 +247,18 @@ def test_resnet_forms_agree():
     obs = jax.random.normal(jax.random.key(1), (5, 6, 7, 2))
     for a, b in zip(conv.apply(params, obs), matmul.apply(params, obs), strict=True):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-5)
+
+
+def test_alphazero_reproduction_is_judged_on_its_evaluation_curves(tiny_az_runs):
+    from harness import reproduce, results
+
+    (plan, first), (_, second) = tiny_az_runs
+    reference = results.make_results(plan, first, 1.0, 0.0)
+    verdict = reproduce.judge(reference, results.make_results(plan, second, 1.0, 0.0), "reference")
+    assert verdict.mode == "exact" and verdict.passed
+    assert [m.name for m in verdict.metrics if m.name == "eval_random_win" and m.gates]
+    curve = reference["evaluation_curves"]["metrics"]["eval_random_win"]["1"]
+    curve[0] = curve[0] + 0.25  # a planted change in one seed's evaluation curve
+    verdict = reproduce.judge(reference, results.make_results(plan, second, 1.0, 0.0), "reference")
+    failed = [m.name for m in verdict.metrics if not m.passed]
+    assert not verdict.passed and failed == ["eval_random_win"]

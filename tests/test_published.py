@@ -48,3 +48,30 @@ def test_ppo_game2048_learns_well_above_a_random_policy():
     ref = reference("ppo_game2048")
     random_score = ref["baselines"]["random_policy"]["mean_return"]
     assert ref["final"]["episode_return"] > 2 * random_score
+
+
+def test_alphazero_tic_tac_toe_claim():
+    ref = reference("alphazero_tic_tac_toe")
+    for seed, final in ref["per_seed_final"].items():
+        assert final["eval_random_loss"] <= 0.05, (seed, final["eval_random_loss"])
+        # Against itself: the best earlier parameters, and in self-play.
+        assert final["eval_best_draw"] >= 0.9, (seed, final["eval_best_draw"])
+        assert final["draw_rate"] >= 0.8, (seed, final["draw_rate"])
+
+
+def test_alphazero_connect_four_claim():
+    ref = reference("alphazero_connect_four")
+    for seed, final in ref["per_seed_final"].items():
+        assert final["eval_random_win"] >= 0.9, (seed, final["eval_random_win"])
+    assert ref["speed"]["wall_seconds"] < 20 * 60
+
+
+def test_alphazero_othello_reference():
+    ref = reference("alphazero_othello")
+    assert ref["final"]["eval_random_win"] > 0.5
+
+
+def test_alphazero_knapsack_beats_a_random_policy():
+    ref = reference("alphazero_knapsack")
+    for seed, final in ref["per_seed_final"].items():
+        assert final["eval_return"] > 1.2 * final["eval_random_return"], (seed, final)

@@ -158,7 +158,7 @@ def train_and_log(plan, uri: str, *, progress: bool, live_metrics: bool, tags: d
         wall = time.perf_counter() - started
         flush_started = time.perf_counter()
         tracker.flush()
-        record = results.make_results(plan, result, wall, time.perf_counter() - flush_started)
+        record = results.make_results(plan, result, wall, time.perf_counter() - flush_started, git)
         finals = {int(seed): values for seed, values in record["per_seed_final"].items()}
         speed = {"sps": result.sps, "compile_seconds": result.compile_seconds, "wall_seconds": wall}
         tracker.log_summary(

@@ -60,7 +60,15 @@ def summary(finals: dict[int, dict[str, float]]) -> dict[str, float]:
     return {name: float(np.mean([f[name] for f in finals.values()])) for name in names}
 
 
-def make_results(plan: Plan, result: RunResult, wall_seconds: float, metrics_flush_seconds: float) -> dict[str, Any]:
+def make_results(
+    plan: Plan,
+    result: RunResult,
+    wall_seconds: float,
+    metrics_flush_seconds: float,
+    git: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """The record of a finished run. `git` is the checkout's state when the
+    run started (the code that ran); read now when not given."""
     finals = per_seed_final(plan, result)
     index = curve_indices(plan.num_iterations)
     record = {
@@ -89,7 +97,7 @@ def make_results(plan: Plan, result: RunResult, wall_seconds: float, metrics_flu
         },
         "fingerprint": provenance.fingerprint(),
         "versions": provenance.versions(),
-        "git": provenance.git_state(),
+        "git": git if git is not None else provenance.git_state(),
     }
     if result.evaluation:
         # Evaluations follow whole chunks; kept at up to CURVE_POINTS of them.

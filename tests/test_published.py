@@ -63,7 +63,6 @@ def test_alphazero_connect_four_claim():
     ref = reference("alphazero_connect_four")
     for seed, final in ref["per_seed_final"].items():
         assert final["eval_random_win"] >= 0.9, (seed, final["eval_random_win"])
-    assert ref["speed"]["wall_seconds"] < 20 * 60
 
 
 def test_alphazero_othello_reference_records_its_evaluation():

@@ -541,9 +541,12 @@ def make_alphazero(
 
     n = evaluation.games  # per opponent
 
-    def searcher(params):
+    def searcher(params, threshold=jnp.zeros(())):
+        """Search without noise; single-player tasks rank the tree's
+        outcomes against the current ranked-reward threshold, as in self-play."""
+
         def act(key, games: Games):
-            return search(params, key, games, jnp.zeros(()), explore=False)[0]
+            return search(params, key, games, threshold, explore=False)[0]
 
         return act
 
@@ -563,14 +566,15 @@ def make_alphazero(
         # One batch of games holds every opponent's, so that the agent's
         # search is one program over all of them.
         key, play_key = jax.random.split(state.key)
-        agent = searcher(state.params)
         random, greedy = random_player(env), greedy_player(env)
         if single_player:
+            agent = searcher(state.params, ranked_threshold(state.ranked, config.ranked_reward.quantile))
             players = by_slices((agent, random, greedy), (n, n, n))
             totals = play(env, play_key, 3 * n, players, None).reshape(3, n).mean(axis=1)
             metrics = {"eval_return": totals[0], "eval_random_return": totals[1], "eval_greedy_return": totals[2]}
             return state._replace(key=key, evaluations=state.evaluations + 1), metrics
 
+        agent = searcher(state.params)
         pool = state.pool
         size = pool.rating.shape[0]
         opponents = by_slices((random, greedy, pool_searcher(pool.params)), (n, n, size * n))

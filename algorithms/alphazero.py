@@ -541,12 +541,12 @@ def make_alphazero(
 
     n = evaluation.games  # per opponent
 
-    def searcher(params, threshold=jnp.zeros(())):
+    def searcher(params, threshold: jax.Array | None = None):
         """Search without noise; single-player tasks rank the tree's
         outcomes against the current ranked-reward threshold, as in self-play."""
 
         def act(key, games: Games):
-            return search(params, key, games, threshold, explore=False)[0]
+            return search(params, key, games, jnp.zeros(()) if threshold is None else threshold, explore=False)[0]
 
         return act
 

@@ -236,11 +236,21 @@ def _spec_entries(config: pytest.Config) -> tuple[str, list[SpecEntry]]:
                 # The default bench times training alone: AlphaZero's
                 # evaluation games compile for about a minute on a CPU.
                 entries.append(SpecEntry(f"{path.stem}-{label}", path, tuple(seeds[:count]), False))
-    for entry in entries:
-        try:
-            spec_module.load(entry.path)
-        except spec_module.SpecError as error:
-            raise pytest.UsageError(str(error)) from None
+    if mode != "default":
+        # Files from the command line: build each (no compiling) so that a
+        # bad spec or env is a usage error, not a failed entry.
+        from harness.bench import chunk_lengths
+
+        for entry in entries:
+            try:
+                plan = entry.plan()
+            except spec_module.SpecError as error:
+                raise pytest.UsageError(str(error)) from None
+            if len(chunk_lengths(plan.num_iterations, plan.spec.logging.interval)) < 2:
+                raise pytest.UsageError(
+                    f"{entry.path}: {plan.num_iterations} iteration(s) in chunks of {plan.spec.logging.interval} "
+                    "(logging.interval) make one chunk; a benchmark needs a warm-up chunk and timed ones"
+                )
     return mode, entries
 
 

@@ -282,12 +282,14 @@ def plot_rates(results: list[Result], changes: dict[str, Change], path: Path, ti
         errors = [[r.rate[0] - r.rate[1] for r in group], [r.rate[2] - r.rate[0] for r in group]]
         colours = ["tab:red" if changes.get(r.name, Change("new")).regression else "tab:blue" for r in group]
         axis.barh(y, medians, xerr=errors, color=colours, capsize=2)
-        for i, median in enumerate(medians):
-            axis.annotate(f" {_si(median)}", (median, i), va="center", fontsize="x-small")
+        for i, r in enumerate(group):
+            axis.annotate(f"  {_si(r.rate[0])}", (r.rate[2], i), va="center", fontsize="x-small")
         before = [(i, changes[r.name].previous_rate) for i, r in enumerate(group) if r.name in changes]
         before = [(i, rate) for i, rate in before if rate]
         if before:
-            axis.plot([b for _, b in before], [i for i, _ in before], "k|", markersize=14, label="last run")
+            axis.plot(
+                [b for _, b in before], [i for i, _ in before], "k|", markersize=16, markeredgewidth=2, label="last run"
+            )
             axis.legend(loc="lower right", fontsize="small")
         axis.set_yticks(y, [r.name for r in group], fontsize="small")
         axis.invert_yaxis()

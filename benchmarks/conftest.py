@@ -24,8 +24,10 @@ table, saved under <bench dir>/history/<device key>/ and logged to MLflow
 
 from __future__ import annotations
 
+import json
 import os
 import time
+import traceback
 import uuid
 import warnings
 from datetime import UTC, datetime
@@ -90,11 +92,13 @@ class BenchSession:
         self.session = uuid.uuid4().hex
         self.started = datetime.now(UTC)
         self.started_clock = time.perf_counter()
+        self.started_cpu = time.process_time()
         self.load_start = _load_average()
         self.results: list = []
         self.ceiling = None
         self.all_names: list[str] = []
         self.finalized = False
+        self.info: dict = {}
         self.report: str = ""
         self.errors: list[str] = []
         self.regressions: list[str] = []
@@ -106,20 +110,29 @@ class BenchSession:
 
     def finalize(self, document: dict | None) -> None:
         """Compare, save, log and render, once, when all entries have run.
-        `document` is pytest-benchmark's JSON, when it writes one."""
-        if self.finalized or not self.results:
-            if document is not None and self.finalized:
+        `document` is pytest-benchmark's JSON, when it writes one. A failure
+        here is reported as an error of the session, not a traceback out of
+        pytest-benchmark's hook."""
+        if self.finalized:
+            if document is not None and self.info:
                 document["harness"] = self.info
             return
+        if not self.results:
+            return
         self.finalized = True
+        try:
+            self._finalize(document)
+        except Exception:  # noqa: BLE001  (a report that fails must not hide the entries' figures)
+            self.errors.append(f"the bench report failed:\n{traceback.format_exc()}")
+
+    def _finalize(self, document: dict | None) -> None:
         from harness import bench, bench_report, provenance
 
         fingerprint = bench.device_fingerprint(self.device)
         key = bench_report.device_key(fingerprint)
         runs, notes = bench_report.load_runs(bench_report.history_dir(self.bench_dir, key))
-        previous = bench_report.previous_entries(runs)
         current = [r.to_dict() for r in self.results]
-        changes = bench_report.compare(current, previous)
+        changes = bench_report.compare(current, bench_report.previous_entries(runs))
         self.regressions = [name for name, change in changes.items() if change.regression]
         self.info = {
             "format": bench_report.FORMAT,
@@ -127,6 +140,8 @@ class BenchSession:
             "mode": self.mode,
             "started": self.started.isoformat(),
             "wall_seconds": time.perf_counter() - self.started_clock,
+            "cpu_seconds": time.process_time() - self.started_cpu,
+            "cpu_count": os.cpu_count(),
             "load_average": {"start": self.load_start, "end": _load_average()},
             "device_key": key,
             "fingerprint": fingerprint,
@@ -139,45 +154,26 @@ class BenchSession:
             document = {
                 "machine_info": {},
                 "commit_info": {},
-                "benchmarks": [{"name": f"test_{r.name}", "extra_info": {"harness": r}} for r in current],
+                "benchmarks": [{"name": f"test_{r['name']}", "extra_info": {"harness": r}} for r in current],
                 "datetime": self.started.isoformat(),
             }
         document["harness"] = self.info
         document.setdefault("machine_info", {})["device_fingerprint"] = fingerprint
         saved = bench_report.save_run(self.bench_dir, document)
 
-        device = (
-            f"{fingerprint['platform']} ({fingerprint['device_kind']}, {fingerprint['cpu_model']}); "
-            f"{fingerprint['local_device_count']} local device(s), entries run on one"
-        )
-        load = self.info["load_average"]
-        header = [
-            f"device: {device}; jax {self.info['versions']['jax']}",
-            f"load average (1 min) at start {load['start']:.2f}, at end {load['end']:.2f} on "
-            f"{os.cpu_count()} CPUs: a shared machine runs slower than an idle one",
-        ]
-        if self.ceiling:
-            header.append(
-                f"device ceiling: {self.ceiling.matmul_gflops[0]:.1f} GFLOP/s on a {self.ceiling.matmul_size}² "
-                f"float32 matmul, {self.ceiling.bandwidth_gbs[0]:.1f} GB/s updating "
-                f"{self.ceiling.copy_bytes // 2**20} MB in place (medians)"
-            )
-        moved = bench_report.ceiling_change(self.ceiling, runs[-1]["harness"].get("ceiling") if runs else None)
-        if moved:
-            header.append(moved)
-        started = {c.previous_started for c in changes.values() if c.previous_started}
         title = f"harness bench ({self.mode}), {self.started:%Y-%m-%d %H:%M} UTC"
+        previous_ceiling = runs[-1]["harness"].get("ceiling") if runs else None
+        started = {c.previous_started for c in changes.values() if c.previous_started}
         text = bench_report.render(
-            *header,
+            *bench_report.header(self.info, self.ceiling, previous_ceiling),
             bench_report.table(self.results, changes, self.ceiling, title),
             *bench_report.notes(self.results, self.ceiling, started, key),
             *notes,
         )
-        (self.bench_dir / "report.txt").write_text(text)
+        report = self.bench_dir / "report.txt"
+        report.write_text(text)
         chart = bench_report.plot_rates(self.results, changes, self.bench_dir / "sps.png", title)
-        import json
-
-        lines = [text.rstrip("\n"), f"saved: {saved} (and {chart}, {self.bench_dir / 'report.txt'})"]
+        lines = [text.rstrip("\n"), f"saved: {saved} (and {chart}, {report})"]
         try:
             run_id = bench_report.log_to_mlflow(
                 self.uri,
@@ -191,7 +187,10 @@ class BenchSession:
         except Exception as error:  # noqa: BLE001  (the store can fail in many ways)
             self.errors.append(f"logging to MLflow at {self.uri} failed: {error}")
         if self.regressions:
-            lines.append(f"REGRESSION (>10% slower than the last run on this device): {', '.join(self.regressions)}")
+            lines.append(
+                f"REGRESSION (more than {100 * bench_report.REGRESSION_THRESHOLD:.0f}% slower than the last run "
+                f"on this device): {', '.join(self.regressions)}"
+            )
         self.report = "\n".join(lines)
 
 

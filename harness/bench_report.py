@@ -213,6 +213,27 @@ def table(results: list[Result], changes: dict[str, Change], ceiling: Ceiling | 
     return out
 
 
+def header(info: dict[str, Any], ceiling: Ceiling | None, previous_ceiling: dict[str, Any] | None) -> list[str]:
+    """The lines printed above the table: the device, the conditions, the ceiling."""
+    fingerprint, load = info["fingerprint"], info["load_average"]
+    lines = [
+        f"device: {fingerprint['platform']} ({fingerprint['device_kind']}, {fingerprint['cpu_model']}); "
+        f"{fingerprint['local_device_count']} local device(s), entries run on one; jax {info['versions']['jax']}",
+        f"session: {info['wall_seconds']:.0f} s wall, {info['cpu_seconds']:.0f} s CPU in this process; load average "
+        f"(1 min) {load['start']:.2f} at start, {load['end']:.2f} at end, on {info['cpu_count']} CPUs "
+        "(a machine shared with other work runs everything slower)",
+    ]
+    if ceiling:
+        lines.append(
+            f"device ceiling: {ceiling.matmul_gflops[0]:.1f} GFLOP/s on a {ceiling.matmul_size}² float32 matmul, "
+            f"{ceiling.bandwidth_gbs[0]:.1f} GB/s updating {ceiling.copy_bytes // 2**20} MB in place (medians)"
+        )
+        moved = ceiling_change(ceiling, previous_ceiling)
+        if moved:
+            lines.append(moved)
+    return lines
+
+
 def notes(results: list[Result], ceiling: Ceiling | None, previous_started: set[str], key: str) -> list[str]:
     """The lines printed under the table: what each column means."""
     lines = [

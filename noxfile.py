@@ -22,10 +22,14 @@ def tests(session: nox.Session) -> None:
 
 @nox.session
 def bench(session: nox.Session) -> None:
-    """Benchmarks: steady-state env steps/s, compile seconds, harness overhead.
+    """The benchmark suite: small-budget benchmark specs through the runner
+    (1 seed and many), micro-benchmarks of the jitted parts, and a device
+    ceiling; one table at the end, compared with the last run on this device.
 
-    Results (pytest-benchmark JSON) go to the git-ignored `.bench/` folder.
-    Pass pytest options after `--`, e.g. `nox -s bench -- -k overhead`.
+    Results go to the git-ignored `.bench/` folder (JSON per device, table,
+    chart, MLflow store) and to MLflow's experiment `bench`. Options after
+    `--`: `--full` (the published specs instead), `-k NAME`, `--device gpu`,
+    `--tracking-uri URI`, `--fail-on-regression`; see benchmarks/conftest.py.
     """
     session.install(*INSTALL)
     session.run(
@@ -36,8 +40,6 @@ def bench(session: nox.Session) -> None:
         "--benchmark-only",
         "--benchmark-json",
         ".bench/benchmark.json",
-        "--benchmark-columns=min,median,max,rounds",
-        "--benchmark-sort=name",
         *session.posargs,
     )
 

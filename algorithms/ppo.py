@@ -52,31 +52,10 @@ class Batch(NamedTuple):
     target: jax.Array
 
 
-def make_ppo(
-    config: Any,
-    env: base.Environment,
-    *,
-    network: Any,
-    optimizer: optax.GradientTransformation,
-    axis_name: str | None = None,
-) -> base.Algorithm:
-    """Build PPO for `env` (discrete actions, one agent).
-
-    Args:
-      config: the hyperparameters (see the module docstring).
-      env: an unbatched, auto-resetting environment.
-      network: the spec's network section (`mlp` or `gru`).
-      optimizer: the optax transformation (clipping and schedule included).
-      axis_name: when set, gradients are averaged over this named axis.
-    """
-    policy = make_policy(network, env.num_actions, env.observation_shape)
-    num_envs, num_steps = config.num_envs, config.num_steps
-
-    def init(key: jax.Array) -> OnPolicyState:
-        key, net_key, env_key = jax.random.split(key, 3)
-        actor = init_actor(env, policy, env_key, num_envs)
-        params = policy.init(net_key, actor.timestep.observation[0])
-        return OnPolicyState(params, optimizer.init(params), actor, key, jnp.zeros((), jnp.int32))
+def make_loss(config: Any, policy: Any):
+    """The PPO loss of one minibatch, `loss_fn(params, batch, carry) -> (loss,
+    metrics)`: `batch` holds `[M, ...]` steps (feed-forward) or `[T, M, ...]`
+    env fragments replayed from the memory `carry` (`[M, H]`, recurrent)."""
 
     def loss_fn(params, batch: Batch, carry: jax.Array):
         data = batch.fragment
@@ -108,6 +87,36 @@ def make_ppo(
             clip_fraction=(jnp.abs(ratio - 1.0) > config.clip_eps).mean(),
         )
 
+    return loss_fn
+
+
+def make_ppo(
+    config: Any,
+    env: base.Environment,
+    *,
+    network: Any,
+    optimizer: optax.GradientTransformation,
+    axis_name: str | None = None,
+) -> base.Algorithm:
+    """Build PPO for `env` (discrete actions, one agent).
+
+    Args:
+      config: the hyperparameters (see the module docstring).
+      env: an unbatched, auto-resetting environment.
+      network: the spec's network section (`mlp` or `gru`).
+      optimizer: the optax transformation (clipping and schedule included).
+      axis_name: when set, gradients are averaged over this named axis.
+    """
+    policy = make_policy(network, env.num_actions, env.observation_shape)
+    num_envs, num_steps = config.num_envs, config.num_steps
+
+    def init(key: jax.Array) -> OnPolicyState:
+        key, net_key, env_key = jax.random.split(key, 3)
+        actor = init_actor(env, policy, env_key, num_envs)
+        params = policy.init(net_key, actor.timestep.observation[0])
+        return OnPolicyState(params, optimizer.init(params), actor, key, jnp.zeros((), jnp.int32))
+
+    loss_fn = make_loss(config, policy)
     update = make_update(loss_fn, optimizer, axis_name)
 
     def step(state: OnPolicyState) -> tuple[OnPolicyState, base.Metrics]:

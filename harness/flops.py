@@ -7,6 +7,11 @@ Here the jaxpr is walked instead: a `scan` multiplies its body by `length`,
 every other primitive counts one FLOP per output element (an upper bound for
 data movement, a fair count for arithmetic). A `while` loop whose trip count
 is not static is counted once and reported as such.
+
+Bytes are counted the same way: every primitive reads its inputs and writes
+its outputs. XLA fuses chains of element-wise primitives and keeps their
+intermediates in registers and caches, so this is an upper bound on the
+memory traffic, not a measurement of it.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ class FlopCount(NamedTuple):
     matmul: float  # FLOPs in dot_general and convolutions
     other: float  # one per output element of every other primitive
     unbounded_loops: int  # while loops counted once (trip count unknown)
+    bytes: float = 0.0  # read and written by every primitive, unfused (an upper bound)
 
     @property
     def total(self) -> float:
@@ -32,6 +38,19 @@ class FlopCount(NamedTuple):
 def _size(aval: Any) -> int:
     shape = getattr(aval, "shape", ())
     return int(np.prod(shape)) if shape else 1
+
+
+def _nbytes(aval: Any) -> float:
+    dtype = getattr(aval, "dtype", None)
+    try:
+        itemsize = np.dtype(dtype).itemsize
+    except TypeError:  # extended dtypes (PRNG keys): count their data as 8 bytes
+        itemsize = 8
+    return float(_size(aval) * itemsize)
+
+
+def _io_bytes(eqn: Any) -> float:
+    return sum(_nbytes(v.aval) for v in (*eqn.invars, *eqn.outvars))
 
 
 def _dot_flops(eqn: Any) -> float:
@@ -62,17 +81,18 @@ def _count(jaxpr: Any, scale: float, acc: list[float]) -> None:
             # The most expensive branch bounds what one call can cost.
             costs = []
             for branch in eqn.params["branches"]:
-                sub = [0.0, 0.0, 0]
+                sub = [0.0, 0.0, 0, 0.0]
                 _count(branch.jaxpr, scale, sub)
                 costs.append(sub)
             worst = max(costs, key=lambda c: c[0] + c[1])
-            acc[0] += worst[0]
-            acc[1] += worst[1]
-            acc[2] += worst[2]
+            for i, value in enumerate(worst):
+                acc[i] += value
         elif name == "dot_general":
             acc[0] += scale * _dot_flops(eqn)
+            acc[3] += scale * _io_bytes(eqn)
         elif name == "conv_general_dilated":
             acc[0] += scale * _conv_flops(eqn)
+            acc[3] += scale * _io_bytes(eqn)
         else:
             inner = [v for v in eqn.params.values() if hasattr(v, "jaxpr") or hasattr(v, "eqns")]
             if inner:  # pjit, custom_jvp_call, custom_vjp_call, remat, ...
@@ -80,11 +100,16 @@ def _count(jaxpr: Any, scale: float, acc: list[float]) -> None:
                     _count(getattr(sub, "jaxpr", sub), scale, acc)
             else:
                 acc[1] += scale * sum(_size(v.aval) for v in eqn.outvars)
+                acc[3] += scale * _io_bytes(eqn)
+
+
+def count_jaxpr(closed: Any) -> FlopCount:
+    """FLOPs and bytes of one evaluation of a (closed) jaxpr."""
+    acc = [0.0, 0.0, 0, 0.0]
+    _count(getattr(closed, "jaxpr", closed), 1.0, acc)
+    return FlopCount(matmul=acc[0], other=acc[1], unbounded_loops=int(acc[2]), bytes=acc[3])
 
 
 def count_flops(fn: Callable, *args: Any) -> FlopCount:
     """FLOPs of one call of `fn(*args)` (traced, not run)."""
-    closed = jax.make_jaxpr(fn)(*args)
-    acc = [0.0, 0.0, 0]
-    _count(closed.jaxpr, 1.0, acc)
-    return FlopCount(matmul=acc[0], other=acc[1], unbounded_loops=int(acc[2]))
+    return count_jaxpr(jax.make_jaxpr(fn)(*args))

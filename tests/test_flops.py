@@ -26,3 +26,11 @@ def test_scans_multiply_their_body_by_the_trip_count():
 def test_batched_and_vmapped_matmuls():
     a, b = jnp.ones((4, 8, 16)), jnp.ones((4, 16, 2))
     assert count_flops(jax.vmap(jnp.dot), a, b).matmul == 4 * 2 * 8 * 16 * 2
+
+
+def test_bytes_count_what_each_primitive_reads_and_writes():
+    a, b = jnp.ones((8, 16)), jnp.ones((16, 32))
+    count = count_flops(lambda a, b: jnp.tanh(a @ b), a, b)
+    matmul_bytes = (8 * 16 + 16 * 32 + 8 * 32) * 4
+    tanh_bytes = 2 * 8 * 32 * 4
+    assert count.bytes == matmul_bytes + tanh_bytes

@@ -1,0 +1,275 @@
+"""Micro-benchmarks of the jitted parts: env steps per suite, one MCTS
+search, one PPO learning phase, one full iteration of each algorithm.
+
+Each is compiled ahead of time (timed apart), called once untimed, then timed
+by pytest-benchmark over several rounds, every call waited for with
+`block_until_ready`. The sizes come from the benchmark specs in
+benchmarks/specs/, so a micro-benchmark times a part of a spec entry.
+"""
+
+from __future__ import annotations
+
+import time
+
+import jax
+import jax.numpy as jnp
+import pytest
+from conftest import BENCH_SPECS
+
+import algorithms
+from algorithms import alphazero, ppo, returns, rollout
+from algorithms.networks import make_az_network, make_policy
+from harness import bench as measure
+from harness import build, envs, runner
+from harness import spec as spec_module
+from harness.flops import count_flops
+
+
+def bench_plan(name: str, seeds=(0,), **hyperparameters) -> build.Plan:
+    """A benchmark spec at `seeds`, with some hyperparameters replaced."""
+    data = spec_module.canonical(spec_module.load(BENCH_SPECS / f"{name}.yaml"))
+    data["seeds"] = list(seeds)
+    data["hyperparameters"].update(hyperparameters)
+    return build.build(spec_module.parse(data, f"{name} (benchmark)"))
+
+
+def compile_timed(fn, *args):
+    start = time.perf_counter()
+    compiled = jax.jit(fn).lower(*args).compile()
+    return compiled, time.perf_counter() - start
+
+
+def timed_rounds(entry, call, rounds: int) -> list[float]:
+    """pytest-benchmark's rounds of `call` (after one untimed call); each
+    call ends with `block_until_ready`."""
+
+    def waited():
+        jax.block_until_ready(call())
+
+    waited()
+    entry.benchmark.pedantic(waited, rounds=rounds, iterations=1, warmup_rounds=0)
+    return list(entry.benchmark.stats.stats.data)
+
+
+# ------------------------------------------------------------------- envs
+
+ENVS = [("gymnax", "CartPole-v1"), ("jumanji", "Game2048-v1"), ("pgx", "connect_four")]
+NUM_ENVS, NUM_STEPS = 4096, 32
+
+
+@pytest.mark.parametrize("suite,env_id", ENVS, ids=[f"{s}-{e}" for s, e in ENVS])
+def test_env_step(entry, suite, env_id):
+    """4096 envs of one suite stepped 32 times with uniformly random legal
+    actions, through the harness's adapter (auto-reset included)."""
+    env, info = envs.make(suite, env_id)
+
+    def steps(env_state, timestep, key):
+        def one(carry, key):
+            env_state, timestep = carry
+            action_key, step_key = jax.random.split(key)
+            logits = jnp.where(timestep.legal_action_mask, 0.0, -jnp.inf)
+            action = jax.random.categorical(action_key, logits)
+            env_state, timestep = jax.vmap(env.step)(env_state, action, jax.random.split(step_key, NUM_ENVS))
+            return (env_state, timestep), timestep.reward[:, 0].sum()
+
+        (env_state, timestep), rewards = jax.lax.scan(one, (env_state, timestep), jax.random.split(key, NUM_STEPS))
+        return env_state, timestep, rewards.sum()
+
+    with measure.HostMemoryPeak() as memory:
+        env_state, timestep = jax.jit(jax.vmap(env.reset))(jax.random.split(jax.random.key(0), NUM_ENVS))
+        start = time.perf_counter()
+        compiled = jax.jit(steps, donate_argnums=(0, 1)).lower(env_state, timestep, jax.random.key(1)).compile()
+        compile_seconds = time.perf_counter() - start
+        count = count_flops(steps, env_state, timestep, jax.random.key(1))
+        holder = {"state": (env_state, timestep), "key": jax.random.key(2)}
+
+        def call():
+            holder["key"], key = jax.random.split(holder["key"])
+            env_state, timestep, total = compiled(*holder["state"], key)
+            holder["state"] = (env_state, timestep)
+            return total
+
+        seconds = timed_rounds(entry, call, rounds=10)
+    entry.record(
+        measure.micro_result(
+            entry.name,
+            {
+                "suite": suite,
+                "env_id": env_id,
+                "env_version": info.env_version,
+                "num_envs": NUM_ENVS,
+                "steps": NUM_STEPS,
+            },
+            seconds,
+            work_per_call=NUM_ENVS * NUM_STEPS,
+            unit=measure.ENV_STEPS,
+            iteration=f"one call: {NUM_STEPS} steps of {NUM_ENVS} envs",
+            compile_seconds=compile_seconds,
+            count=count,
+            xla_flops_per_call=measure.xla_flops(compiled),
+            memory=memory,
+            device=entry.bench.device,
+        )
+    )
+
+
+# ------------------------------------------------------------------- MCTS
+
+SEARCH_POSITIONS = 256
+
+
+def test_mcts_search(entry):
+    """One Gumbel MuZero search (benchmark connect_four spec: 32
+    simulations, ResNet 2 x 32) over 256 positions."""
+    plan = bench_plan("alphazero_connect_four", num_envs=SEARCH_POSITIONS)
+    hp = plan.spec.hyperparameters
+    with measure.HostMemoryPeak() as memory:
+        net = make_az_network(plan.spec.network, plan.env.num_actions, plan.env.observation_shape)
+        params = jax.jit(net.init)(jax.random.key(0), jnp.zeros(plan.env.observation_shape))
+        games = jax.jit(lambda key: alphazero.start_games(plan.env, key, hp.num_envs))(jax.random.key(1))
+        search = alphazero.make_search(hp, plan.env, net)
+
+        def one_search(params, key, games):
+            return search(params, key, games, jnp.zeros(()), explore=True)
+
+        compiled, compile_seconds = compile_timed(one_search, params, jax.random.key(2), games)
+        count = count_flops(one_search, params, jax.random.key(2), games)
+        seconds = timed_rounds(entry, lambda: compiled(params, jax.random.key(2), games), rounds=8)
+    simulations = hp.num_envs * hp.num_simulations
+    entry.record(
+        measure.micro_result(
+            entry.name,
+            {
+                "spec_name": plan.spec.name,
+                "positions": hp.num_envs,
+                "simulations": hp.num_simulations,
+                "search": hp.search,
+                "network": spec_module.canonical(plan.spec)["network"],
+            },
+            seconds,
+            work_per_call=simulations,
+            unit=measure.SIMULATIONS,
+            iteration=f"one search over {hp.num_envs} positions",
+            compile_seconds=compile_seconds,
+            count=count,
+            xla_flops_per_call=measure.xla_flops(compiled),
+            memory=memory,
+            device=entry.bench.device,
+        )
+    )
+
+
+# -------------------------------------------------------------- PPO update
+
+
+@pytest.mark.parametrize("spec_name", ["ppo_cartpole", "ppo_game2048"], ids=["cartpole", "game2048"])
+def test_ppo_update(entry, spec_name):
+    """PPO's learning phase of one iteration: `update_epochs x
+    num_minibatches` minibatch gradient steps (as `ppo.step` takes them) on a
+    fragment the initial policy collected, with its GAE advantages."""
+    plan = bench_plan(spec_name)
+    hp, env = plan.spec.hyperparameters, plan.env
+    policy = make_policy(plan.spec.network, env.num_actions, env.observation_shape)
+    assert not policy.recurrent, "the benchmark's minibatches are single steps (a feed-forward policy)"
+    updates = hp.update_epochs * hp.num_minibatches
+    size = hp.num_envs * hp.num_steps
+    with measure.HostMemoryPeak() as memory:
+        state = jax.jit(plan.algorithm.init)(jax.random.key(0))
+
+        @jax.jit
+        def minibatches(state, key):
+            collect_key, shuffle_key = jax.random.split(key)
+            actor, data = rollout.collect(env, policy, state.params, state.actor, collect_key, hp.num_steps)
+            bootstrap = rollout.bootstrap_value(policy, state.params, actor)
+            discount = hp.gamma * (1.0 - data.done.astype(jnp.float32))
+            gae = jax.vmap(lambda r, d, v, b: returns.vtrace_gae(r, d, v, b, lambda_=hp.gae_lambda), (1, 1, 1, 0), 1)
+            advantages = gae(hp.reward_scale * data.reward, discount, data.value, bootstrap)
+            batch = ppo.Batch(data, advantages.advantage, advantages.target)
+            flat = jax.tree.map(lambda x: x.reshape(size, *x.shape[2:]), batch)
+            index = jnp.concatenate(
+                [
+                    rollout.minibatch_indices(k, size, hp.num_minibatches)
+                    for k in jax.random.split(shuffle_key, hp.update_epochs)
+                ]
+            )
+            return rollout.gather(flat, index, 0), jnp.zeros((updates, index.shape[1], 0))
+
+        batches = minibatches(state, jax.random.key(1))
+        optimizer = build.make_optimizer(plan.spec.optimizer, plan.num_iterations * updates)
+        update = rollout.make_update(ppo.make_loss(hp, policy), optimizer, None)
+
+        def learn(params, opt_state, batches):
+            (params, opt_state), metrics = jax.lax.scan(update, (params, opt_state), batches)
+            return params, opt_state, metrics
+
+        compiled, compile_seconds = compile_timed(learn, state.params, state.opt_state, batches)
+        count = count_flops(learn, state.params, state.opt_state, batches)
+        seconds = timed_rounds(entry, lambda: compiled(state.params, state.opt_state, batches), rounds=10)
+    entry.record(
+        measure.micro_result(
+            entry.name,
+            {
+                "spec_name": plan.spec.name,
+                "updates": updates,
+                "minibatch_steps": size // hp.num_minibatches,
+                "network": spec_module.canonical(plan.spec)["network"],
+            },
+            seconds,
+            work_per_call=updates,
+            unit=measure.UPDATES,
+            iteration=f"one call: {updates} updates of {size // hp.num_minibatches} steps",
+            compile_seconds=compile_seconds,
+            count=count,
+            xla_flops_per_call=measure.xla_flops(compiled),
+            memory=memory,
+            device=entry.bench.device,
+        )
+    )
+
+
+# --------------------------------------------------------------- iteration
+
+ITERATIONS = [
+    ("reinforce", "reinforce_cartpole", 10),
+    ("ppo", "ppo_cartpole", 10),
+    ("alphazero", "alphazero_tic_tac_toe", 5),
+]
+
+
+@pytest.mark.parametrize("spec_name,rounds", [i[1:] for i in ITERATIONS], ids=[i[0] for i in ITERATIONS])
+def test_iteration(entry, spec_name, rounds):
+    """One full training iteration (collect, then learn) of one seed, the
+    runner's program with a chunk of one iteration."""
+    plan = bench_plan(spec_name)
+    with measure.HostMemoryPeak() as memory:
+        state, init_seconds = runner.init_state(plan.algorithm, plan.spec.seeds)
+        count = count_flops(jax.vmap(plan.algorithm.step), state)
+        compiled, chunk_seconds = runner.compile_chunk(plan.algorithm.step, 1, state)
+        holder = {"state": state}
+
+        def call():
+            holder["state"], metrics = compiled(holder["state"])
+            return metrics
+
+        seconds = timed_rounds(entry, call, rounds=rounds)
+    hp = plan.spec.hyperparameters
+    registration = algorithms.registry[plan.spec.algorithm]
+    entry.record(
+        measure.micro_result(
+            entry.name,
+            {"spec_name": plan.spec.name, "spec_hash": plan.spec_hash, "seeds": 1},
+            seconds,
+            work_per_call=plan.env_steps_per_iteration,
+            unit=measure.ENV_STEPS,
+            iteration="one training iteration of one seed",
+            compile_seconds=init_seconds + chunk_seconds,
+            count=count,
+            xla_flops_per_call=measure.xla_flops(compiled),
+            memory=memory,
+            device=entry.bench.device,
+            simulations_per_call=plan.env_steps_per_iteration * hp.num_simulations
+            if plan.spec.algorithm == "alphazero"
+            else None,
+            updates_per_call=registration.updates_per_step(hp),
+        )
+    )

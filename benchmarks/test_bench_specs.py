@@ -1,0 +1,28 @@
+"""Spec entries: a spec trained through `harness.runner`, as `harness run`
+trains it (without MLflow), measured by `harness.bench.measure_spec`.
+
+By default, the small benchmark specs of benchmarks/specs/ at 1 seed and at
+all their seeds vmapped (`spec[ppo_cartpole-16seeds]`); with `--full`, the
+published specs of experiments/ at their own seeds and budgets
+(`spec[ppo_cartpole]`); with `--spec PATH`, that file.
+"""
+
+from __future__ import annotations
+
+from harness import bench as measure
+
+
+def test_spec(entry, spec_entry):
+    plan = spec_entry.plan()
+    out = {}
+
+    def run():
+        out["result"], _ = measure.measure_spec(
+            entry.name, plan, evaluate=spec_entry.evaluate, device=entry.bench.device
+        )
+
+    # One round: the whole training run; its chunks after the first are the
+    # repeats the figures come from (pytest-benchmark's time is the run's
+    # wall time, compiles included).
+    entry.benchmark.pedantic(run, rounds=1, iterations=1)
+    entry.record(out["result"])

@@ -1,0 +1,380 @@
+"""Measurements of the benchmark suite (`nox -s bench`): one `Result` per entry.
+
+An entry is either a spec trained through the harness runner (`measure_spec`)
+or a micro-benchmark of one jitted part, timed by pytest-benchmark and turned
+into a `Result` by `micro_result`. Both follow BENCHMARKING.md: compiles are
+timed apart, the device is waited for before the clock is read, and the
+headline rate is the median over repeats, with its min and max.
+
+FLOPs and bytes come from `harness.flops` (the jaxpr, with scan trip
+counts), not from XLA's `compiled.cost_analysis()`: XLA counts the body of a
+loop once, so a scan of 100 matmuls reports the FLOPs of one, and every
+pipeline here is nested scans. XLA's figure is kept beside it
+(`xla_flops_per_call`) where the compiled program is at hand.
+
+The device ceiling (`measure_ceiling`) is a large matmul's GFLOP/s and a large
+in-place array update's GB/s on the same device; each entry's achieved rates
+are shown as fractions of them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import resource
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from harness import flops as flops_module
+
+ENV_STEPS = "env steps/s"
+SIMULATIONS = "simulations/s"
+UPDATES = "updates/s"
+
+
+def time_calls(fn: Callable[[], Any], rounds: int, warmup: int = 1) -> list[float]:
+    """Seconds of each of `rounds` calls of `fn`, after `warmup` untimed ones;
+    every call is waited for (`block_until_ready`) before the clock is read."""
+    for _ in range(warmup):
+        jax.block_until_ready(fn())
+    seconds = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        jax.block_until_ready(fn())
+        seconds.append(time.perf_counter() - start)
+    return seconds
+
+
+def spread(rates: Sequence[float]) -> tuple[float, float, float]:
+    """(median, min, max) of per-repeat rates."""
+    return statistics.median(rates), min(rates), max(rates)
+
+
+# ------------------------------------------------------------------ memory
+
+
+class HostMemoryPeak:
+    """The peak resident memory of this process while the block runs.
+
+    On Linux the kernel's high-water mark is reset on entry (writing 5 to
+    /proc/self/clear_refs) and read on exit (VmHWM), so the figure belongs to
+    the block. Elsewhere it is `ru_maxrss`, the peak since the process
+    started (`since_start` is then True).
+    """
+
+    def __init__(self) -> None:
+        self.bytes: int | None = None
+        self.since_start = True
+
+    def __enter__(self) -> HostMemoryPeak:
+        try:
+            Path("/proc/self/clear_refs").write_text("5")
+            self.since_start = False
+        except OSError:
+            self.since_start = True
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if not self.since_start:
+            for line in Path("/proc/self/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    self.bytes = int(line.split()[1]) * 1024
+                    return
+        usage = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        # kilobytes on Linux, bytes on macOS
+        self.bytes = usage if sys.platform == "darwin" else usage * 1024
+        self.since_start = True
+
+
+def device_peak_bytes(device: Any) -> int | None:
+    """The device allocator's peak bytes in use since the process started
+    (GPU/TPU); None where the backend keeps no statistics (CPU)."""
+    stats = device.memory_stats() if hasattr(device, "memory_stats") else None
+    if not stats:
+        return None
+    peak = stats.get("peak_bytes_in_use")
+    return int(peak) if peak is not None else None
+
+
+# ----------------------------------------------------------------- ceiling
+
+
+@dataclasses.dataclass(frozen=True)
+class Ceiling:
+    """What the device achieves on the simplest heavy programs."""
+
+    matmul_gflops: tuple[float, float, float]  # median, min, max over rounds
+    bandwidth_gbs: tuple[float, float, float]  # median, min, max over rounds
+    matmul_size: int  # n of the n x n float32 matmul
+    copy_bytes: int  # size of the float32 array updated in place
+    xla_matmul_flops: float | None  # XLA's count for the matmul (exact: no loops)
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Ceiling:
+        return cls(
+            **{**data, "matmul_gflops": tuple(data["matmul_gflops"]), "bandwidth_gbs": tuple(data["bandwidth_gbs"])}
+        )
+
+
+def measure_ceiling(
+    device: Any = None, *, matmul_size: int = 2048, copy_bytes: int = 256 * 2**20, rounds: int = 5
+) -> Ceiling:
+    """The device's large-matmul GFLOP/s (float32, `matmul_size` square) and
+    memory bandwidth: `x + 1` over a `copy_bytes` float32 array, donated so
+    that it is updated in place (one read and one write of every byte, no new
+    allocation per call). Medians over `rounds` calls after a warm-up."""
+    device = device or jax.devices()[0]
+    n = matmul_size
+    a = jax.device_put(jax.random.normal(jax.random.key(0), (n, n), jnp.float32), device)
+    b = jax.device_put(jax.random.normal(jax.random.key(1), (n, n), jnp.float32), device)
+    matmul = jax.jit(jnp.matmul).lower(a, b).compile()
+    cost = _xla_cost(matmul)
+    matmul_seconds = time_calls(lambda: matmul(a, b), rounds)
+    matmul_rates = [2.0 * n**3 / s / 1e9 for s in matmul_seconds]
+
+    holder = {"x": jax.device_put(jnp.zeros(copy_bytes // 4, jnp.float32), device)}
+    update = jax.jit(lambda x: x + 1.0, donate_argnums=0).lower(holder["x"]).compile()
+
+    def step():
+        holder["x"] = update(holder["x"])
+        return holder["x"]
+
+    copy_seconds = time_calls(step, rounds)
+    moved = 2 * (copy_bytes // 4) * 4
+    return Ceiling(
+        matmul_gflops=spread(matmul_rates),
+        bandwidth_gbs=spread([moved / s / 1e9 for s in copy_seconds]),
+        matmul_size=n,
+        copy_bytes=copy_bytes,
+        xla_matmul_flops=cost.get("flops"),
+    )
+
+
+def _xla_cost(compiled: Any) -> dict[str, float]:
+    """XLA's cost analysis of a compiled program (its loop bodies counted once)."""
+    try:
+        cost = compiled.cost_analysis()
+    except Exception:  # noqa: BLE001  (not every backend implements it)
+        return {}
+    if isinstance(cost, list):
+        cost = cost[0] if cost else {}
+    return {k: float(v) for k, v in (cost or {}).items() if k in ("flops", "bytes accessed")}
+
+
+def xla_flops(compiled: Any) -> float | None:
+    return _xla_cost(compiled).get("flops")
+
+
+# ------------------------------------------------------------------ result
+
+
+@dataclasses.dataclass
+class Result:
+    """One benchmark entry's figures: a row of the table, an MLflow run, a
+    record in the saved JSON. Rates are per second over all seeds."""
+
+    name: str  # the entry, as pytest names it, e.g. "spec[ppo_cartpole-16seeds]"
+    kind: str  # "spec" (a training run through the runner) or "micro"
+    config: dict[str, Any]  # what was measured; its hash tells whether two runs are comparable
+    unit: str  # of the headline rate: ENV_STEPS, SIMULATIONS or UPDATES
+    rate: tuple[float, float, float]  # headline rate: median, min, max over the repeats
+    repeats: int
+    compile_seconds: float | None = None
+    simulations_per_second: float | None = None  # median; searches x simulations
+    updates_per_second: float | None = None  # median; gradient steps, all seeds
+    iteration: str = ""  # what `flops_per_iteration` counts, e.g. "one training iteration of one seed"
+    flops_per_iteration: float | None = None  # harness.flops (scan trip counts)
+    gflops_per_second: float | None = None  # achieved, median
+    gbytes_per_second: float | None = None  # achieved, median, from unfused bytes (an upper bound)
+    xla_flops_per_call: float | None = None  # XLA's cost analysis, loop bodies once
+    unbounded_loops: int = 0  # while loops counted once: FLOPs are then a lower bound
+    peak_host_bytes: int | None = None
+    peak_host_since_start: bool = False  # True: the process's peak, not the entry's
+    peak_device_bytes: int | None = None  # GPU/TPU allocator peak, process-wide
+    final_metric: str | None = None  # the learning metric, mean over seeds of the final 10%
+    final_value: float | None = None
+    note: str = ""  # shown where there is no learning metric (e.g. the harness's overhead)
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def config_hash(self) -> str:
+        return config_hash(self.config)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["rate"] = list(self.rate)
+        data["config_hash"] = self.config_hash
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Result:
+        fields = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in data.items() if k in fields}
+        values["rate"] = tuple(values["rate"])
+        return cls(**values)
+
+
+def config_hash(config: dict[str, Any]) -> str:
+    text = json.dumps(config, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def micro_result(
+    name: str,
+    config: dict[str, Any],
+    seconds: Sequence[float],
+    *,
+    work_per_call: float,
+    unit: str,
+    iteration: str,
+    compile_seconds: float | None = None,
+    count: flops_module.FlopCount | None = None,
+    xla_flops_per_call: float | None = None,
+    memory: HostMemoryPeak | None = None,
+    device: Any = None,
+    simulations_per_call: float | None = None,
+    updates_per_call: float | None = None,
+) -> Result:
+    """A micro-benchmark's `Result` from the seconds of its timed calls:
+    `work_per_call` units of `unit` per call; `count` the FLOPs of one call."""
+    median_seconds = statistics.median(seconds)
+    return Result(
+        name=name,
+        kind="micro",
+        config=config,
+        unit=unit,
+        rate=spread([work_per_call / s for s in seconds]),
+        repeats=len(seconds),
+        compile_seconds=compile_seconds,
+        simulations_per_second=simulations_per_call / median_seconds if simulations_per_call else None,
+        updates_per_second=updates_per_call / median_seconds if updates_per_call else None,
+        iteration=iteration,
+        flops_per_iteration=count.total if count else None,
+        gflops_per_second=count.total / median_seconds / 1e9 if count else None,
+        gbytes_per_second=count.bytes / median_seconds / 1e9 if count else None,
+        xla_flops_per_call=xla_flops_per_call,
+        unbounded_loops=count.unbounded_loops if count else 0,
+        peak_host_bytes=memory.bytes if memory else None,
+        peak_host_since_start=memory.since_start if memory else False,
+        peak_device_bytes=device_peak_bytes(device) if device is not None else None,
+    )
+
+
+# ------------------------------------------------------------------- specs
+
+# The learning metric shown for a spec, the first its run reports.
+FINAL_METRICS = ("eval_random_win", "eval_return", "episode_return", "loss")
+
+
+def chunk_lengths(num_iterations: int, interval: int) -> list[int]:
+    """Iterations in each chunk `runner.run` executes (the same split)."""
+    size = min(interval, num_iterations)
+    full, remainder = divmod(num_iterations, size)
+    return [size] * full + ([remainder] if remainder else [])
+
+
+def measure_spec(name: str, plan: Any, *, evaluate: bool = True, device: Any = None) -> tuple[Result, Any]:
+    """Train `plan` through `runner.run`, as `harness run` does (without
+    MLflow), and measure it.
+
+    The first chunk is a warm-up; each later chunk is one repeat, so a spec
+    needs at least two chunks (`logging.interval` iterations each) and
+    should have several. With `evaluate=False` the algorithm's evaluation
+    (AlphaZero's games against fixed opponents) is left out, so the rates are
+    those of training alone.
+
+    Returns the `Result` and the runner's `RunResult`.
+    """
+    import algorithms
+    from harness import results, runner
+
+    algorithm = plan.algorithm if evaluate else plan.algorithm._replace(evaluate=None)
+    seeds = plan.spec.seeds
+    lengths = chunk_lengths(plan.num_iterations, plan.spec.logging.interval)
+    if len(lengths) < 2:
+        raise ValueError(
+            f"{plan.spec.name}: {plan.num_iterations} iterations in chunks of {plan.spec.logging.interval} "
+            "make one chunk; a benchmark needs a warm-up chunk and at least one timed chunk"
+        )
+    with HostMemoryPeak() as memory:
+        run = runner.run(algorithm, seeds, plan.num_iterations, plan.spec.logging.interval)
+
+    hp = plan.spec.hyperparameters
+    registration = algorithms.registry[plan.spec.algorithm]
+    step_count = flops_module.count_flops(jax.vmap(algorithm.step), run.state)
+    eval_count = flops_module.count_flops(jax.vmap(algorithm.evaluate), run.state) if algorithm.evaluate else None
+
+    # Repeats: every chunk after the first (the runner's steady state).
+    timed = list(zip(lengths, run.chunk_seconds, strict=True))[1:]
+    steps = [n * plan.env_steps_per_iteration * len(seeds) / s for n, s in timed]
+    updates = [n * registration.updates_per_step(hp) * len(seeds) / s for n, s in timed]
+
+    def chunk_total(n: int, field: str) -> float:
+        total = n * getattr(step_count, field)
+        if eval_count is not None:
+            total += getattr(eval_count, field)
+        return total
+
+    gflops = [(chunk_total(n, "matmul") + chunk_total(n, "other")) / s / 1e9 for n, s in timed]
+    gbytes = [chunk_total(n, "bytes") / s / 1e9 for n, s in timed]
+    finals = results.summary(results.per_seed_final(plan, run))
+    final_metric = next((m for m in FINAL_METRICS if m in finals), None)
+    median_steps = statistics.median(steps)
+    result = Result(
+        name=name,
+        kind="spec",
+        config={
+            "spec_name": plan.spec.name,
+            "spec_hash": plan.spec_hash,
+            "seeds": len(seeds),
+            "evaluate": bool(evaluate and plan.algorithm.evaluate is not None),
+            "iterations": plan.num_iterations,
+            "chunk_iterations": lengths[0],
+            "env_steps_per_iteration": plan.env_steps_per_iteration,
+        },
+        unit=ENV_STEPS,
+        rate=spread(steps),
+        repeats=len(timed),
+        compile_seconds=run.compile_seconds,
+        simulations_per_second=median_steps * hp.num_simulations if plan.spec.algorithm == "alphazero" else None,
+        updates_per_second=statistics.median(updates),
+        iteration="one training iteration of one seed",
+        flops_per_iteration=step_count.total / len(seeds),
+        gflops_per_second=statistics.median(gflops),
+        gbytes_per_second=statistics.median(gbytes),
+        unbounded_loops=step_count.unbounded_loops + (eval_count.unbounded_loops if eval_count else 0),
+        peak_host_bytes=memory.bytes,
+        peak_host_since_start=memory.since_start,
+        peak_device_bytes=device_peak_bytes(device or jax.devices()[0]),
+        final_metric=final_metric,
+        final_value=finals[final_metric] if final_metric else None,
+        extra={"chunk_seconds": run.chunk_seconds, "finals": finals},
+    )
+    return result, run
+
+
+def device_fingerprint(device: Any) -> dict[str, str]:
+    """`provenance.fingerprint()` for `device`'s platform (which need not be
+    JAX's default): its kind, and how many such devices there are, in all
+    and on this host."""
+    from harness import provenance
+
+    fingerprint = provenance.fingerprint()
+    fingerprint.update(
+        platform=device.platform,
+        device_kind=device.device_kind,
+        device_count=str(len(jax.devices(device.platform))),
+        local_device_count=str(len(jax.local_devices(backend=device.platform))),
+    )
+    return fingerprint

@@ -1,0 +1,460 @@
+"""The benchmark suite's report: runs saved per device, the comparison with
+the last run on the same device, the table, the chart and the MLflow runs.
+
+A bench run is saved as a pytest-benchmark JSON document (its `benchmarks`
+list, each entry's `harness.bench.Result` in `extra_info["harness"]`) with a
+`harness` section holding the device fingerprint, versions, git state and
+device ceiling. Documents are kept under `<bench dir>/history/<device key>/`,
+where the device key is a hash of the device fingerprint without the host
+name: pytest-benchmark's own storage is keyed by OS and Python only, which
+would put a GPU run and a CPU run of the same machine side by side.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from harness.bench import ENV_STEPS, SIMULATIONS, UPDATES, Ceiling, Result
+
+REGRESSION_THRESHOLD = 0.10  # a median rate more than 10% below the last run's is flagged
+EXPERIMENT = "bench"
+FORMAT = 1
+
+
+# ----------------------------------------------------------------- history
+
+
+def device_key(fingerprint: dict[str, str]) -> str:
+    """A short hash of the device fingerprint, host name left out: the same
+    hardware, device count, XLA flags and PRNG settings give the same key."""
+    kept = {k: v for k, v in fingerprint.items() if k != "host"}
+    return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def history_dir(bench_dir: Path, key: str) -> Path:
+    return Path(bench_dir) / "history" / key
+
+
+def save_run(bench_dir: Path, document: dict[str, Any]) -> Path:
+    """Write a run's document to its device's history; returns the path."""
+    info = document["harness"]
+    directory = history_dir(bench_dir, info["device_key"])
+    directory.mkdir(parents=True, exist_ok=True)
+    stamp = info["started"].replace("-", "").replace(":", "").split(".")[0]
+    path = directory / f"{stamp}_{info['session'][:8]}.json"
+    path.write_text(json.dumps(document, indent=2, default=str) + "\n")
+    return path
+
+
+def load_runs(directory: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """The saved documents in `directory`, oldest first, and a note for each
+    file that could not be read (it is skipped)."""
+    runs, notes = [], []
+    for path in sorted(Path(directory).glob("*.json")) if Path(directory).is_dir() else []:
+        try:
+            document = json.loads(path.read_text())
+            document["harness"]["started"]  # noqa: B018  (a saved run has one)
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            notes.append(f"skipped {path}: not a saved bench run ({error})")
+            continue
+        runs.append(document)
+    runs.sort(key=lambda d: d["harness"]["started"])
+    return runs, notes
+
+
+def entries(document: dict[str, Any]) -> list[dict[str, Any]]:
+    """The `Result` records (as dicts) of a saved document."""
+    return [b["extra_info"]["harness"] for b in document.get("benchmarks", []) if "harness" in b.get("extra_info", {})]
+
+
+def previous_entries(runs: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """For each entry name, its record in the latest of `runs` that has it
+    (a run of a few entries with `-k` does not hide the others' last
+    figures), with that run's start time under `started`."""
+    latest: dict[str, dict[str, Any]] = {}
+    for document in sorted(runs, key=lambda d: d["harness"]["started"]):
+        for record in entries(document):
+            latest[record["name"]] = {**record, "started": document["harness"]["started"]}
+    return latest
+
+
+class Change(NamedTuple):
+    status: str  # "new", "config changed", "regression", "faster" or "same"
+    ratio: float | None = None  # current median rate / previous median rate
+    previous_rate: float | None = None
+    previous_started: str | None = None
+
+    @property
+    def regression(self) -> bool:
+        return self.status == "regression"
+
+    def label(self) -> str:
+        if self.ratio is None:
+            return self.status
+        text = f"{100 * (self.ratio - 1):+.1f}%"
+        return f"{text} REGRESSION" if self.regression else text
+
+
+def compare(
+    current: Iterable[dict[str, Any]],
+    previous: dict[str, dict[str, Any]],
+    threshold: float = REGRESSION_THRESHOLD,
+) -> dict[str, Change]:
+    """Each current entry against its previous record (`previous_entries`).
+
+    Rates are higher-is-better; an entry is a regression when its median
+    rate is more than `threshold` below the previous median, "faster" when
+    more than `threshold` above, "same" otherwise. An entry whose config
+    (spec hash, seeds, sizes) changed is not compared.
+    """
+    changes = {}
+    for record in current:
+        before = previous.get(record["name"])
+        if before is None:
+            changes[record["name"]] = Change("new")
+            continue
+        if before.get("config_hash") != record.get("config_hash"):
+            changes[record["name"]] = Change("config changed", None, before["rate"][0], before.get("started"))
+            continue
+        ratio = record["rate"][0] / before["rate"][0]
+        status = "regression" if ratio < 1 - threshold else "faster" if ratio > 1 + threshold else "same"
+        changes[record["name"]] = Change(status, ratio, before["rate"][0], before.get("started"))
+    return changes
+
+
+def ceiling_change(current: Ceiling | None, previous: dict[str, Any] | None) -> str | None:
+    """How the device ceiling moved since the last run on this device: when
+    it moved with the entries, the machine (its load, its clocks) changed,
+    not only the code."""
+    if current is None or not previous:
+        return None
+    before = Ceiling.from_dict(previous)
+    matmul = current.matmul_gflops[0] / before.matmul_gflops[0] - 1
+    bandwidth = current.bandwidth_gbs[0] / before.bandwidth_gbs[0] - 1
+    return (
+        f"device ceiling against the last run on this device: matmul {100 * matmul:+.0f}%, "
+        f"bandwidth {100 * bandwidth:+.0f}% (when it moved too, the machine changed, not only the code)"
+    )
+
+
+# ------------------------------------------------------------------- table
+
+_SHORT_UNITS = {ENV_STEPS: "steps/s", SIMULATIONS: "sims/s", UPDATES: "updates/s"}
+
+
+def _si(value: float | None) -> str:
+    if value is None:
+        return "-"
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g}{suffix}"
+    return f"{value:.3g}"
+
+
+def _percent(value: float | None, ceiling: float | None, prefix: str = "") -> str:
+    if value is None or not ceiling:
+        return "-"
+    percent = 100 * value / ceiling
+    return f"{prefix}{percent:.2g}%" if percent < 10 else f"{prefix}{percent:.0f}%"
+
+
+def table(results: list[Result], changes: dict[str, Change], ceiling: Ceiling | None, title: str):
+    """The report as a rich Table, one row per entry."""
+    from rich.table import Table
+    from rich.text import Text
+
+    # Text, not markup: entry names hold brackets ("spec[ppo_cartpole-1seed]").
+    out = Table(title=Text(title), title_justify="left")
+    for name, justify in (
+        ("entry", "left"),
+        ("rate (median)", "right"),
+        ("min-max", "right"),
+        ("vs last", "right"),
+        ("compile s", "right"),
+        ("sims/s", "right"),
+        ("updates/s", "right"),
+        ("FLOP/iter", "right"),
+        ("GFLOP/s", "right"),
+        ("% matmul", "right"),
+        ("% BW", "right"),
+        ("peak RSS MB", "right"),
+        ("device MB", "right"),
+        ("final metric / note", "left"),
+    ):
+        out.add_column(name, justify=justify)
+    matmul = ceiling.matmul_gflops[0] if ceiling else None
+    bandwidth = ceiling.bandwidth_gbs[0] if ceiling else None
+    for r in results:
+        change = changes.get(r.name, Change("new"))
+        lower_bound = "≥" if r.unbounded_loops else ""
+        out.add_row(
+            Text(r.name),
+            f"{_si(r.rate[0])} {_SHORT_UNITS.get(r.unit, r.unit)}",
+            f"{_si(r.rate[1])}-{_si(r.rate[2])}",
+            change.label(),
+            f"{r.compile_seconds:.1f}" if r.compile_seconds is not None else "-",
+            _si(r.simulations_per_second),
+            _si(r.updates_per_second),
+            f"{lower_bound}{_si(r.flops_per_iteration)}" if r.flops_per_iteration is not None else "-",
+            f"{lower_bound}{r.gflops_per_second:.3g}" if r.gflops_per_second is not None else "-",
+            _percent(r.gflops_per_second, matmul, lower_bound),
+            _percent(r.gbytes_per_second, bandwidth, "≤"),
+            f"{r.peak_host_bytes / 2**20:,.0f}" if r.peak_host_bytes is not None else "-",
+            f"{r.peak_device_bytes / 2**20:,.0f}" if r.peak_device_bytes is not None else "-",
+            Text(f"{r.final_metric} {r.final_value:.3g}" if r.final_metric else r.note or "-"),
+            style="bold red" if change.regression else None,
+        )
+    return out
+
+
+def header(info: dict[str, Any], ceiling: Ceiling | None, previous_ceiling: dict[str, Any] | None) -> list[str]:
+    """The lines printed above the table: the device, the conditions, the ceiling."""
+    fingerprint, load = info["fingerprint"], info["load_average"]
+    lines = [
+        f"device: {fingerprint['platform']} ({fingerprint['device_kind']}, {fingerprint['cpu_model']}); "
+        f"{fingerprint['local_device_count']} local device(s), entries run on one; jax {info['versions']['jax']}",
+        f"session: {info['wall_seconds']:.0f} s wall, {info['cpu_seconds']:.0f} s CPU in this process; load average "
+        f"(1 min) {load['start']:.2f} at start, {load['end']:.2f} at end, on {info['cpu_count']} CPUs "
+        "(a machine shared with other work runs everything slower)",
+    ]
+    if ceiling:
+        lines.append(
+            f"device ceiling: {ceiling.matmul_gflops[0]:.1f} GFLOP/s on a {ceiling.matmul_size}² float32 matmul, "
+            f"{ceiling.bandwidth_gbs[0]:.1f} GB/s updating {ceiling.copy_bytes // 2**20} MB in place (medians)"
+        )
+        moved = ceiling_change(ceiling, previous_ceiling)
+        if moved:
+            lines.append(moved)
+    return lines
+
+
+def notes(results: list[Result], ceiling: Ceiling | None, previous_started: set[str], key: str) -> list[str]:
+    """The lines printed under the table: what each column means."""
+    lines = [
+        "rate: median over repeats, all seeds together (spec entries: the runner's chunks after the first; "
+        "micro: pytest-benchmark rounds); min-max: the slowest and fastest repeat",
+    ]
+    if previous_started:
+        lines.append(
+            f"vs last: median against the last run of the entry on this device (key {key}, runs of "
+            f"{', '.join(sorted({s[:16].replace('T', ' ') for s in previous_started}))} UTC); REGRESSION: more than "
+            f"{100 * REGRESSION_THRESHOLD:.0f}% slower"
+        )
+    else:
+        lines.append(f"vs last: no earlier run on this device (key {key}); this run is the baseline for the next")
+    lines.append(
+        "FLOP/iter: counted from the jaxpr with scan trip counts (harness.flops), per training iteration of "
+        "one seed (spec) or per call (micro); XLA's cost analysis counts a loop body once, so it is kept "
+        "only as xla_flops_per_call in the JSON; ≥: a while loop counted once"
+    )
+    if ceiling:
+        lines.append(
+            f"% matmul: achieved GFLOP/s of the device's {ceiling.matmul_size}² float32 matmul "
+            f"({ceiling.matmul_gflops[0]:.1f} GFLOP/s); % BW: bytes every primitive reads and writes, unfused "
+            f"(an upper bound), over an in-place update of {ceiling.copy_bytes // 2**20} MB "
+            f"({ceiling.bandwidth_gbs[0]:.1f} GB/s)"
+        )
+    if any(r.peak_host_since_start for r in results):
+        lines.append("peak RSS: the process's peak since it started (no per-entry reset on this OS)")
+    lines.append("final metric: mean over seeds of the last 10% of iterations")
+    return lines
+
+
+def render(*renderables: Any, width: int = 250) -> str:
+    """Plain text (no colour codes) of rich renderables and strings."""
+    from rich.console import Console
+
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=width, highlight=False, color_system=None, soft_wrap=False)
+    for item in renderables:
+        if isinstance(item, str):
+            console.print(item, soft_wrap=True, markup=False)
+        else:
+            console.print(item)
+    return "\n".join(line.rstrip() for line in buffer.getvalue().splitlines()) + "\n"
+
+
+# ------------------------------------------------------------------- chart
+
+
+def plot_rates(results: list[Result], changes: dict[str, Change], path: Path, title: str) -> Path:
+    """A horizontal bar per entry of its median rate (log scale), min-max as
+    an error bar, the previous run's median as a black tick, regressions in
+    red; one panel per unit. Written as a PNG with the Agg renderer."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    units = [u for u in (ENV_STEPS, SIMULATIONS, UPDATES) if any(r.unit == u for r in results)]
+    units += sorted({r.unit for r in results} - set(units))
+    groups = [[r for r in results if r.unit == unit] for unit in units]
+    height = 1.2 + sum(0.35 * len(g) + 0.8 for g in groups)
+    figure = Figure(figsize=(10, height), layout="constrained")
+    FigureCanvasAgg(figure)
+    axes = figure.subplots(len(groups), 1, squeeze=False, height_ratios=[len(g) + 1 for g in groups])[:, 0]
+    for axis, unit, group in zip(axes, units, groups, strict=True):
+        y = list(range(len(group)))
+        medians = [r.rate[0] for r in group]
+        errors = [[r.rate[0] - r.rate[1] for r in group], [r.rate[2] - r.rate[0] for r in group]]
+        colours = ["tab:red" if changes.get(r.name, Change("new")).regression else "tab:blue" for r in group]
+        axis.barh(y, medians, xerr=errors, color=colours, capsize=2)
+        for i, r in enumerate(group):
+            axis.annotate(f"  {_si(r.rate[0])}", (r.rate[2], i), va="center", fontsize="x-small")
+        before = [(i, changes[r.name].previous_rate) for i, r in enumerate(group) if r.name in changes]
+        before = [(i, rate) for i, rate in before if rate]
+        if before:
+            axis.plot(
+                [b for _, b in before], [i for i, _ in before], "k|", markersize=16, markeredgewidth=2, label="last run"
+            )
+            axis.legend(loc="lower right", fontsize="small")
+        axis.set_yticks(y, [r.name for r in group], fontsize="small")
+        axis.invert_yaxis()
+        axis.set_xscale("log")
+        # Bars on a log axis start at its left edge: put it well below the
+        # smallest rate, so that lengths are comparable.
+        axis.set_xlim(left=min(r.rate[1] for r in group) / 5, right=max(r.rate[2] for r in group) * 3)
+        axis.set_xlabel(unit)
+        axis.grid(axis="x", which="both", alpha=0.3)
+    figure.suptitle(title, fontsize="medium")
+    path = Path(path)
+    figure.savefig(path, dpi=100)
+    return path
+
+
+# ------------------------------------------------------------------ MLflow
+
+
+def _tags(info: dict[str, Any]) -> dict[str, str]:
+    return {
+        "bench.device_key": info["device_key"],
+        "bench.mode": info["mode"],
+        "bench.session": info["session"],
+        "git.commit": info["git"]["commit"],
+        "git.dirty": info["git"]["dirty"],
+        "mlflow.source.git.commit": info["git"]["commit"],
+        **{f"version.{k}": v for k, v in info["versions"].items()},
+        **{f"device.{k}": v for k, v in info["fingerprint"].items()},
+    }
+
+
+def entry_metrics(result: Result, change: Change, ceiling: Ceiling | None) -> dict[str, float]:
+    """The numbers an entry's MLflow run holds (None values left out)."""
+    values: dict[str, float | None] = {
+        "rate_median": result.rate[0],
+        "rate_min": result.rate[1],
+        "rate_max": result.rate[2],
+        "repeats": result.repeats,
+        "compile_seconds": result.compile_seconds,
+        "simulations_per_second": result.simulations_per_second,
+        "updates_per_second": result.updates_per_second,
+        "flops_per_iteration": result.flops_per_iteration,
+        "gflops_per_second": result.gflops_per_second,
+        "gbytes_per_second_upper": result.gbytes_per_second,
+        "xla_flops_per_call": result.xla_flops_per_call,
+        "peak_host_mb": result.peak_host_bytes / 2**20 if result.peak_host_bytes is not None else None,
+        "peak_device_mb": result.peak_device_bytes / 2**20 if result.peak_device_bytes is not None else None,
+        "change_percent": 100 * (change.ratio - 1) if change.ratio is not None else None,
+    }
+    if result.unit == ENV_STEPS:
+        values.update(sps_median=result.rate[0], sps_min=result.rate[1], sps_max=result.rate[2])
+    if ceiling and result.gflops_per_second is not None:
+        values["matmul_fraction"] = result.gflops_per_second / ceiling.matmul_gflops[0]
+    if ceiling and result.gbytes_per_second is not None:
+        values["bandwidth_fraction_upper"] = result.gbytes_per_second / ceiling.bandwidth_gbs[0]
+    if result.final_metric:
+        values[f"final_{result.final_metric}"] = result.final_value
+    return {k: float(v) for k, v in values.items() if v is not None}
+
+
+def log_to_mlflow(
+    uri: str,
+    document: dict[str, Any],
+    results: list[Result],
+    changes: dict[str, Change],
+    ceiling: Ceiling | None,
+    artifacts: dict[str, Path | str],
+) -> str:
+    """Log a bench run to the experiment `bench` at `uri`: a session run
+    (ceiling, chart, table, JSON) and, under it, one run per entry tagged
+    with the device fingerprint and versions. Returns the session run's id.
+    `artifacts` maps a file name to a path or to text."""
+    from mlflow.entities import Metric, Param, RunTag
+
+    from harness import spec, tracking
+
+    client = tracking.open_client(uri)
+    found = client.get_experiment_by_name(EXPERIMENT)
+    experiment_id = found.experiment_id if found else client.create_experiment(EXPERIMENT)
+    info = document["harness"]
+    tags = _tags(info)
+    now = document_millis(info)
+    session_id = client.create_run(
+        experiment_id, run_name=f"bench {info['mode']} {info['started'][:19]}", tags={**tags, "bench.kind": "session"}
+    ).info.run_id
+    open_runs = [session_id]
+    try:
+        session_metrics = {
+            "entries": len(results),
+            "regressions": sum(c.regression for c in changes.values()),
+            "wall_seconds": info.get("wall_seconds"),
+        }
+        if ceiling:
+            session_metrics.update(
+                ceiling_matmul_gflops=ceiling.matmul_gflops[0], ceiling_bandwidth_gbs=ceiling.bandwidth_gbs[0]
+            )
+        client.log_batch(
+            session_id,
+            metrics=[Metric(k, float(v), now, 0) for k, v in session_metrics.items() if v is not None],
+        )
+        for r in results:
+            change = changes.get(r.name, Change("new"))
+            run_id = client.create_run(
+                experiment_id,
+                run_name=r.name,
+                tags={
+                    **tags,
+                    "mlflow.parentRunId": session_id,
+                    "bench.kind": r.kind,
+                    "bench.entry": r.name,
+                    "bench.unit": r.unit,
+                    "bench.config_hash": r.config_hash,
+                    "bench.change": change.label(),
+                    "bench.regression": str(change.regression).lower(),
+                },
+            ).info.run_id
+            open_runs.append(run_id)
+            params = {**spec.flatten(r.config), "unit": r.unit, "iteration": r.iteration}
+            client.log_batch(
+                run_id,
+                metrics=[Metric(k, v, now, 0) for k, v in entry_metrics(r, change, ceiling).items()],
+                params=[Param(k, str(v)[:6000]) for k, v in params.items()],
+            )
+            client.set_terminated(run_id, "FINISHED")
+            open_runs.remove(run_id)
+        with tempfile.TemporaryDirectory() as tmp:
+            for name, content in artifacts.items():
+                if isinstance(content, Path):
+                    client.log_artifact(session_id, str(content))
+                else:
+                    path = Path(tmp) / name
+                    path.write_text(content)
+                    client.log_artifact(session_id, str(path))
+        client.set_terminated(session_id, "FINISHED")
+        open_runs.remove(session_id)
+    finally:
+        for run_id in open_runs:
+            client.log_batch(run_id, tags=[RunTag("error", "the bench run's logging failed")])
+            client.set_terminated(run_id, "FAILED")
+    return session_id
+
+
+def document_millis(info: dict[str, Any]) -> int:
+    """The run's start as MLflow's timestamp (milliseconds since the epoch)."""
+    from datetime import datetime
+
+    return int(datetime.fromisoformat(info["started"]).timestamp() * 1000)

@@ -1,0 +1,218 @@
+"""The benchmark suite (`nox -s bench`): a tiny entry end to end (its table
+row, its MLflow run, its saved JSON), the comparison with the last run on
+saved data, and one clear message for each bad input. No speed is asserted:
+only that figures are recorded and compared."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+from conftest import TINY_SPEC, write_spec
+
+from harness import bench, bench_report
+
+ROOT = Path(__file__).resolve().parent.parent
+ENTRY = "spec[tiny_bench]"
+TINY_BENCH = {
+    **copy.deepcopy(TINY_SPEC),
+    "name": "tiny_bench",
+    "seeds": [0],
+    # 4 chunks of 5 iterations: a warm-up and 3 repeats.
+    "budget": {"env_steps": 4 * 5 * 16 * 32},
+    "logging": {"interval": 5},
+}
+
+
+def run_bench(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    """`nox -s bench`'s pytest command, results and MLflow store in tmp_path."""
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "benchmarks",
+            "-p",
+            "no:cacheprovider",
+            "--benchmark-only",
+            "--bench-dir",
+            str(tmp_path / "bench"),
+            "--tracking-uri",
+            f"sqlite:///{tmp_path / 'mlflow.db'}",
+            *args,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+
+
+@pytest.fixture(scope="module")
+def tiny_bench(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("bench")
+    spec = write_spec(tmp, TINY_BENCH, "tiny_bench.yaml")
+    return run_bench(tmp, "--spec", str(spec), "-k", "tiny_bench"), tmp
+
+
+def saved_run(tmp: Path) -> tuple[Path, dict]:
+    (path,) = (tmp / "bench" / "history").glob("*/*.json")
+    return path, json.loads(path.read_text())
+
+
+def test_a_tiny_entry_writes_its_table_row_json_and_mlflow_run(tiny_bench):
+    proc, tmp = tiny_bench
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+
+    # The table row, printed at the end and kept in report.txt.
+    rows = [line for line in proc.stdout.splitlines() if ENTRY in line]
+    assert len(rows) == 1, proc.stdout[-4000:]
+    assert "steps/s" in rows[0] and "new" in rows[0] and "episode_return" in rows[0]
+    assert rows[0] in (tmp / "bench" / "report.txt").read_text()
+    assert "device ceiling:" in proc.stdout
+
+    # The saved JSON: pytest-benchmark's document, filed under the device key.
+    path, document = saved_run(tmp)
+    info = document["harness"]
+    assert path.parent.name == bench_report.device_key(info["fingerprint"])
+    assert document["machine_info"]["device_fingerprint"] == info["fingerprint"]
+    assert info["ceiling"]["matmul_gflops"][0] > 0 and info["ceiling"]["bandwidth_gbs"][0] > 0
+    (record,) = bench_report.entries(document)
+    result = bench.Result.from_dict(record)
+    assert result.name == ENTRY and result.kind == "spec" and result.unit == bench.ENV_STEPS
+    assert result.repeats == 3 and result.rate[1] <= result.rate[0] <= result.rate[2]
+    assert result.compile_seconds > 0 and result.flops_per_iteration > 0 and result.peak_host_bytes > 0
+    assert result.final_metric == "episode_return" and np.isfinite(result.final_value)
+    assert result.config["seeds"] == 1 and result.config["evaluate"] is False
+    assert (tmp / "bench" / "benchmark.json").is_file() and (tmp / "bench" / "sps.png").is_file()
+
+    # The MLflow runs: one per entry under a session run, in experiment bench.
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{tmp / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("bench")
+    runs = client.search_runs([experiment.experiment_id])
+    (run,) = [r for r in runs if r.data.tags.get("bench.entry") == ENTRY]
+    assert run.info.status == "FINISHED"
+    assert run.data.metrics["sps_median"] == pytest.approx(result.rate[0])
+    assert run.data.metrics["compile_seconds"] == pytest.approx(result.compile_seconds)
+    assert "final_episode_return" in run.data.metrics and "matmul_fraction" in run.data.metrics
+    tags = run.data.tags
+    assert tags["device.platform"] == info["fingerprint"]["platform"]
+    assert tags["version.jax"] == jax.__version__
+    assert tags["bench.device_key"] == path.parent.name and tags["bench.change"] == "new"
+    assert run.data.params["spec_hash"] == result.config["spec_hash"]
+    session = client.get_run(tags["mlflow.parentRunId"])
+    assert session.data.tags["bench.kind"] == "session" and session.info.status == "FINISHED"
+    artifacts = {a.path for a in client.list_artifacts(session.info.run_id)}
+    assert {"sps.png", "report.txt", "benchmark.json"} <= artifacts
+
+
+def planted(document: dict, factor: float, started: str) -> dict:
+    """A copy of a saved run with every rate multiplied by `factor`."""
+    out = copy.deepcopy(document)
+    out["harness"]["started"] = started
+    for record in bench_report.entries(out):
+        record["rate"] = [rate * factor for rate in record["rate"]]
+    return out
+
+
+def test_a_planted_slowdown_in_saved_data_is_flagged_and_noise_is_not(tiny_bench):
+    proc, tmp = tiny_bench
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    _, document = saved_run(tmp)
+    current = bench_report.entries(document)
+    earlier = "2000-01-01T00:00:00+00:00"
+
+    # The last run was 1/0.8 times as fast: this one is 20% slower.
+    changes = bench_report.compare(current, bench_report.previous_entries([planted(document, 1 / 0.8, earlier)]))
+    assert changes[ENTRY].regression and changes[ENTRY].ratio == pytest.approx(0.8)
+    assert "REGRESSION" in changes[ENTRY].label()
+    results = [bench.Result.from_dict(r) for r in current]
+    text = bench_report.render(bench_report.table(results, changes, None, "t"))
+    assert "REGRESSION" in next(line for line in text.splitlines() if ENTRY in line)
+
+    for factor in (1 / 0.92, 1 / 0.95, 1.0, 1 / 1.05, 1 / 1.09):  # under 10% either way
+        changes = bench_report.compare(current, bench_report.previous_entries([planted(document, factor, earlier)]))
+        assert changes[ENTRY].status == "same", factor
+    faster = bench_report.compare(current, bench_report.previous_entries([planted(document, 0.5, earlier)]))
+    assert faster[ENTRY].status == "faster"
+
+
+def record(name: str, median: float, config: str = "a") -> dict:
+    return {"name": name, "config_hash": config, "rate": [median, 0.9 * median, 1.1 * median]}
+
+
+def run_document(started: str, *records: dict) -> dict:
+    return {"harness": {"started": started}, "benchmarks": [{"extra_info": {"harness": r}} for r in records]}
+
+
+def test_each_entry_is_compared_with_the_latest_run_that_has_it():
+    runs = [
+        run_document("2026-01-01T00:00:00", record("a", 100.0), record("b", 10.0)),
+        run_document("2026-01-03T00:00:00", record("a", 200.0)),  # a `-k a` run
+        run_document("2026-01-02T00:00:00", record("a", 150.0), record("b", 20.0)),
+    ]
+    previous = bench_report.previous_entries(runs)
+    assert previous["a"]["rate"][0] == 200.0 and previous["b"]["rate"][0] == 20.0
+    changes = bench_report.compare([record("a", 150.0), record("b", 20.0), record("c", 1.0)], previous)
+    assert changes["a"].regression and changes["a"].previous_started == "2026-01-03T00:00:00"
+    assert changes["b"].status == "same" and changes["c"].status == "new"
+    changed = bench_report.compare([record("b", 1.0, config="other")], previous)
+    assert changed["b"].status == "config changed" and not changed["b"].regression
+
+
+def test_runs_are_saved_and_found_by_device(tmp_path):
+    fingerprint = {"platform": "cpu", "device_kind": "cpu", "cpu_model": "X", "host": "a"}
+    key = bench_report.device_key(fingerprint)
+    assert bench_report.device_key({**fingerprint, "host": "b"}) == key, "the host name is not the device"
+    assert bench_report.device_key({**fingerprint, "device_kind": "gpu"}) != key
+    document = run_document("2026-01-01T00:00:00+00:00", record("a", 1.0))
+    document["harness"].update(device_key=key, session="0123456789")
+    path = bench_report.save_run(tmp_path, document)
+    assert path.parent == bench_report.history_dir(tmp_path, key)
+    (path.parent / "broken.json").write_text("{")
+    runs, notes = bench_report.load_runs(path.parent)
+    assert runs == [document] and len(notes) == 1 and "broken.json" in notes[0]
+    assert bench_report.load_runs(bench_report.history_dir(tmp_path, "other"))[0] == []
+
+
+def test_peak_host_memory_belongs_to_the_block():
+    with bench.HostMemoryPeak() as peak:
+        block = np.ones(64 * 2**20 // 8)  # 64 MB, touched
+    assert peak.bytes >= block.nbytes
+    del block
+
+
+def _missing_platform() -> str:
+    present = {d.platform for d in jax.devices()}
+    for platform in ("gpu", "tpu", "cpu"):
+        try:
+            jax.devices(platform)
+        except RuntimeError:
+            return platform
+    raise AssertionError(f"every platform is present: {present}")
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["-k", "no_such_entry"], "-k 'no_such_entry' matches no benchmark entry"),
+        (["--full", "no_such_spec"], "--full: no published spec 'no_such_spec'"),
+        (["--device", _missing_platform()], "no such device here"),
+        (["--spec", "no/such/spec.yaml"], "no/such/spec.yaml: no such file"),
+    ],
+    ids=["k-matches-nothing", "unknown-full-spec", "missing-device", "missing-spec-file"],
+)
+def test_bad_input_gets_one_clear_message_and_a_nonzero_exit(tmp_path, args, message):
+    proc = run_bench(tmp_path, *args)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == pytest.ExitCode.USAGE_ERROR, output[-3000:]
+    assert message in output, output[-3000:]
+    assert "Traceback" not in output and not (tmp_path / "bench" / "history").exists()

@@ -10,8 +10,11 @@ progress bar overlap with the device's work instead of stalling it.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
+import signal
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol
@@ -102,6 +105,28 @@ def init_state(algorithm: Algorithm, seeds: tuple[int, ...]) -> tuple[Any, float
     return jax.block_until_ready(init(keys)), compile_seconds
 
 
+@contextlib.contextmanager
+def interrupt_between_chunks():
+    """While training, Ctrl-C (SIGINT) is noted and acted on between chunks,
+    where no lock or half-sent metric is held; a second Ctrl-C interrupts at
+    once. Yields a function that tells whether one came."""
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda: False
+        return
+    received = []
+
+    def note(signum, frame):
+        if received:
+            raise KeyboardInterrupt
+        received.append(signum)
+
+    previous = signal.signal(signal.SIGINT, note)
+    try:
+        yield lambda: bool(received)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def check_finite(chunk: ChunkMetrics, seeds: tuple[int, ...]) -> None:
     for name, values in chunk.metrics.items():
         bad = ~np.isfinite(values)
@@ -179,16 +204,19 @@ def run(
     started = time.perf_counter()
     pending = None
     first_iteration = 1
-    for i, length in enumerate(lengths):
-        fn = tail_fn if (remainder and i == len(lengths) - 1) else chunk_fn
-        state, metrics = fn(state)
-        evaluation = {}
-        if evaluate_fn is not None:
-            state, evaluation = evaluate_fn(state)
-        if pending is not None:
-            handle(*pending)
-        pending = (first_iteration, metrics, evaluation)
-        first_iteration += length
+    with interrupt_between_chunks() as interrupted:
+        for i, length in enumerate(lengths):
+            if interrupted():
+                raise KeyboardInterrupt
+            fn = tail_fn if (remainder and i == len(lengths) - 1) else chunk_fn
+            state, metrics = fn(state)
+            evaluation = {}
+            if evaluate_fn is not None:
+                state, evaluation = evaluate_fn(state)
+            if pending is not None:
+                handle(*pending)
+            pending = (first_iteration, metrics, evaluation)
+            first_iteration += length
     handle(*pending)
     state = jax.block_until_ready(state)
 

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from rich.console import Console
 
@@ -22,7 +24,7 @@ if TYPE_CHECKING:
 
 EXIT_USER_ERROR = 2
 EXIT_FAILED = 1
-EXIT_INTERRUPTED = 130
+EXIT_INTERRUPTED = 130  # SIGINT; SIGTERM exits 143
 
 err_console = Console(stderr=True, highlight=False)
 out_console = Console(highlight=False)
@@ -97,19 +99,42 @@ class Logged(NamedTuple):
     client: MlflowClient
 
 
-def train_and_log(plan, uri: str, *, progress: bool, live_metrics: bool, tags: dict[str, str] | None = None) -> Logged:
+def train_and_log(
+    plan,
+    uri: str,
+    *,
+    progress: bool,
+    live_metrics: bool,
+    tags: dict[str, str] | None = None,
+    checkpoint_dir: str | Path | None = None,
+    resume: str | bool = False,
+    on_chunk: Callable[[Any], None] | None = None,
+) -> Logged:
     """Train every seed of `plan` and log it to MLflow at `uri`: a parent run
     (with `tags` added to the usual ones), a child run per seed, summary
     metrics and the spec.yaml and results.json artifacts. What `harness run`
-    and `harness reproduce` both do."""
+    and `harness reproduce` both do.
+
+    Every invocation has a run directory under `checkpoint_dir` (default:
+    `checkpoints/` beside the store; harness.checkpoint) holding the metric
+    journal and the spec's checkpoints. `resume` (True: the newest unfinished
+    run of this spec; or a run id) continues that run's MLflow runs from its
+    latest good checkpoint instead of starting new ones. `on_chunk` is called
+    with each chunk's metrics after they are logged."""
     import jax
 
-    from harness import provenance, results, runner, spec, tracking
+    from harness import checkpoint, journal, provenance, results, runner, spec, tracking
     from harness.progress import ProgressBar
 
     # On a CPU backend the store's work competes with training for the same
     # cores, so per-iteration metrics are written when training ends.
     live = live_metrics or jax.default_backend() != "cpu"
+    root = Path(checkpoint_dir) if checkpoint_dir else checkpoint.default_root(uri)
+    directory = None
+    if resume:
+        directory = checkpoint.find_run(root, resume if isinstance(resume, str) else None, plan.spec.name)
+        _check_resumable(directory, plan, uri)
+    # Before anything is compiled: an unusable store is reported at once.
     tracker = tracking.Tracking(uri, plan.spec.experiment_name, live_metrics=live)
     fingerprint, versions, git = provenance.fingerprint(), provenance.versions(), provenance.git_state()
     seeds = plan.spec.seeds
@@ -121,10 +146,16 @@ def train_and_log(plan, uri: str, *, progress: bool, live_metrics: bool, tags: d
         console=err_console,
         enabled=progress,
     )
+    logged_through = [0]
 
     def sink(chunk: runner.ChunkMetrics) -> None:
-        tracker.log_chunk(chunk, plan.env_steps_per_iteration)
+        # A resumed run recomputes the chunks after its checkpoint; those the
+        # interrupted run logged already (bit-identical) are not logged twice.
+        if chunk.last_iteration > logged_through[0]:
+            tracker.log_chunk(chunk, plan.env_steps_per_iteration)
         bar.update(chunk)
+        if on_chunk is not None:
+            on_chunk(chunk)
 
     def compiled(seconds: float) -> None:
         bar.compiled(seconds)
@@ -135,41 +166,174 @@ def train_and_log(plan, uri: str, *, progress: bool, live_metrics: bool, tags: d
             )
 
     started = time.perf_counter()
-    with tracker:
-        tracker.start(
-            run_name=f"{plan.spec.name}@{plan.spec_hash[:8]}",
-            params=spec.flatten(spec.canonical(plan.spec)),
-            tags={**_tags(plan, fingerprint, versions, git), **(tags or {})},
-            seeds=seeds,
-        )
-        # The resolved spec goes in first, so even a failed run shows what ran.
-        tracker.log_artifacts({"spec.yaml": spec.to_yaml(plan.spec)})
-        # A NaN/Inf raises out of here: the chunks before it stay logged and
-        # the runs end FAILED with the message.
-        with bar:
-            result = runner.run(
-                plan.algorithm,
-                seeds,
-                plan.num_iterations,
-                plan.spec.logging.interval,
-                sink=sink,
-                on_compiled=compiled,
+    status = "FAILED"
+    ckpt = None
+    try:
+        with tracker:
+            if directory is None:
+                tracker.start(
+                    run_name=f"{plan.spec.name}@{plan.spec_hash[:8]}",
+                    params=spec.flatten(spec.canonical(plan.spec)),
+                    tags={**_tags(plan, fingerprint, versions, git), **(tags or {})},
+                    seeds=seeds,
+                )
+                directory = checkpoint.RunDirectory.create(
+                    root,
+                    parent_id=tracker.parent_id,
+                    child_ids=tracker.child_ids,
+                    experiment_id=tracker.experiment_id,
+                    uri=uri,
+                    spec_name=plan.spec.name,
+                    spec_hash=plan.spec_hash,
+                    spec_yaml=spec.to_yaml(plan.spec),
+                )
+                # The resolved spec goes in first, so even a failed run shows what ran.
+                tracker.log_artifacts({"spec.yaml": spec.to_yaml(plan.spec)})
+            else:
+                info = directory.info
+                tracker.reopen(
+                    info["parent_run_id"], {int(k): v for k, v in info["child_run_ids"].items()}, {"resumed": "true"}
+                )
+                directory.update(status="RUNNING")
+            journal_ = journal.Journal(directory.path)
+            tracker.attach(journal_)
+            logged_through[0] = journal_.logged_through()
+            every = plan.spec.checkpoint.every
+            ckpt = checkpoint.Checkpointer(
+                directory.state_dir, every=every, keep=plan.spec.checkpoint.keep, spec_hash=plan.spec_hash
             )
-        wall = time.perf_counter() - started
-        flush_started = time.perf_counter()
-        tracker.flush()
-        record = results.make_results(plan, result, wall, time.perf_counter() - flush_started, git)
-        finals = {int(seed): values for seed, values in record["per_seed_final"].items()}
-        speed = {"sps": result.sps, "compile_seconds": result.compile_seconds, "wall_seconds": wall}
-        tracker.log_summary(
-            {
-                None: {**{f"final_{k}": v for k, v in record["final"].items()}, **speed},
-                **{seed: {f"final_{k}": v for k, v in values.items()} for seed, values in finals.items()},
-            }
-        )
-        tracker.log_artifacts({"results.json": results.to_json(record)})
-        parent_id = tracker.parent_id
+            start = None
+            if resume:
+                start = _resumer(plan, directory, ckpt, journal_, tracker, bar)
+            # A NaN/Inf raises out of here: the chunks before it stay logged and
+            # the runs end FAILED with the message; no checkpoint is written
+            # from the chunk that had it on.
+            try:
+                with bar:
+                    result = runner.run(
+                        plan.algorithm,
+                        seeds,
+                        plan.num_iterations,
+                        plan.spec.logging.interval,
+                        sink=sink,
+                        on_compiled=compiled,
+                        start=start,
+                        checkpointer=ckpt,
+                    )
+            finally:
+                ckpt.close()
+            wall = time.perf_counter() - started
+            flush_started = time.perf_counter()
+            tracker.flush()
+            record = results.make_results(plan, result, wall, time.perf_counter() - flush_started, git)
+            finals = {int(seed): values for seed, values in record["per_seed_final"].items()}
+            speed = {"sps": result.sps, "compile_seconds": result.compile_seconds, "wall_seconds": wall}
+            tracker.log_summary(
+                {
+                    None: {**{f"final_{k}": v for k, v in record["final"].items()}, **speed},
+                    **{seed: {f"final_{k}": v for k, v in values.items()} for seed, values in finals.items()},
+                }
+            )
+            tracker.log_artifacts({"results.json": results.to_json(record)})
+            parent_id = directory.run_id
+            status = "FINISHED"
+    except KeyboardInterrupt:
+        status = "KILLED"
+        raise
+    finally:
+        if directory is not None:
+            directory.update(status=status)
+            _report_checkpoints(plan, directory, ckpt, status)
+        if tracker.offline is not None and directory is not None:
+            err_console.print(
+                f"[bold yellow]warning:[/] the MLflow store {uri} could not be reached ({tracker.offline});"
+                f" training went on and its metrics are kept in {directory.path / journal.JOURNAL_FILE}."
+                f" Upload them with: harness sync {directory.run_id}"
+                + (f" --checkpoint-dir {root}" if checkpoint_dir else ""),
+                soft_wrap=True,
+            )
     return Logged(record, parent_id, uri, tracker.client)
+
+
+def _check_resumable(directory, plan, uri: str) -> None:
+    """Refuse to resume a run of another spec, or of another store."""
+    from harness import checkpoint, reproduce, spec
+
+    info = directory.info
+    if info.get("spec_hash") != plan.spec_hash:
+        try:
+            old = spec.canonical(spec.parse(__import__("yaml").safe_load(directory.spec_yaml)))
+            listed = "; ".join(
+                f"{key}: {' -> '.join(values)}"
+                for key, values in reproduce.spec_differences([old, spec.canonical(plan.spec)]).items()
+            )
+        except Exception:  # noqa: BLE001  (the old spec may not even parse any more)
+            listed = ""
+        raise checkpoint.CheckpointError(
+            f"run {directory.run_id} was made from another spec (spec_hash {str(info.get('spec_hash'))[:12]},"
+            f" {plan.spec.name}'s is now {plan.spec_hash[:12]}): {listed or 'the hashes differ'}."
+            " Its checkpoints cannot be restored under this spec; run it without --resume for a new run"
+        )
+    if info.get("tracking_uri") != uri:
+        raise checkpoint.CheckpointError(
+            f"run {directory.run_id} is logged to {info.get('tracking_uri')!r}, not {uri!r};"
+            f" pass --tracking-uri {info.get('tracking_uri')}"
+        )
+    if info.get("status") == "FINISHED":
+        raise checkpoint.CheckpointError(f"run {directory.run_id} finished; nothing to resume")
+
+
+def _resumer(plan, directory, ckpt, journal_, tracker, bar):
+    """The runner's `start`: restore the newest good checkpoint into the
+    freshly initialised state, tag the runs, and give the journaled metrics
+    before it."""
+    from datetime import UTC, datetime
+
+    from harness import runner, tracking
+
+    def start(template):
+        notes: list[str] = []
+        restored = ckpt.restore_latest(template, notes)
+        for note in notes:
+            err_console.print(f"[bold yellow]warning:[/] {note}", soft_wrap=True)
+        state, iteration = restored if restored is not None else (template, 0)
+        chunks = journal_.chunks(iteration)
+        covered = chunks[-1][1] if chunks else None
+        if iteration and (covered is None or chunks[-1][0] + len(next(iter(covered.values()))) - 1 != iteration):
+            raise tracking.TrackingError(
+                f"the journal of run {directory.run_id} lacks the metrics up to iteration {iteration}"
+            )
+        history = [runner.ChunkMetrics(first, metrics, evaluation) for first, metrics, evaluation in chunks]
+        info = directory.info
+        resumes = [*info.get("resumes", []), {"iteration": iteration, "at": datetime.now(UTC).isoformat()}]
+        directory.update(resumes=resumes)
+        count = len(resumes)
+        tags = {"resumed": str(count), f"resumed.{count}": f"from iteration {iteration}"}
+        for run_id in [tracker.parent_id, *tracker.child_ids.values()]:
+            tracking.set_tags(tracker.client, run_id, tags)
+        where = f"the checkpoint at iteration {iteration}" if iteration else "the start (no checkpoint was written)"
+        err_console.print(f"{plan.spec.name}: resuming run {directory.run_id} from {where}")
+        bar.skip(iteration)
+        return state, iteration, history
+
+    return start
+
+
+def _report_checkpoints(plan, directory, ckpt, status: str) -> None:
+    from harness import checkpoint
+
+    if ckpt is None:
+        return
+    steps = checkpoint.saved_iterations(directory.state_dir)
+    if status == "FINISHED" or not steps and status != "KILLED":
+        return
+    where = f"the last checkpoint is at iteration {steps[-1]} ({directory.state_dir})" if steps else "no checkpoint"
+    if steps:
+        err_console.print(
+            f"{plan.spec.name}: {where}; continue with: harness run SPEC --resume {directory.run_id}", soft_wrap=True
+        )
+    else:
+        err_console.print(f"{plan.spec.name}: {where} was written", soft_wrap=True)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -177,11 +341,48 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     plan = _load_plan(args.spec)
     uri = tracking.resolve_uri(args.tracking_uri, plan.spec.tracking.uri)
-    logged = train_and_log(plan, uri, progress=not args.no_progress, live_metrics=args.live_metrics)
+    logged = train_and_log(
+        plan,
+        uri,
+        progress=not args.no_progress,
+        live_metrics=args.live_metrics,
+        checkpoint_dir=args.checkpoint_dir,
+        resume=args.resume or False,
+    )
     _print_summary(plan, logged.record, uri, logged.parent_id)
     if args.results_out:
         Path(args.results_out).write_text(results.to_json(logged.record))
         out_console.print(f"results written to {args.results_out}")
+    return 0
+
+
+def cmd_sync(args: argparse.Namespace) -> int:
+    """Upload what run directories hold that their MLflow runs do not."""
+    from harness import checkpoint, tracking
+
+    if args.run_ids:
+        root = Path(args.checkpoint_dir) if args.checkpoint_dir else None
+        directories = []
+        for run_id in args.run_ids:
+            if root is None:
+                uri = tracking.resolve_uri(args.tracking_uri, None)
+                root_here = checkpoint.default_root(uri)
+            else:
+                root_here = root
+            directories.append(checkpoint.find_run(root_here, run_id, ""))
+    else:
+        uri = tracking.resolve_uri(args.tracking_uri, None)
+        root = Path(args.checkpoint_dir) if args.checkpoint_dir else checkpoint.default_root(uri)
+        directories = [d for d in checkpoint.run_directories(root) if tracking.needs_sync(d.path)]
+        if not directories:
+            out_console.print(f"nothing to sync under {root}")
+            return 0
+    for directory in directories:
+        report = tracking.sync_run(directory.path, args.tracking_uri)
+        out_console.print(
+            f"run {report.run_id}: {report.entries} journal entries and {report.calls} end-of-run calls"
+            f" uploaded to {report.uri}"
+        )
     return 0
 
 
@@ -420,7 +621,31 @@ def parser() -> argparse.ArgumentParser:
         help="stream per-iteration metrics to MLflow during training even on a CPU backend "
         "(default there: written when training ends, so the store does not slow training)",
     )
+    r.add_argument(
+        "--resume",
+        nargs="?",
+        const=True,
+        metavar="RUN_ID",
+        help="continue the newest unfinished run of this spec (or run RUN_ID) from its latest good checkpoint,"
+        " in the same MLflow runs",
+    )
+    r.add_argument(
+        "--checkpoint-dir",
+        help="where run directories (checkpoints, metric journal) go (default: checkpoints/ beside the MLflow store)",
+    )
     r.set_defaults(func=cmd_run)
+
+    sy = sub.add_parser(
+        "sync",
+        help="upload the metrics and end-of-run records that an unreachable MLflow store did not get",
+        description="Upload, from run directories, the journaled metrics past what reached the store and the "
+        "end-of-run calls (summary metrics, artifacts, tags, statuses) it refused. Without RUN_IDs: every run "
+        "directory under the checkpoint root that has something to upload.",
+    )
+    sy.add_argument("run_ids", nargs="*", metavar="RUN_ID")
+    sy.add_argument("--tracking-uri", help="upload here instead of the store the run was logged to")
+    sy.add_argument("--checkpoint-dir", help="the checkpoint root (default: checkpoints/ beside the MLflow store)")
+    sy.set_defaults(func=cmd_sync)
 
     pub = sub.add_parser("publish", help="write results/<spec>.json from a finished MLflow run of the spec")
     pub.add_argument("spec")
@@ -474,24 +699,37 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    from harness.checkpoint import CheckpointError
     from harness.compare import CompareError
     from harness.reproduce import ReproduceError
-    from harness.runner import NonFiniteMetricError
+    from harness.runner import Interrupted, NonFiniteMetricError
     from harness.spec import SpecError
     from harness.tracking import TrackingError
 
+    def terminated(signum, frame):
+        raise Interrupted(signum)
+
+    # SIGTERM (e.g. a scheduler's preemption) ends runs as Ctrl-C does; during
+    # training the runner acts on it between chunks, with a final checkpoint.
+    previous = (
+        signal.signal(signal.SIGTERM, terminated) if threading.current_thread() is threading.main_thread() else None
+    )
     try:
         return args.func(args)
-    except (SpecError, TrackingError, ReproduceError, CompareError) as error:
+    except (SpecError, TrackingError, ReproduceError, CompareError, CheckpointError) as error:
         return _user_error(str(error))
     except NonFiniteMetricError as error:
         where = getattr(args, "spec", None) or f"run {getattr(args, 'run_id', '')}"
         err_console.print(f"[bold red]error:[/] {where}: {error}", soft_wrap=True)
         return EXIT_FAILED
-    except KeyboardInterrupt:
-        err_console.print("[bold yellow]interrupted[/]: MLflow runs marked KILLED")
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as error:
+        code = error.exit_code if isinstance(error, Interrupted) else EXIT_INTERRUPTED
+        name = error.args[0] if isinstance(error, Interrupted) else "Ctrl-C"
+        err_console.print(f"[bold yellow]interrupted[/] ({name}): MLflow runs marked KILLED")
+        return code
     finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
         sys.stdout.flush()
 
 

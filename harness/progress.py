@@ -58,6 +58,10 @@ class ProgressBar:
         self.progress.update(self.task, description=f"{self.name} (compiled in {seconds:.1f} s)", refresh=True)
         self.started = time.perf_counter()
 
+    def skip(self, iterations: int) -> None:
+        """A resumed run starts `iterations` in."""
+        self.progress.update(self.task, completed=iterations, refresh=True)
+
     def update(self, chunk: ChunkMetrics) -> None:
         length = next(iter(chunk.metrics.values())).shape[0]
         self.iterations += length

@@ -16,7 +16,7 @@ import math
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, Protocol
 
 import jax
@@ -105,26 +105,69 @@ def init_state(algorithm: Algorithm, seeds: tuple[int, ...]) -> tuple[Any, float
     return jax.block_until_ready(init(keys)), compile_seconds
 
 
+class Interrupted(KeyboardInterrupt):
+    """Training was stopped by a signal (Ctrl-C is SIGINT, `kill` SIGTERM);
+    a KeyboardInterrupt, so that runs end KILLED. `exit_code` is the shell's
+    convention, 128 + the signal number (130, 143)."""
+
+    def __init__(self, signum: int):
+        self.signum = signum
+        super().__init__(signal.Signals(signum).name)
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
 @contextlib.contextmanager
 def interrupt_between_chunks():
-    """While training, Ctrl-C (SIGINT) is noted and acted on between chunks,
-    where no lock or half-sent metric is held; a second Ctrl-C interrupts at
-    once. Yields a function that tells whether one came."""
+    """While training, Ctrl-C (SIGINT) and SIGTERM are noted and acted on
+    between chunks, where no lock or half-sent metric is held and the state
+    can be checkpointed; a second one interrupts at once. Yields a function
+    that returns the signal number that came, or 0."""
     if threading.current_thread() is not threading.main_thread():
-        yield lambda: False
+        yield lambda: 0
         return
-    received = []
+    received: list[int] = []
 
     def note(signum, frame):
         if received:
-            raise KeyboardInterrupt
+            raise Interrupted(received[0])
         received.append(signum)
 
-    previous = signal.signal(signal.SIGINT, note)
+    previous = {signum: signal.signal(signum, note) for signum in STOP_SIGNALS}
     try:
-        yield lambda: bool(received)
+        yield lambda: received[0] if received else 0
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+class Checkpointer(Protocol):
+    """What `run` asks of a checkpointer (harness.checkpoint.Checkpointer)."""
+
+    def due(self, last_iteration: int) -> bool:
+        """Whether the state after `last_iteration` is to be saved."""
+        ...
+
+    def snapshot(self, state: Any) -> Any:
+        """A host copy of `state` that the next chunk (which donates the
+        state's buffers) cannot touch. Blocks until the state is computed."""
+        ...
+
+    def save(self, snapshot: Any, last_iteration: int, *, final: bool = False) -> None:
+        """Write a snapshot whose chunk's metrics were found finite;
+        asynchronously, unless `final`."""
+        ...
+
+
+# Resuming: given the freshly initialised state (the template of structure,
+# dtypes and sharding), the restored state, the iterations it has done, and
+# the metrics of those iterations (for the result).
+Start = Callable[[Any], tuple[Any, int, Sequence[ChunkMetrics]]]
 
 
 def check_finite(chunk: ChunkMetrics, seeds: tuple[int, ...]) -> None:
@@ -148,6 +191,8 @@ def run(
     *,
     sink: Sink | None = None,
     on_compiled: Callable[[float], None] | None = None,
+    start: Start | None = None,
+    checkpointer: Checkpointer | None = None,
 ) -> RunResult:
     """Train every seed for `num_iterations` iterations.
 
@@ -162,33 +207,56 @@ def run(
         evaluation's metrics come with the chunk's (its time counts in the
         chunk's, so steps per second include it).
       on_compiled: called with the compile seconds once compiling is done.
+      start: resume: called with the freshly initialised state (the template
+        of structure, dtypes and sharding), returns (state, iterations done,
+        their metrics); training continues after them in the same chunks as
+        an uninterrupted run, so the metrics are bit-identical to its, and
+        the metrics before are part of the result.
+      checkpointer: asked after each chunk whether to save; the state is
+        copied to the host before the next chunk is dispatched (the chunk
+        donates its input) and saved, asynchronously, only once that chunk's
+        metrics passed the NaN/Inf check. On SIGINT/SIGTERM the state after
+        the last finished chunk is saved before `Interrupted` is raised.
 
     Raises:
-      NonFiniteMetricError: a metric is NaN or Inf; no later chunk is logged.
+      NonFiniteMetricError: a metric is NaN or Inf; no later chunk is logged
+        and no state from that chunk on is checkpointed.
+      Interrupted: SIGINT or SIGTERM came; acted on between chunks.
     """
     state, compile_seconds = init_state(algorithm, seeds)
+    done = 0
+    history: tuple[ChunkMetrics, ...] = ()
+    if start is not None:
+        state, done, history = start(state)
+        history = tuple(history)
     chunk_iterations = min(chunk_iterations, num_iterations)
     full_chunks, remainder = divmod(num_iterations, chunk_iterations)
-    chunk_fn, seconds = compile_chunk(algorithm.step, chunk_iterations, state)
-    compile_seconds += seconds
-    lengths = [chunk_iterations] * full_chunks
-    tail_fn = None
-    if remainder:
+    # The whole run's chunks; a resumed run does the ones after `done`, so
+    # its chunks (and compiled programs) are those of an uninterrupted run.
+    schedule = [chunk_iterations] * full_chunks + ([remainder] if remainder else [])
+    boundaries = list(itertools.accumulate(schedule))
+    if done and done not in boundaries:
+        raise ValueError(f"a run can resume only at a chunk boundary ({chunk_iterations} iterations); got {done}")
+    lengths = schedule[boundaries.index(done) + 1 :] if done else schedule
+    chunk_fn = tail_fn = evaluate_fn = None
+    if any(n == chunk_iterations for n in lengths):
+        chunk_fn, seconds = compile_chunk(algorithm.step, chunk_iterations, state)
+        compile_seconds += seconds
+    if remainder and lengths:
         # A shorter last chunk is another program; compile it now, not mid-run.
         tail_fn, seconds = compile_chunk(algorithm.step, remainder, state)
         compile_seconds += seconds
-        lengths.append(remainder)
-    evaluate_fn = None
-    if algorithm.evaluate is not None:
+    if algorithm.evaluate is not None and lengths:
         evaluate_fn, seconds = compile_evaluate(algorithm.evaluate, state)
         compile_seconds += seconds
     if on_compiled is not None:
         on_compiled(compile_seconds)
 
-    collected: list[ChunkMetrics] = []
+    collected: list[ChunkMetrics] = list(history)
     done_at: list[float] = []
+    saved_through = [done]
 
-    def handle(first_iteration: int, metrics: Any, evaluation: Any) -> None:
+    def handle(first_iteration: int, metrics: Any, evaluation: Any, snapshot: Any) -> None:
         metrics, evaluation = jax.device_get((metrics, evaluation))
         host = ChunkMetrics(
             first_iteration,
@@ -200,24 +268,36 @@ def run(
         collected.append(host)
         if sink is not None:
             sink(host)
+        if snapshot is not None:
+            checkpointer.save(snapshot, host.last_iteration)
+            saved_through[0] = host.last_iteration
 
     started = time.perf_counter()
     pending = None
-    first_iteration = 1
+    first_iteration = done + 1
     with interrupt_between_chunks() as interrupted:
         for i, length in enumerate(lengths):
-            if interrupted():
-                raise KeyboardInterrupt
-            fn = tail_fn if (remainder and i == len(lengths) - 1) else chunk_fn
+            if signum := interrupted():
+                if pending is not None:
+                    handle(*pending)
+                last = first_iteration - 1
+                if checkpointer is not None and saved_through[0] != last:
+                    checkpointer.save(checkpointer.snapshot(state), last, final=True)
+                raise Interrupted(signum)
+            fn = tail_fn if (remainder and length == remainder and i == len(lengths) - 1) else chunk_fn
             state, metrics = fn(state)
             evaluation = {}
             if evaluate_fn is not None:
                 state, evaluation = evaluate_fn(state)
+            last = first_iteration + length - 1
+            # Copied before the next chunk is dispatched: it donates `state`.
+            snapshot = checkpointer.snapshot(state) if checkpointer is not None and checkpointer.due(last) else None
             if pending is not None:
                 handle(*pending)
-            pending = (first_iteration, metrics, evaluation)
+            pending = (first_iteration, metrics, evaluation, snapshot)
             first_iteration += length
-    handle(*pending)
+        if pending is not None:
+            handle(*pending)
     state = jax.block_until_ready(state)
 
     ends = [started, *done_at]

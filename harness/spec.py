@@ -120,6 +120,19 @@ class TrackingSpec(_Model):
     uri: str | None = Field(default=None, description="MLflow tracking URI; sqlite:///mlflow.db if unset")
 
 
+class CheckpointSpec(_Model):
+    """When to checkpoint the training state (harness.checkpoint). Not part
+    of the spec hash: how often a run is saved does not change its results."""
+
+    every: int | None = Field(
+        default=None,
+        ge=0,
+        description="iterations between checkpoints, taken at the first chunk end past each multiple;"
+        " null or 0: none, except the final one on Ctrl-C/SIGTERM",
+    )
+    keep: int = Field(default=3, gt=0, description="the newest checkpoints kept; older ones are deleted")
+
+
 class ReinforceHyperparameters(_Model):
     num_envs: int = Field(default=16, gt=0, description="B: envs stepped in parallel per seed")
     num_steps: int = Field(default=32, gt=0, description="T: steps per rollout fragment")
@@ -197,6 +210,7 @@ class _SpecBase(_Model):
     optimizer: OptimizerSpec = OptimizerSpec()
     logging: LoggingSpec = LoggingSpec()
     tracking: TrackingSpec = TrackingSpec()
+    checkpoint: CheckpointSpec = CheckpointSpec()
 
     @field_validator("seeds", mode="before")
     @classmethod
@@ -282,9 +296,16 @@ SPEC_MODELS: dict[str, type[_SpecBase]] = {"reinforce": ReinforceSpec, "ppo": PP
 # ---------------------------------------------------------------- canonical
 
 
+# Sections that do not change what a run computes, kept out of the canonical
+# form and so out of the hash (and of MLflow params): `checkpoint` came after
+# specs were published, and how often a run is saved changes no result.
+NOT_HASHED = ("checkpoint",)
+
+
 def canonical(spec: _SpecBase) -> dict[str, Any]:
-    """The resolved spec as plain JSON-able data, in the model's key order."""
-    data = spec.model_dump(mode="json")
+    """The resolved spec as plain JSON-able data, in the model's key order,
+    without the sections in `NOT_HASHED`."""
+    data = spec.model_dump(mode="json", exclude=set(NOT_HASHED))
     return {"algorithm": data.pop("algorithm"), **data} if "algorithm" in data else data
 
 
@@ -297,8 +318,10 @@ def spec_hash(spec: _SpecBase) -> str:
 
 
 def to_yaml(spec: _SpecBase) -> str:
+    """The resolved spec as YAML: the canonical form and the unhashed sections."""
     data = canonical(spec)
-    ordered = {"name": data.pop("name"), "algorithm": data.pop("algorithm"), **data}
+    extra = spec.model_dump(mode="json", include=set(NOT_HASHED))
+    ordered = {"name": data.pop("name"), "algorithm": data.pop("algorithm"), **data, **extra}
     return yaml.safe_dump(ordered, sort_keys=False, default_flow_style=None)
 
 

@@ -2,9 +2,18 @@
 and a child run per seed.
 
 Per-iteration metrics go through `log_batch` in a niced child process
-(`harness.metric_writer`), so the training loop never waits on the store. Every run this module starts ends FINISHED, FAILED
-or KILLED: `Tracking` is a context manager that sets the final status on
-every way out, exceptions and Ctrl-C included.
+(`harness.metric_writer`), so the training loop never waits on the store.
+With a journal attached (`harness run` always attaches one), every chunk is
+first appended to it on local disk; when the store goes away mid-run, the
+writer and the end-of-run calls stop trying, training goes on, and what did
+not reach the store is left for `harness sync` (`offline` says why). Every
+run this module starts ends FINISHED, FAILED or KILLED: `Tracking` is a
+context manager that sets the final status on every way out, exceptions,
+Ctrl-C and SIGTERM included (on a dead server, the status waits in the
+journal's pending calls too).
+
+Many processes may share one store: SQLite's "database is locked" is
+retried and a fresh store is created under a file lock (`harness.store`).
 """
 
 from __future__ import annotations
@@ -21,9 +30,11 @@ import time
 import traceback
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
-from harness.metric_writer import MAX_METRICS_PER_BATCH
+from harness import store
+from harness.journal import Journal, add_pending
+from harness.metric_writer import EXIT_OFFLINE, MAX_METRICS_PER_BATCH
 
 if TYPE_CHECKING:  # the writer process imports this module; keep it free of JAX
     from harness.runner import ChunkMetrics
@@ -57,16 +68,13 @@ class Tracking:
     """
 
     def __init__(self, uri: str, experiment: str, *, live_metrics: bool = True):
-        from mlflow.tracking import MlflowClient
-
         quiet_mlflow()
         self.uri = uri
         try:
-            self.client = MlflowClient(tracking_uri=uri)
-            found = self.client.get_experiment_by_name(experiment)
-            self.experiment_id = found.experiment_id if found else self.client.create_experiment(experiment)
+            self.client = store.open_client(uri)
+            self.experiment_id = store.get_or_create_experiment(self.client, uri, experiment)
         except Exception as error:  # noqa: BLE001  (MLflow raises many kinds)
-            raise TrackingError(f"cannot use the MLflow tracking store {uri!r}: {error}") from None
+            raise TrackingError(f"cannot use the MLflow tracking store {uri!r}: {_first_line(error)}") from None
         self.parent_id: str | None = None
         self.child_ids: dict[int, str] = {}
         self._writer: subprocess.Popen | None = None  # harness.metric_writer, while runs are open
@@ -80,32 +88,62 @@ class Tracking:
         self._release = threading.Event()
         if live_metrics:
             self._release.set()
+        self.journal: Journal | None = None
+        # Why the store could not be reached (None: it could); what it did
+        # not get is in the journal and its pending calls, for harness sync.
+        self.offline: str | None = None
 
     # ------------------------------------------------------------ lifecycle
 
     def start(self, run_name: str, params: dict[str, str], tags: dict[str, str], seeds: tuple[int, ...]) -> None:
         from mlflow.entities import Param
 
-        self.parent_id = self.client.create_run(self.experiment_id, run_name=run_name, tags=tags).info.run_id
+        def create(name: str, run_tags: dict[str, str]) -> str:
+            run = store.retry_locked(self.client.create_run, self.experiment_id, run_name=name, tags=run_tags)
+            return run.info.run_id
+
+        self.parent_id = create(run_name, tags)
         for seed in seeds:
-            child_tags = {**tags, "mlflow.parentRunId": self.parent_id, "seed": str(seed)}
-            run = self.client.create_run(self.experiment_id, run_name=f"{run_name}/seed={seed}", tags=child_tags)
-            self.child_ids[seed] = run.info.run_id
+            self.child_ids[seed] = create(
+                f"{run_name}/seed={seed}", {**tags, "mlflow.parentRunId": self.parent_id, "seed": str(seed)}
+            )
         param_list = [Param(k, v) for k, v in params.items()]
         for run_id, extra in [(self.parent_id, {}), *[(rid, {"seed": str(s)}) for s, rid in self.child_ids.items()]]:
             entries = param_list + [Param(k, v) for k, v in extra.items()]
             for batch in _batches(entries, _MAX_PARAMS_PER_BATCH):
-                self.client.log_batch(run_id, params=batch)
+                store.retry_locked(self.client.log_batch, run_id, params=batch)
+
+    def reopen(self, parent_id: str, child_ids: dict[int, str], tags: dict[str, str]) -> None:
+        """Continue the runs of an earlier invocation (a resume): they are
+        RUNNING again, with `tags` added, and end as this one ends."""
+        from mlflow.entities import RunTag
+
+        self.parent_id, self.child_ids = parent_id, dict(child_ids)
+        for run_id in [parent_id, *child_ids.values()]:
+            store.retry_locked(self.client.update_run, run_id, status="RUNNING")
+            store.retry_locked(self.client.log_batch, run_id, tags=[RunTag(k, v) for k, v in tags.items()])
+
+    def attach(self, journal: Journal) -> None:
+        """Keep every chunk in `journal` (its directory is the run directory).
+        Entries an earlier invocation journaled but did not upload are sent
+        first."""
+        self.journal = journal
+        pending = journal.pending()
+        if pending:
+            self._start_writer()
+            for entry in pending:
+                self._outbox.put(entry)
+
+    def _start_writer(self) -> None:
         # A session of its own, so that Ctrl-C reaches only this process,
         # which then flushes the writer before ending the runs.
         # Its stderr goes to a file: a pipe nobody reads could fill and stall it.
         self._writer_log = tempfile.TemporaryFile("w+")
+        argv = [sys.executable, "-m", "harness.metric_writer", self.uri]
+        if self.journal is not None:
+            argv.append(str(self.journal.directory))
         self._writer = subprocess.Popen(
-            [sys.executable, "-m", "harness.metric_writer", self.uri],
-            stdin=subprocess.PIPE,
-            stderr=self._writer_log,
-            text=True,
-            start_new_session=True,
+            argv, stdin=subprocess.PIPE, stderr=self._writer_log, text=True, start_new_session=True
         )
         self._outbox.put({"runs": list(self.child_ids.values())})
         self._feeder = threading.Thread(target=self._feed, name="metric-feeder", daemon=True)
@@ -120,7 +158,8 @@ class Tracking:
         if exc_type is None:
             status, note = "FINISHED", None
         elif issubclass(exc_type, KeyboardInterrupt):
-            status, note = "KILLED", "interrupted (Ctrl-C)"
+            name = getattr(exc, "args", None) and exc.args[0] if exc is not None else None
+            status, note = "KILLED", f"interrupted ({name})" if name else "interrupted (Ctrl-C)"
         else:
             status, note = "FAILED", "".join(traceback.format_exception_only(exc_type, exc)).strip()
         self.close(status, note)
@@ -140,11 +179,34 @@ class Tracking:
                 status, note = "FAILED", str(error)
         for run_id in [*self.child_ids.values(), self.parent_id]:
             if note:
-                self.client.log_batch(run_id, tags=[RunTag("error", note[:5000])])
-            self.client.set_terminated(run_id, status)
+                self._call(
+                    "tags",
+                    run_id,
+                    {"error": note[:5000]},
+                    self.client.log_batch,
+                    run_id,
+                    tags=[RunTag("error", note[:5000])],
+                )
+            self._call("status", run_id, {"status": status}, self.client.set_terminated, run_id, status)
         self.parent_id = None
+        if self.journal is not None:
+            self.journal.close()
         if flush_error is not None and note == str(flush_error):
             raise flush_error
+
+    def _call(self, kind: str, run_id: str, values: dict, fn, *args, **kwargs) -> None:
+        """An MLflow call that, with a journal and a store that cannot be
+        reached, is kept in the journal's pending calls for harness sync."""
+        if self.journal is None:
+            store.retry_locked(fn, *args, **kwargs)
+            return
+        if self.offline is None:
+            try:
+                store.retry_locked(fn, *args, **kwargs)
+                return
+            except Exception as error:  # noqa: BLE001  (the store is gone, or refuses)
+                self.offline = _first_line(error)
+        add_pending(self.journal.directory, kind, run_id, values)
 
     # -------------------------------------------------------------- metrics
 
@@ -153,12 +215,21 @@ class Tracking:
         the seeds' runs; iteration i is logged at step i * env_steps_per_iteration,
         the env steps each seed has taken after it. Returns at once."""
         self._raise_writer_error()
+        if self._writer is None:
+            self._start_writer()
         metrics = {name: values.tolist() for name, values in chunk.metrics.items()}
-        self._outbox.put({"first": chunk.first_iteration, "steps": env_steps_per_iteration, "metrics": metrics})
+        items = [("iterations", chunk.first_iteration, metrics)]
         if chunk.evaluation:
             # An evaluation is logged at the step of the iteration it followed.
             evaluation = {name: [values.tolist()] for name, values in chunk.evaluation.items()}
-            self._outbox.put({"first": chunk.last_iteration, "steps": env_steps_per_iteration, "metrics": evaluation})
+            items.append(("evaluation", chunk.last_iteration, evaluation))
+        dtypes = {name: str(values.dtype) for name, values in {**chunk.metrics, **chunk.evaluation}.items()}
+        for kind, first, values in items:
+            if self.journal is not None:
+                entry = self.journal.append(kind, first, env_steps_per_iteration, values, dtypes)
+                self._outbox.put(entry)
+            else:
+                self._outbox.put({"first": first, "steps": env_steps_per_iteration, "metrics": values})
 
     def log_summary(self, run_metrics: dict[int | None, dict[str, float]]) -> None:
         """Single values per run: key None is the parent, an int a seed."""
@@ -169,11 +240,14 @@ class Tracking:
             run_id = self.parent_id if seed is None else self.child_ids[seed]
             metrics = [Metric(k, float(v), timestamp, 0) for k, v in values.items()]
             for batch in _batches(metrics, MAX_METRICS_PER_BATCH):
-                self.client.log_batch(run_id, metrics=batch)
+                self._call(
+                    "metrics", run_id, {m.key: m.value for m in batch}, self.client.log_batch, run_id, metrics=batch
+                )
 
     def log_artifacts(self, files: dict[str, str], seed: int | None = None) -> None:
         """Write each `name -> text` as an artifact of the parent (or a seed's) run."""
-        log_texts(self.client, self.parent_id if seed is None else self.child_ids[seed], files)
+        run_id = self.parent_id if seed is None else self.child_ids[seed]
+        self._call("artifacts", run_id, files, log_texts, self.client, run_id, files)
 
     def flush(self) -> None:
         """Wait until every queued metric is in the store."""
@@ -187,7 +261,9 @@ class Tracking:
         self._writer_log.seek(0)
         log = self._writer_log.read().strip()
         self._writer_log.close()
-        if code != 0 and self._feed_error is None:
+        if code == EXIT_OFFLINE and self.journal is not None:
+            self.offline = log.splitlines()[-1].removeprefix("offline: ") if log else "the store could not be reached"
+        elif code != 0 and self._feed_error is None:
             self._feed_error = log.splitlines()[-1] if log else f"exit code {code}"
         self._raise_writer_error()
 
@@ -214,6 +290,11 @@ class Tracking:
             raise TrackingError(f"logging metrics to {self.uri!r} failed: {self._feed_error}")
 
 
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0][:1000] if text else type(error).__name__
+
+
 # ------------------------------------------------------- reading runs back
 
 
@@ -224,6 +305,9 @@ def quiet_mlflow() -> None:
     names the parent run."""
     for name in ("mlflow", "alembic"):
         logging.getLogger(name).setLevel(logging.WARNING)
+    # A dead server is retried for urllib3's warnings' worth of seconds, not minutes.
+    logging.getLogger("urllib3").setLevel(logging.ERROR)
+    store.configure_http()
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
 
@@ -245,15 +329,11 @@ def set_tags(client, run_id: str, tags: dict[str, str]) -> None:
 
 def open_client(uri: str):
     """An MlflowClient for `uri`, or a TrackingError saying why not."""
-    from mlflow.tracking import MlflowClient
-
     quiet_mlflow()
     try:
-        client = MlflowClient(tracking_uri=uri)
-        client.search_experiments(max_results=1)
+        return store.open_client(uri)
     except Exception as error:  # noqa: BLE001  (MLflow raises many kinds)
-        raise TrackingError(f"cannot use the MLflow tracking store {uri!r}: {error}") from None
-    return client
+        raise TrackingError(f"cannot use the MLflow tracking store {uri!r}: {_first_line(error)}") from None
 
 
 def get_parent_run(client, uri: str, run_id: str):
@@ -281,3 +361,72 @@ def read_text_artifact(client, run_id: str, name: str) -> str | None:
         return None
     with tempfile.TemporaryDirectory() as tmp:
         return Path(client.download_artifacts(run_id, name, tmp)).read_text()
+
+
+# ----------------------------------------------------------------- syncing
+
+
+class SyncReport(NamedTuple):
+    run_id: str
+    uri: str
+    entries: int  # journal entries uploaded
+    calls: int  # end-of-run calls delivered (summary, artifacts, tags, statuses)
+
+
+def sync_run(directory: Path, uri: str | None = None) -> SyncReport:
+    """Upload what a run directory's journal holds that its MLflow runs do
+    not: journal entries past uploaded.json (points the store already has, at
+    the same metric and step, are not written twice), then the end-of-run
+    calls kept in pending.json. Raises TrackingError when the store cannot
+    be reached; what was uploaded stays recorded, so it can be run again."""
+    from mlflow.entities import Metric, RunTag
+
+    from harness.journal import PENDING_FILE, mark_uploaded, read_pending
+    from harness.metric_writer import upload_entry
+
+    info = json.loads((Path(directory) / "run.json").read_text())
+    uri = uri or info["tracking_uri"]
+    client = open_client(uri)
+    journal = Journal(Path(directory))
+    run_ids = list(info["child_run_ids"].values())
+    pending = journal.pending()
+    try:
+        if pending:
+            names = {name for entry in pending for name in entry["metrics"]}
+            stored = {
+                run_id: {
+                    (name, m.step)
+                    for name in names
+                    for m in store.retry_locked(client.get_metric_history, run_id, name)
+                }
+                for run_id in run_ids
+            }
+            for entry in pending:
+                upload_entry(client, run_ids, entry, stored)
+                mark_uploaded(journal.directory, entry["seq"])
+        calls = read_pending(directory)
+        delivered = 0
+        timestamp = int(time.time() * 1000)
+        for run_id, values in calls.get("metrics", {}).items():
+            metrics = [Metric(k, float(v), timestamp, 0) for k, v in values.items()]
+            store.retry_locked(client.log_batch, run_id, metrics=metrics)
+            delivered += 1
+        for run_id, files in calls.get("artifacts", {}).items():
+            log_texts(client, run_id, files)
+            delivered += 1
+        for run_id, tags in calls.get("tags", {}).items():
+            store.retry_locked(client.log_batch, run_id, tags=[RunTag(k, v) for k, v in tags.items()])
+            delivered += 1
+        for run_id, status in calls.get("status", {}).items():
+            store.retry_locked(client.set_terminated, run_id, status["status"])
+            delivered += 1
+    except Exception as error:  # noqa: BLE001  (the store is gone, or refuses)
+        raise TrackingError(f"syncing run {Path(directory).name} to {uri!r} failed: {_first_line(error)}") from None
+    (Path(directory) / PENDING_FILE).unlink(missing_ok=True)
+    return SyncReport(Path(directory).name, uri, len(pending), delivered)
+
+
+def needs_sync(directory: Path) -> bool:
+    from harness.journal import PENDING_FILE
+
+    return bool(Journal(Path(directory)).pending()) or (Path(directory) / PENDING_FILE).exists()

@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import copy
 import os
+import signal
+import socket
+import subprocess
+import sys
 import tempfile
+import time
+import urllib.request
 from pathlib import Path
 
 # One persistent XLA compilation cache for the session, set before JAX starts
@@ -53,3 +59,77 @@ def train(data: dict) -> tuple[build.Plan, runner.RunResult]:
 @pytest.fixture(scope="session")
 def tiny_run() -> tuple[build.Plan, runner.RunResult]:
     return train(copy.deepcopy(TINY_SPEC))
+
+
+# ------------------------------------------------------------ mlflow server
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class MlflowServer:
+    """A real `mlflow server` on 127.0.0.1 (SQLite backend, proxied
+    artifacts in `directory`); `stop()` and `start()` again on the same port
+    and store, as a server that goes away and comes back."""
+
+    def __init__(self, directory: Path, port: int | None = None):
+        self.directory = Path(directory)
+        self.port = port or free_port()
+        self.uri = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 180) -> MlflowServer:
+        log = (self.directory / "server.log").open("a")
+        self.proc = subprocess.Popen(
+            [
+                *(sys.executable, "-m", "mlflow", "server"),
+                *("--host", "127.0.0.1", "--port", str(self.port), "--workers", "1"),
+                *("--backend-store-uri", f"sqlite:///{self.directory / 'server.db'}"),
+                *("--artifacts-destination", str(self.directory / "artifacts")),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group: the workers go with it
+        )
+        log.close()
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.proc.poll() is not None:
+                pytest.fail(f"mlflow server exited: {(self.directory / 'server.log').read_text()[-2000:]}")
+            try:
+                with urllib.request.urlopen(f"{self.uri}/health", timeout=2) as response:
+                    if response.status == 200:
+                        return self
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                self.stop()
+                pytest.fail(f"mlflow server did not answer within {timeout} s")
+            time.sleep(0.5)
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        self.proc = None
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """A real MLflow tracking server for the module; its URI."""
+    running = MlflowServer(tmp_path_factory.mktemp("mlflow-server")).start()
+    try:
+        yield running.uri
+    finally:
+        running.stop()

@@ -11,14 +11,7 @@ from __future__ import annotations
 import copy
 import io
 import json
-import os
-import signal
-import socket
 import struct
-import subprocess
-import sys
-import time
-import urllib.request
 
 import pytest
 from conftest import TINY_SPEC, write_spec
@@ -26,55 +19,6 @@ from mlflow.tracking import MlflowClient
 from rich.console import Console
 
 from harness import cli, compare, tracking
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """A real MLflow tracking server; its URI."""
-    tmp = tmp_path_factory.mktemp("mlflow-server")
-    port = _free_port()
-    log = (tmp / "server.log").open("w")
-    proc = subprocess.Popen(
-        [
-            *(sys.executable, "-m", "mlflow", "server"),
-            *("--host", "127.0.0.1", "--port", str(port), "--workers", "1"),
-            *("--backend-store-uri", f"sqlite:///{tmp / 'server.db'}"),
-            *("--artifacts-destination", str(tmp / "artifacts")),
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,  # its own process group: the workers go with it
-    )
-    uri = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"mlflow server exited: {(tmp / 'server.log').read_text()[-2000:]}")
-            try:
-                with urllib.request.urlopen(f"{uri}/health", timeout=2) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail("mlflow server did not answer within 180 s")
-            time.sleep(0.5)
-        yield uri
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        log.close()
 
 
 def run_cli(capsys, *argv: str) -> tuple[int, str, str]:

@@ -1,0 +1,412 @@
+"""Checkpoints of the whole training state, and the run directory they live in.
+
+Every `harness run` gets a run directory, `<checkpoint root>/<parent run id>/`:
+
+    run.json        the MLflow runs (parent, one per seed), store URI, spec
+                    name and hash, status; what `--resume` and `harness sync`
+                    read
+    spec.yaml       the resolved spec the state belongs to
+    journal.jsonl   every chunk's metrics, as logged (harness.journal)
+    state/<iteration>/   orbax checkpoints (CheckpointManager), newest `keep`
+
+The checkpoint root is `checkpoints/` beside the MLflow store (beside the
+SQLite file or the file store; in the working directory for a server), or
+`--checkpoint-dir`.
+
+A checkpoint is the runner's state, one pytree with a leading seed axis
+(parameters, optimizer state, env states, replay buffers, typed PRNG keys,
+counters), stored leaf by leaf: typed keys as their raw key data, each leaf
+with its key path and a CRC32 of its bytes, beside the iteration it follows
+and the spec hash. Restoring fills a freshly initialised state of the same
+spec (its structure, dtypes and sharding are the template), so a state saved
+on one device layout restores onto another. A checkpoint whose files are
+truncated or corrupted (orbax cannot read it, or a CRC differs) is reported
+and moved aside, and the one before it is used.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import time
+import zlib
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, NamedTuple
+from urllib.parse import urlparse
+
+import jax
+import numpy as np
+
+RUN_FILE = "run.json"
+SPEC_FILE = "spec.yaml"
+STATE_DIR = "state"
+DAMAGED_DIR = "damaged"
+FORMAT = 1
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint or run directory cannot be used; a user-facing message."""
+
+
+# ------------------------------------------------------------ run directory
+
+
+def default_root(uri: str) -> Path:
+    """`checkpoints/` beside the MLflow store: beside the SQLite file or
+    the file store's folder; in the working directory for a server."""
+    parsed = urlparse(uri)
+    if parsed.scheme == "sqlite":
+        # sqlite:///relative.db and sqlite:////absolute.db
+        path = uri.split(":///", 1)[1].split("?", 1)[0] if ":///" in uri else ""
+        if path and path != ":memory:":
+            return Path(path).parent / "checkpoints"
+    elif parsed.scheme in ("", "file"):
+        return Path(parsed.path or uri).parent / "checkpoints"
+    return Path("checkpoints")
+
+
+def _write_json(path: Path, data: dict) -> None:
+    """Atomically: a reader sees the old or the new file, never half of one."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+class RunDirectory:
+    """The directory of one `harness run` invocation (see the module doc)."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+
+    @classmethod
+    def create(
+        cls,
+        root: Path,
+        *,
+        parent_id: str,
+        child_ids: dict[int, str],
+        experiment_id: str,
+        uri: str,
+        spec_name: str,
+        spec_hash: str,
+        spec_yaml: str,
+    ) -> RunDirectory:
+        path = Path(root) / parent_id
+        try:
+            path.mkdir(parents=True, exist_ok=False)
+            (path / SPEC_FILE).write_text(spec_yaml)
+        except OSError as error:
+            raise CheckpointError(f"cannot create the run directory {path}: {error}") from None
+        directory = cls(path)
+        directory.write(
+            {
+                "format": FORMAT,
+                "parent_run_id": parent_id,
+                "child_run_ids": {str(seed): run_id for seed, run_id in child_ids.items()},
+                "experiment_id": experiment_id,
+                "tracking_uri": uri,
+                "spec_name": spec_name,
+                "spec_hash": spec_hash,
+                "created": datetime.now(UTC).isoformat(),
+                "status": "RUNNING",
+                "resumes": [],
+            }
+        )
+        return directory
+
+    @property
+    def info(self) -> dict[str, Any]:
+        try:
+            return json.loads((self.path / RUN_FILE).read_text())
+        except (OSError, ValueError) as error:
+            raise CheckpointError(f"{self.path / RUN_FILE} cannot be read: {error}") from None
+
+    def write(self, info: dict[str, Any]) -> None:
+        _write_json(self.path / RUN_FILE, info)
+
+    def update(self, **fields: Any) -> None:
+        self.write({**self.info, **fields})
+
+    @property
+    def run_id(self) -> str:
+        return self.path.name
+
+    @property
+    def state_dir(self) -> Path:
+        return self.path / STATE_DIR
+
+    @property
+    def spec_yaml(self) -> str:
+        return (self.path / SPEC_FILE).read_text()
+
+
+def run_directories(root: Path) -> list[RunDirectory]:
+    """Every run directory under `root`, oldest first."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    found = [RunDirectory(p.parent) for p in root.glob(f"*/{RUN_FILE}")]
+    return sorted(found, key=lambda d: d.info.get("created", ""))
+
+
+def find_run(root: Path, run_id: str | None, spec_name: str) -> RunDirectory:
+    """The run directory to resume: `run_id`'s (a seed's run id stands for
+    its parent), or the newest of `spec_name` that did not finish."""
+    directories = run_directories(root)
+    if run_id is not None:
+        for directory in directories:
+            info = directory.info
+            if run_id == directory.run_id or run_id in info.get("child_run_ids", {}).values():
+                return directory
+        raise CheckpointError(f"no run directory of run {run_id!r} under {root} (give --checkpoint-dir?)")
+    mine = [d for d in directories if d.info.get("spec_name") == spec_name]
+    if not mine:
+        raise CheckpointError(f"no run of spec {spec_name!r} to resume under {root} (give --checkpoint-dir?)")
+    open_runs = [d for d in mine if d.info.get("status") != "FINISHED"]
+    if not open_runs:
+        raise CheckpointError(
+            f"the runs of spec {spec_name!r} under {root} all finished (the last: {mine[-1].run_id}); nothing to resume"
+        )
+    return open_runs[-1]
+
+
+def saved_iterations(state_dir: Path) -> list[int]:
+    """The iterations of the finished checkpoints in `state_dir` (orbax
+    writes into a temporary folder and renames it when done)."""
+    state_dir = Path(state_dir)
+    if not state_dir.is_dir():
+        return []
+    return sorted(int(p.name) for p in state_dir.iterdir() if p.is_dir() and p.name.isdigit())
+
+
+# ---------------------------------------------------------- state <-> leaves
+
+
+def _is_key(leaf: Any) -> bool:
+    return isinstance(leaf, jax.Array) and jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key)
+
+
+class Snapshot(NamedTuple):
+    """A state on the host: its leaves as numpy arrays, typed keys as key data."""
+
+    leaves: dict[str, np.ndarray]  # "00000" ... in tree order
+    paths: list[str]  # each leaf's key path
+    keys: list[int]  # which leaves were typed PRNG keys
+
+
+def snapshot(state: Any) -> Snapshot:
+    """Copy `state` to host memory (blocking until it is computed). The
+    copies are numpy arrays of their own: a later chunk that donates the
+    state's device buffers cannot change them."""
+    flat, _ = jax.tree_util.tree_flatten_with_path(state)
+    device_leaves = [jax.random.key_data(leaf) if _is_key(leaf) else leaf for _, leaf in flat]
+    host = jax.device_get(device_leaves)
+    return Snapshot(
+        {f"{i:05d}": np.array(leaf, copy=True) for i, leaf in enumerate(host)},
+        [jax.tree_util.keystr(path) for path, _ in flat],
+        [i for i, (_, leaf) in enumerate(flat) if _is_key(leaf)],
+    )
+
+
+def _checksums(leaves: dict[str, np.ndarray]) -> dict[str, int]:
+    return {name: zlib.crc32(np.ascontiguousarray(leaf).view(np.uint8).reshape(-1)) for name, leaf in leaves.items()}
+
+
+def _fill(template: Any, leaves: dict[str, np.ndarray], paths: list[str]) -> Any:
+    """The template's pytree with the saved leaves, on the template's devices."""
+    flat, treedef = jax.tree_util.tree_flatten_with_path(template)
+    if [jax.tree_util.keystr(p) for p, _ in flat] != paths:
+        raise CheckpointError("the checkpoint's state has another structure than this code's (was the code changed?)")
+    out = []
+    for i, (path, leaf) in enumerate(flat):
+        value = leaves[f"{i:05d}"]
+        if _is_key(leaf):
+            expected = jax.random.key_data(leaf)
+            if value.shape != expected.shape or value.dtype != expected.dtype:
+                raise CheckpointError(f"state leaf {jax.tree_util.keystr(path)}: saved key data does not fit")
+            keys = jax.random.wrap_key_data(value, impl=jax.random.key_impl(leaf))
+            out.append(jax.device_put(keys, leaf.sharding))
+        else:
+            if value.shape != leaf.shape or value.dtype != leaf.dtype:
+                raise CheckpointError(
+                    f"state leaf {jax.tree_util.keystr(path)}: saved {value.dtype}{list(value.shape)},"
+                    f" expected {leaf.dtype}{list(leaf.shape)}"
+                )
+            out.append(jax.device_put(value, leaf.sharding))
+    return jax.tree_util.tree_unflatten(treedef, out)
+
+
+# --------------------------------------------------------------- checkpointer
+
+
+class SaveTiming(NamedTuple):
+    iteration: int
+    blocking_seconds: float  # the host copy and handing it to orbax: the training loop waits for this
+    final: bool
+
+
+class Checkpointer:
+    """orbax's CheckpointManager over `directory`, saving every `every`
+    iterations (at the first chunk end at or past each multiple; None or 0:
+    never, except `final` saves) and keeping the newest `keep`.
+
+    Saves are asynchronous: the training loop waits only for the host copy
+    (`snapshot`, which also makes the save safe from the next chunk's buffer
+    donation) and for orbax to take it; the files are written in the
+    background. A checkpoint is complete on disk only after orbax renamed its
+    temporary folder, so an interrupted write is never mistaken for one.
+    `close()` (or leaving the `with` block) waits for writes in flight."""
+
+    def __init__(self, directory: Path, *, every: int | None, keep: int, spec_hash: str):
+        import orbax.checkpoint as ocp
+
+        self.directory = Path(directory)
+        self.every = every or 0
+        self.keep = keep
+        self.spec_hash = spec_hash
+        self.timings: list[SaveTiming] = []
+        try:
+            self.manager = ocp.CheckpointManager(
+                self.directory.resolve(),
+                options=ocp.CheckpointManagerOptions(
+                    max_to_keep=keep, create=True, enable_async_checkpointing=True, cleanup_tmp_directories=True
+                ),
+                item_names=("state", "meta"),
+            )
+        except Exception as error:  # noqa: BLE001  (filesystem problems come in many kinds)
+            raise CheckpointError(f"cannot use the checkpoint directory {self.directory}: {error}") from None
+        self._ocp = ocp
+        self._mark = max(self.manager.all_steps(), default=0)  # the last iteration a save was due at
+
+    def __enter__(self) -> Checkpointer:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -------------------------------------------------------------- saving
+
+    def due(self, last_iteration: int) -> bool:
+        if not self.every or last_iteration // self.every <= self._mark // self.every:
+            return False
+        self._mark = last_iteration
+        return True
+
+    def snapshot(self, state: Any) -> tuple[Snapshot, float]:
+        started = time.perf_counter()
+        return snapshot(state), started
+
+    def save(self, taken: tuple[Snapshot, float], last_iteration: int, *, final: bool = False) -> None:
+        """Write the snapshot as the checkpoint after `last_iteration`;
+        asynchronously, unless `final` (then it is on disk on return)."""
+        host, started = taken
+        if last_iteration in self.manager.all_steps():
+            return
+        # orbax does not store empty arrays; their shape and dtype say it all.
+        stored = {name: leaf for name, leaf in host.leaves.items() if leaf.size}
+        meta = {
+            "format": FORMAT,
+            "iteration": last_iteration,
+            "spec_hash": self.spec_hash,
+            "paths": host.paths,
+            "keys": host.keys,
+            "crc32": _checksums(stored),
+            "empty": {name: [list(leaf.shape), str(leaf.dtype)] for name, leaf in host.leaves.items() if not leaf.size},
+            "saved": datetime.now(UTC).isoformat(),
+        }
+        ocp = self._ocp
+        self.manager.save(
+            last_iteration,
+            args=ocp.args.Composite(state=ocp.args.PyTreeSave(stored), meta=ocp.args.JsonSave(meta)),
+            force=True,
+        )
+        self.timings.append(SaveTiming(last_iteration, time.perf_counter() - started, final))
+        if final:
+            self.manager.wait_until_finished()
+
+    def wait(self) -> None:
+        self.manager.wait_until_finished()
+
+    def close(self) -> None:
+        self.manager.wait_until_finished()
+        self.manager.close()
+
+    # ----------------------------------------------------------- restoring
+
+    def steps(self) -> list[int]:
+        self.manager.reload()
+        return sorted(self.manager.all_steps())
+
+    def restore_latest(self, template: Any, notes: list[str]) -> tuple[Any, int] | None:
+        """The newest readable checkpoint, filled into `template`, and its
+        iteration; None when there is none. A damaged one is named in
+        `notes`, moved to `damaged/` beside `state/`, and the one before is
+        tried. A checkpoint of another spec raises CheckpointError."""
+        for step in reversed(self.steps()):
+            try:
+                state = self._restore(step, template)
+            except CheckpointError:
+                raise
+            except _Damaged as damage:
+                notes.append(self._set_aside(step, str(damage)))
+            except Exception as error:  # noqa: BLE001  (orbax/tensorstore raise many kinds on bad files)
+                notes.append(self._set_aside(step, f"{type(error).__name__}: {str(error)[:300]}"))
+            else:
+                self._mark = step
+                return state, step
+        return None
+
+    def _restore(self, step: int, template: Any) -> Any:
+        ocp = self._ocp
+        meta = self.manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore())).meta
+        if meta.get("spec_hash") != self.spec_hash:
+            raise CheckpointError(
+                f"the checkpoint at iteration {step} in {self.directory} was made from another spec"
+                f" (spec_hash {str(meta.get('spec_hash'))[:12]}, this spec's is {self.spec_hash[:12]})"
+            )
+        flat = jax.tree_util.tree_leaves(template)
+        empty = meta.get("empty", {})
+        abstract = {}
+        for i, leaf in enumerate(flat):
+            data = jax.random.key_data(leaf) if _is_key(leaf) else leaf
+            if f"{i:05d}" not in empty:
+                abstract[f"{i:05d}"] = jax.ShapeDtypeStruct(data.shape, data.dtype)
+        restore_args = jax.tree.map(lambda _: ocp.RestoreArgs(restore_type=np.ndarray), abstract)
+        restored = self.manager.restore(
+            step,
+            args=ocp.args.Composite(state=ocp.args.PyTreeRestore(abstract, restore_args=restore_args)),
+        ).state
+        leaves = {name: np.asarray(value) for name, value in restored.items()}
+        if set(leaves) != set(meta["crc32"]):
+            raise _Damaged("its leaves do not match its metadata")
+        bad = [name for name, crc in _checksums(leaves).items() if crc != meta["crc32"][name]]
+        if bad:
+            raise _Damaged(f"{len(bad)} state leaves fail their CRC32 check (first: {meta['paths'][int(bad[0])]})")
+        leaves.update({name: np.zeros(shape, dtype) for name, (shape, dtype) in empty.items()})
+        return _fill(template, leaves, meta["paths"])
+
+    def _set_aside(self, step: int, reason: str) -> str:
+        source = self.directory / str(step)
+        target = self.directory.parent / DAMAGED_DIR / f"{step}.{int(time.time())}"
+        with contextlib.suppress(OSError):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(str(source), str(target))
+        self.manager.reload()
+        return f"the checkpoint at iteration {step} ({source}) is damaged ({reason}); moved to {target}"
+
+
+class _Damaged(Exception):
+    """A checkpoint that orbax read but whose contents are wrong."""
+
+
+@contextlib.contextmanager
+def opened(directory: Path, *, every: int | None, keep: int, spec_hash: str) -> Iterator[Checkpointer]:
+    checkpointer = Checkpointer(directory, every=every, keep=keep, spec_hash=spec_hash)
+    try:
+        yield checkpointer
+    finally:
+        checkpointer.close()

@@ -1,0 +1,332 @@
+"""Checkpoints and resume: real orbax files, real signals.
+
+For each algorithm a tiny spec is trained once without interruption and once
+interrupted by a real SIGINT (raised in the training process between two
+chunks) and then resumed with `--resume`; every logged metric of the two must
+be bit-identical, in the same MLflow runs, without a point logged twice. The
+reinforce run is then resumed again from a damaged checkpoint, and under a
+changed spec (refused).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from conftest import TINY_SPEC, write_spec
+from mlflow.tracking import MlflowClient
+from test_alphazero import TINY_AZ
+from test_ppo import TINY_PPO
+
+from harness import build, checkpoint, cli, runner, tracking
+from harness import spec as S
+from harness.journal import Journal
+
+SPECS = {
+    "reinforce": copy.deepcopy(TINY_SPEC),
+    "ppo": copy.deepcopy(TINY_PPO),
+    # 12 iterations (4 chunks) instead of 6, so that there is a chunk after
+    # the interrupt; the compiled chunk is the same.
+    "alphazero": copy.deepcopy(TINY_AZ) | {"budget": {"env_steps": 12 * 32 * 12}},
+}
+for name, data in SPECS.items():
+    data["name"] = f"ckpt_{name}"
+    data["checkpoint"] = {"every": data["logging"]["interval"], "keep": 3}
+
+
+def _history(client: MlflowClient, run_id: str) -> dict[str, list[tuple[int, float]]]:
+    names = client.get_run(run_id).data.metrics
+    return {
+        name: sorted((m.step, m.value) for m in client.get_metric_history(run_id, name))
+        for name in names
+        if not name.startswith("final_")
+    }
+
+
+class Trained:
+    """One algorithm's uninterrupted run, and its interrupted-then-resumed twin."""
+
+    def __init__(self, tmp: Path, data: dict):
+        self.tmp = tmp
+        self.data = data
+        self.spec_path = write_spec(tmp, data)
+        self.uri = f"sqlite:///{tmp / 'mlflow.db'}"
+        self.root = tmp / "checkpoints"
+        self.plan = build.build(S.load(self.spec_path))
+        self.client = MlflowClient(tracking_uri=self.uri)
+
+    def train(self, **kwargs) -> cli.Logged:
+        return cli.train_and_log(
+            self.plan, self.uri, progress=False, live_metrics=False, checkpoint_dir=self.root, **kwargs
+        )
+
+    def children(self, parent_id: str) -> dict[str, str]:
+        info = json.loads((self.root / parent_id / "run.json").read_text())
+        return info["child_run_ids"]
+
+
+@pytest.fixture(scope="module", params=list(SPECS))
+def trained(request, tmp_path_factory):
+    t = Trained(tmp_path_factory.mktemp(f"ckpt-{request.param}"), SPECS[request.param])
+    t.whole = t.train()
+    interval = t.data["logging"]["interval"]
+    stop_after = interval  # a real SIGINT, noted between chunks
+
+    def interrupt(chunk):
+        if chunk.last_iteration == stop_after:
+            signal.raise_signal(signal.SIGINT)
+
+    with pytest.raises(runner.Interrupted):
+        t.train(on_chunk=interrupt)
+    t.interrupted_id = max(checkpoint.run_directories(t.root), key=lambda d: d.info["created"]).run_id
+    t.interrupted = {
+        "status": {
+            r: t.client.get_run(r).info.status for r in [t.interrupted_id, *t.children(t.interrupted_id).values()]
+        },
+        "steps": checkpoint.saved_iterations(t.root / t.interrupted_id / "state"),
+        "journaled": Journal(t.root / t.interrupted_id).logged_through(),
+    }
+    t.resumed = t.train(resume=True)
+    return t
+
+
+def test_interrupt_writes_a_final_checkpoint_and_marks_runs_killed(trained):
+    interval = trained.data["logging"]["interval"]
+    assert set(trained.interrupted["status"].values()) == {"KILLED"}
+    # The signal came while chunk 1's metrics were handled; chunk 2 was
+    # already running and is logged and checkpointed too: the final
+    # checkpoint is the last logged iteration.
+    steps = trained.interrupted["steps"]
+    assert steps[-1] == trained.interrupted["journaled"] == 2 * interval < trained.plan.num_iterations
+    assert steps == [interval, 2 * interval]
+    tags = trained.client.get_run(trained.interrupted_id).data.tags
+    assert tags["error"] == "interrupted (SIGINT)"
+
+
+def test_resume_continues_the_same_runs_bit_identically(trained):
+    assert trained.resumed.parent_id == trained.interrupted_id
+    parent = trained.client.get_run(trained.interrupted_id)
+    assert parent.info.status == "FINISHED"
+    assert parent.data.tags["resumed"] == "1"
+    assert parent.data.tags["resumed.1"] == f"from iteration {trained.interrupted['steps'][-1]}"
+    whole, resumed = trained.children(trained.whole.parent_id), trained.children(trained.interrupted_id)
+    steps_per_iteration = trained.plan.env_steps_per_iteration
+    for seed, run_id in whole.items():
+        expected = _history(trained.client, run_id)
+        got = _history(trained.client, resumed[seed])
+        assert set(got) == set(expected)
+        for name, points in expected.items():
+            # Whole curves, each step once, every value the same bits.
+            assert got[name] == points, (seed, name)
+        assert [s for s, _ in expected["loss"]] == [
+            i * steps_per_iteration for i in range(1, trained.plan.num_iterations + 1)
+        ]
+        assert trained.client.get_run(resumed[seed]).info.status == "FINISHED"
+    for key in ("per_seed_final", "curves", "evaluation_curves"):
+        assert trained.resumed.record.get(key) == trained.whole.record.get(key), key
+
+
+def _corrupt(step_dir: Path, how: str) -> None:
+    data = max((p for p in (step_dir / "state").rglob("*") if p.is_file()), key=lambda p: p.stat().st_size)
+    raw = data.read_bytes()
+    if how == "truncate":
+        data.write_bytes(raw[: len(raw) // 2])
+    else:
+        middle = len(raw) // 2
+        data.write_bytes(raw[:middle] + bytes(b ^ 0xFF for b in raw[middle : middle + 64]) + raw[middle + 64 :])
+
+
+@pytest.mark.parametrize("how", ["truncate", "flip"])
+def test_damaged_latest_checkpoint_falls_back_to_the_one_before(trained, how, capsys):
+    if trained.data["algorithm"] != "reinforce":
+        pytest.skip("one algorithm is enough")
+    t = trained
+    interval = t.data["logging"]["interval"]
+
+    def interrupt(chunk):
+        if chunk.last_iteration == interval:
+            signal.raise_signal(signal.SIGINT)
+
+    with pytest.raises(runner.Interrupted):
+        t.train(on_chunk=interrupt)
+    run_id = max(checkpoint.run_directories(t.root), key=lambda d: d.info["created"]).run_id
+    state = t.root / run_id / "state"
+    _corrupt(state / str(2 * interval), how)
+    capsys.readouterr()
+    code = cli.main(["run", str(t.spec_path), "--tracking-uri", t.uri, "--checkpoint-dir", str(t.root), "--resume"])
+    err = " ".join(capsys.readouterr().err.split())
+    assert code == 0, err
+    assert f"the checkpoint at iteration {2 * interval}" in err and "is damaged" in err, err
+    assert f"resuming run {run_id} from the checkpoint at iteration {interval}" in err
+    assert (t.root / run_id / "damaged").is_dir()
+    # Iterations 21-40 were recomputed from iteration 20, not logged twice,
+    # and the run is bit-identical to the uninterrupted one.
+    whole, resumed = t.children(t.whole.parent_id), t.children(run_id)
+    for seed in whole:
+        assert _history(t.client, resumed[seed]) == _history(t.client, whole[seed])
+
+
+def test_resume_under_a_changed_spec_is_refused(trained, capsys):
+    if trained.data["algorithm"] != "reinforce":
+        pytest.skip("one algorithm is enough")
+    t = trained
+
+    def interrupt(chunk):
+        if chunk.last_iteration == t.data["logging"]["interval"]:
+            signal.raise_signal(signal.SIGINT)
+
+    with pytest.raises(runner.Interrupted):
+        t.train(on_chunk=interrupt)
+    run_id = max(checkpoint.run_directories(t.root), key=lambda d: d.info["created"]).run_id
+    changed = copy.deepcopy(t.data)
+    changed["hyperparameters"]["gamma"] = 0.9
+    path = write_spec(t.tmp, changed, "changed.yaml")
+    capsys.readouterr()
+    code = cli.main(["run", str(path), "--tracking-uri", t.uri, "--checkpoint-dir", str(t.root), "--resume", run_id])
+    out, err = capsys.readouterr()
+    err = " ".join(err.split())
+    assert code == 2 and "Traceback" not in out + err
+    assert f"run {run_id} was made from another spec" in err and "hyperparameters.gamma: 0.99 -> 0.9" in err, err
+    assert t.client.get_run(run_id).info.status == "KILLED", "the refused resume touched nothing"
+
+
+def test_checkpoint_section_is_not_part_of_the_hash(tiny_spec_data):
+    base = S.spec_hash(S.parse(tiny_spec_data))
+    tiny_spec_data["checkpoint"] = {"every": 5, "keep": 1}
+    assert S.spec_hash(S.parse(tiny_spec_data)) == base
+    assert "checkpoint" not in S.flatten(S.canonical(S.parse(tiny_spec_data)))
+    assert "checkpoint: {every: 5, keep: 1}" in S.to_yaml(S.parse(tiny_spec_data))
+
+
+# ---------------------------------------------------------------------- NaN
+
+
+def _nan_after(algorithm, iteration: int):
+    """The algorithm with its loss NaN from `iteration` on (a counter in the state)."""
+
+    def init(key):
+        return algorithm.init(key), jnp.int32(0)
+
+    def step(state):
+        inner, count = state
+        inner, metrics = algorithm.step(inner)
+        count = count + 1
+        metrics = {**metrics, "loss": jnp.where(count >= iteration, jnp.nan, metrics["loss"])}
+        return (inner, count), metrics
+
+    return algorithm._replace(init=init, step=step)
+
+
+def test_nan_stops_the_run_failed_and_keeps_the_last_good_checkpoint(tmp_path, capsys):
+    data = copy.deepcopy(TINY_SPEC) | {"logging": {"interval": 5}, "checkpoint": {"every": 5, "keep": 10}}
+    data["name"] = "ckpt_nan"
+    plan = build.build(S.parse(data))
+    plan = plan._replace(algorithm=_nan_after(plan.algorithm, 13))
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    with pytest.raises(runner.NonFiniteMetricError) as raised:
+        cli.train_and_log(plan, uri, progress=False, live_metrics=False, checkpoint_dir=tmp_path / "c")
+    assert raised.value.metric == "loss" and raised.value.iteration == 13
+    assert "metric 'loss' is nan at iteration 13" in str(raised.value)
+    (directory,) = checkpoint.run_directories(tmp_path / "c")
+    steps = checkpoint.saved_iterations(directory.state_dir)
+    # Chunks end at 5, 10, 15: the state after 15 has the NaN and is not saved.
+    assert steps == [5, 10]
+    assert not list(directory.state_dir.glob("*tmp*"))
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"the last checkpoint is at iteration 10 ({directory.state_dir})" in err
+    client = MlflowClient(tracking_uri=uri)
+    runs = client.search_runs([client.get_experiment_by_name("ckpt_nan").experiment_id])
+    assert {r.info.status for r in runs} == {"FAILED"} and len(runs) == 3
+    assert all("metric 'loss' is nan at iteration 13" in r.data.tags["error"] for r in runs)
+    assert directory.info["status"] == "FAILED"
+
+
+# ------------------------------------------------------------------ SIGTERM
+
+
+def test_sigterm_checkpoints_marks_runs_killed_and_exits_143(tmp_path, tiny_spec_data):
+    tiny_spec_data["budget"]["env_steps"] = 10**9  # far more than the test waits for
+    tiny_spec_data["checkpoint"] = {"every": 1000, "keep": 2}
+    path = write_spec(tmp_path, tiny_spec_data)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness", "run", str(path), "--tracking-uri", uri, "--no-progress"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    root = tmp_path / "checkpoints"
+    try:
+        deadline = time.monotonic() + 240
+        while not any(root.glob("*/journal.jsonl")) or os.path.getsize(next(root.glob("*/journal.jsonl"))) == 0:
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "training did not start"
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err and "interrupted (SIGTERM)" in err
+    (directory,) = checkpoint.run_directories(root)
+    journaled = Journal(directory.path).logged_through()
+    steps = checkpoint.saved_iterations(directory.state_dir)
+    assert journaled >= 20 and steps == [journaled], "the final checkpoint is the last logged iteration"
+    assert f"--resume {directory.run_id}" in " ".join(err.split())
+    client = MlflowClient(tracking_uri=uri)
+    runs = client.search_runs([client.get_experiment_by_name(tiny_spec_data["name"]).experiment_id])
+    assert len(runs) == 3 and {r.info.status for r in runs} == {"KILLED"}
+    assert {r.data.tags["error"] for r in runs} == {"interrupted (SIGTERM)"}
+    child = next(r for r in runs if r.data.tags.get("seed") == "0")
+    assert len(client.get_metric_history(child.info.run_id, "loss")) == journaled
+    assert directory.info["status"] == "KILLED"
+
+
+# ------------------------------------------------------------ unit: leaves
+
+
+def test_typed_keys_and_empty_leaves_round_trip(tmp_path):
+    import jax
+
+    state = {
+        "key": jax.random.split(jax.random.key(3), 4),
+        "x": jnp.arange(6.0).reshape(2, 3),
+        "empty": jnp.zeros((2, 0), jnp.int32),
+    }
+    with checkpoint.opened(tmp_path / "state", every=1, keep=2, spec_hash="h") as ckpt:
+        ckpt.save(ckpt.snapshot(state), 1, final=True)
+    template = jax.tree.map(jnp.zeros_like, {**state, "key": jax.random.split(jax.random.key(0), 4)})
+    with checkpoint.opened(tmp_path / "state", every=1, keep=2, spec_hash="h") as ckpt:
+        restored, step = ckpt.restore_latest(template, [])
+    assert step == 1
+    assert jax.random.key_impl(restored["key"]) == jax.random.key_impl(state["key"])
+    np.testing.assert_array_equal(jax.random.key_data(restored["key"]), jax.random.key_data(state["key"]))
+    np.testing.assert_array_equal(restored["x"], state["x"])
+    assert restored["empty"].shape == (2, 0)
+    with (
+        checkpoint.opened(tmp_path / "state", every=1, keep=2, spec_hash="other") as other,
+        pytest.raises(checkpoint.CheckpointError, match="made from another spec"),
+    ):
+        other.restore_latest(template, [])
+
+
+def test_unreachable_tracking_server_is_reported_quickly_before_compiling(tmp_path, capsys, tiny_spec_data):
+    from conftest import free_port
+
+    path = write_spec(tmp_path, tiny_spec_data)
+    started = time.monotonic()
+    code = cli.main(["run", str(path), "--tracking-uri", f"http://127.0.0.1:{free_port()}", "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and "cannot use the MLflow tracking store" in err and "Connection refused" in err
+    assert "Traceback" not in err and "compiled" not in err
+    assert time.monotonic() - started < 30
+    assert tracking.DEFAULT_TRACKING_URI  # the default store is untouched by this

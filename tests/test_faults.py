@@ -1,0 +1,142 @@
+"""Tracking store faults, against real stores: a real `mlflow server` on
+127.0.0.1 that goes away in the middle of a run (and comes back for `harness
+sync`), and several `harness run` processes writing to one store at once."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import TINY_SPEC, MlflowServer, write_spec
+from mlflow.tracking import MlflowClient
+
+from harness import cli
+from harness.journal import Journal
+
+METRICS = ("loss", "policy_loss", "value_loss", "entropy", "grad_norm", "episode_return")
+
+
+def _harness(*argv: str, cwd: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "harness", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(Path(cli.__file__).resolve().parent.parent)},
+    )
+
+
+def _check_complete(client: MlflowClient, experiment: str, iterations: int, steps: int, runs: int) -> None:
+    """Every run FINISHED, every per-iteration metric whole, each step once."""
+    found = client.search_runs([client.get_experiment_by_name(experiment).experiment_id], max_results=1000)
+    parents = [r for r in found if "mlflow.parentRunId" not in r.data.tags]
+    children = [r for r in found if "mlflow.parentRunId" in r.data.tags]
+    assert len(parents) == runs and len(children) == 2 * runs
+    assert {r.info.status for r in found} == {"FINISHED"}
+    for parent in parents:
+        assert "final_episode_return" in parent.data.metrics and "sps" in parent.data.metrics
+        assert {a.path for a in client.list_artifacts(parent.info.run_id)} >= {"spec.yaml", "results.json"}
+    for child in children:
+        for name in METRICS:
+            history = [m.step for m in client.get_metric_history(child.info.run_id, name)]
+            assert sorted(history) == [i * steps for i in range(1, iterations + 1)], (child.info.run_id, name)
+
+
+def test_server_going_away_mid_run_loses_nothing(tmp_path):
+    server = MlflowServer(tmp_path / "server-store")
+    server.directory.mkdir()
+    server.start()
+    data = copy.deepcopy(TINY_SPEC) | {"name": "server_goes_away"}
+    iterations = 1000
+    data["budget"] = {"env_steps": iterations * 16 * 32}
+    spec = write_spec(tmp_path, data)
+    root = tmp_path / "checkpoints"
+    proc = _harness(
+        *("run", str(spec), "--tracking-uri", server.uri, "--live-metrics", "--no-progress"),
+        *("--checkpoint-dir", str(root)),
+        cwd=tmp_path,
+    )
+    try:
+        # Once a few chunks reached the server, it goes away.
+        deadline = time.monotonic() + 240
+        while not list(root.glob("*/uploaded.json")) or json.loads(next(root.glob("*/uploaded.json")).read_text())[
+            "seq"
+        ] < 3:
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "no metric reached the server"
+            time.sleep(0.1)
+        server.stop()
+        out, err = proc.communicate(timeout=300)
+    finally:
+        proc.kill()
+        server.stop()
+    err = " ".join(err.split())
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err
+    (run_dir,) = [p.parent for p in root.glob("*/run.json")]
+    run_id = run_dir.name
+    assert "could not be reached" in err and f"harness sync {run_id}" in err
+    journal = Journal(run_dir)
+    assert journal.logged_through() == iterations, "training went on to the end"
+    assert journal.pending(), "what the server did not get is left in the journal"
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "FINISHED"
+
+    # The server comes back (same port, same store); harness sync uploads the rest.
+    server.start()
+    try:
+        sync = _harness("sync", run_id, "--checkpoint-dir", str(root), cwd=tmp_path)
+        out, err = sync.communicate(timeout=300)
+        assert sync.returncode == 0, err
+        assert f"run {run_id}:" in out and "uploaded" in out
+        assert not journal.__class__(run_dir).pending() and not (run_dir / "pending.json").exists()
+        client = MlflowClient(tracking_uri=server.uri)
+        _check_complete(client, data["name"], iterations, 16 * 32, runs=1)
+        # Values too: what the journal holds is what the store holds.
+        info = json.loads((run_dir / "run.json").read_text())
+        child = info["child_run_ids"]["1"]
+        stored = {m.step: m.value for m in client.get_metric_history(child, "loss")}
+        for entry in journal.entries:
+            if entry["kind"] == "iterations":
+                for k, row in enumerate(entry["metrics"]["loss"]):
+                    assert stored[(entry["first"] + k) * 16 * 32] == row[1]
+        # A second sync has nothing left to do.
+        again = _harness("sync", "--checkpoint-dir", str(root), "--tracking-uri", server.uri, cwd=tmp_path)
+        out, err = again.communicate(timeout=120)
+        assert again.returncode == 0 and "nothing to sync" in out, out + err
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("store", ["sqlite", "server"])
+def test_concurrent_runs_into_one_store_all_complete(tmp_path, store, request):
+    """Four `harness run` processes at once, streaming metrics into one store:
+    a SQLite file none of them finds (so all four create it), or a local
+    server; the same experiment, created by whichever comes first."""
+    if store == "server":
+        uri = request.getfixturevalue("server")
+        name = "concurrent_server"
+    else:
+        uri = f"sqlite:///{tmp_path / 'shared.db'}"
+        name = "concurrent_sqlite"
+    data = copy.deepcopy(TINY_SPEC) | {"name": name}
+    spec = write_spec(tmp_path, data)
+    procs = [
+        _harness(
+            *("run", str(spec), "--tracking-uri", uri, "--live-metrics", "--no-progress"),
+            *("--checkpoint-dir", str(tmp_path / "checkpoints")),
+            cwd=tmp_path,
+        )
+        for _ in range(4)
+    ]
+    outputs = [proc.communicate(timeout=600) for proc in procs]
+    for proc, (out, err) in zip(procs, outputs, strict=True):
+        assert proc.returncode == 0, err
+        assert "locked" not in err and "Traceback" not in err, err
+    _check_complete(MlflowClient(tracking_uri=uri), name, 80, 16 * 32, runs=4)

@@ -26,6 +26,7 @@ and moved aside, and the one before it is used.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import json
 import os
@@ -245,7 +246,7 @@ def _fill(template: Any, leaves: dict[str, np.ndarray], paths: list[str]) -> Any
 
 class SaveTiming(NamedTuple):
     iteration: int
-    blocking_seconds: float  # the host copy and handing it to orbax: the training loop waits for this
+    blocking_seconds: float  # the host copy and handing it to the writer thread: the training loop waits for this
     final: bool
 
 
@@ -256,8 +257,8 @@ class Checkpointer:
 
     Saves are asynchronous: the training loop waits only for the host copy
     (`snapshot`, which also makes the save safe from the next chunk's buffer
-    donation) and for orbax to take it; the files are written in the
-    background. A checkpoint is complete on disk only after orbax renamed its
+    donation); checksums and orbax's save run in a writer thread, one save
+    at a time. A checkpoint is complete on disk only after orbax renamed its
     temporary folder, so an interrupted write is never mistaken for one.
     `close()` (or leaving the `with` block) waits for writes in flight."""
 
@@ -280,6 +281,8 @@ class Checkpointer:
         except Exception as error:  # noqa: BLE001  (filesystem problems come in many kinds)
             raise CheckpointError(f"cannot use the checkpoint directory {self.directory}: {error}") from None
         self._ocp = ocp
+        self._writer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="checkpoint-writer")
+        self._pending: list[concurrent.futures.Future] = []
         self._mark = max(self.manager.all_steps(), default=0)  # the last iteration a save was due at
 
     def __enter__(self) -> Checkpointer:
@@ -297,13 +300,27 @@ class Checkpointer:
         return True
 
     def snapshot(self, state: Any) -> tuple[Snapshot, float]:
+        """The host copy, and the seconds it took (the loop waits for it)."""
         started = time.perf_counter()
-        return snapshot(state), started
+        host = snapshot(state)
+        return host, time.perf_counter() - started
 
     def save(self, taken: tuple[Snapshot, float], last_iteration: int, *, final: bool = False) -> None:
-        """Write the snapshot as the checkpoint after `last_iteration`;
-        asynchronously, unless `final` (then it is on disk on return)."""
-        host, started = taken
+        """Write the snapshot as the checkpoint after `last_iteration`: in
+        the writer thread, while training goes on; with `final`, on disk on
+        return. A write that failed raises CheckpointError here or in
+        `close()`."""
+        host, copy_seconds = taken
+        started = time.perf_counter()
+        self._raise_failure()
+        self._pending.append(self._writer.submit(self._write, host, last_iteration))
+        self.timings.append(SaveTiming(last_iteration, copy_seconds + time.perf_counter() - started, final))
+        if final:
+            self.wait()
+
+    def _write(self, host: Snapshot, last_iteration: int) -> None:
+        """orbax's save, in the writer thread (orbax's own setup for a save
+        takes tens of milliseconds that the training loop need not wait for)."""
         if last_iteration in self.manager.all_steps():
             return
         # orbax does not store empty arrays; their shape and dtype say it all.
@@ -324,16 +341,28 @@ class Checkpointer:
             args=ocp.args.Composite(state=ocp.args.PyTreeSave(stored), meta=ocp.args.JsonSave(meta)),
             force=True,
         )
-        self.timings.append(SaveTiming(last_iteration, time.perf_counter() - started, final))
-        if final:
-            self.manager.wait_until_finished()
+        self.manager.wait_until_finished()
+
+    def _raise_failure(self) -> None:
+        done = [f for f in self._pending if f.done()]
+        self._pending = [f for f in self._pending if not f.done()]
+        for future in done:
+            error = future.exception()
+            if error is not None:
+                raise CheckpointError(f"writing a checkpoint to {self.directory} failed: {error}") from error
 
     def wait(self) -> None:
-        self.manager.wait_until_finished()
+        """Until every save so far is on disk."""
+        for future in list(self._pending):
+            future.exception()
+        self._raise_failure()
 
     def close(self) -> None:
-        self.manager.wait_until_finished()
-        self.manager.close()
+        try:
+            self.wait()
+        finally:
+            self._writer.shutdown(wait=True)
+            self.manager.close()
 
     # ----------------------------------------------------------- restoring
 

@@ -66,9 +66,10 @@ def test_server_going_away_mid_run_loses_nothing(tmp_path):
     try:
         # Once a few chunks reached the server, it goes away.
         deadline = time.monotonic() + 240
-        while not list(root.glob("*/uploaded.json")) or json.loads(next(root.glob("*/uploaded.json")).read_text())[
-            "seq"
-        ] < 3:
+        while (
+            not list(root.glob("*/uploaded.json"))
+            or json.loads(next(root.glob("*/uploaded.json")).read_text())["seq"] < 3
+        ):
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, "no metric reached the server"
             time.sleep(0.1)
@@ -136,7 +137,7 @@ def test_concurrent_runs_into_one_store_all_complete(tmp_path, store, request):
         for _ in range(4)
     ]
     outputs = [proc.communicate(timeout=600) for proc in procs]
-    for proc, (out, err) in zip(procs, outputs, strict=True):
+    for proc, (_, err) in zip(procs, outputs, strict=True):
         assert proc.returncode == 0, err
         assert "locked" not in err and "Traceback" not in err, err
     _check_complete(MlflowClient(tracking_uri=uri), name, 80, 16 * 32, runs=4)

@@ -1,8 +1,10 @@
-"""`harness run | validate | publish | reproduce | compare`.
+"""`harness run | validate | publish | reproduce | compare | sync`.
 
-User errors (a bad spec, an unusable tracking store) print one message and
-exit non-zero without a traceback; nothing is logged to MLflow for a spec that
-does not validate.
+User errors (a bad spec, an unusable tracking store, a checkpoint that cannot
+be resumed) print one message and exit 2 without a traceback; nothing is
+logged to MLflow for a spec that does not validate. A run that fails (a NaN,
+a crash) exits 1; Ctrl-C exits 130 and SIGTERM 143, after a final
+checkpoint.
 """
 
 from __future__ import annotations

@@ -6,6 +6,11 @@ iterations fully on the device and returns every iteration's metrics
 apart; steps per second count only steady-state chunks. The host loop
 dispatches chunk i+1 before it reads chunk i's metrics, so logging and the
 progress bar overlap with the device's work instead of stalling it.
+
+Between chunks it also checkpoints (a `Checkpointer`, see
+harness.checkpoint), acts on SIGINT/SIGTERM (a final checkpoint, then
+`Interrupted`), and resumes from a restored state (`start`) in the same
+chunks an uninterrupted run would have, so a resumed run is bit-identical.
 """
 
 from __future__ import annotations

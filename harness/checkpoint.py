@@ -300,7 +300,10 @@ class Checkpointer:
         return True
 
     def snapshot(self, state: Any) -> tuple[Snapshot, float]:
-        """The host copy, and the seconds it took (the loop waits for it)."""
+        """The host copy, and the seconds the copy took (the loop waits for
+        it; the wait for the chunk to finish computing is not counted: the
+        loop waits for that anyway, for the chunk's metrics)."""
+        state = jax.block_until_ready(state)
         started = time.perf_counter()
         host = snapshot(state)
         return host, time.perf_counter() - started

@@ -22,12 +22,12 @@ from pathlib import Path
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import TINY_SPEC, write_spec
+from conftest import TINY_SPEC, train, write_spec
 from mlflow.tracking import MlflowClient
 from test_alphazero import TINY_AZ
 from test_ppo import TINY_PPO
 
-from harness import build, checkpoint, cli, runner, tracking
+from harness import build, checkpoint, cli, results, runner, tracking
 from harness import spec as S
 from harness.journal import Journal
 
@@ -41,6 +41,23 @@ SPECS = {
 for name, data in SPECS.items():
     data["name"] = f"ckpt_{name}"
     data["checkpoint"] = {"every": data["logging"]["interval"], "keep": 3}
+
+
+def _expected(result: runner.RunResult, seeds, steps_per_iteration: int) -> dict[str, dict]:
+    """Per seed, what an uninterrupted run logs: (step, value) per metric."""
+    out = {}
+    for s, seed in enumerate(seeds):
+        curves = {
+            name: [((i + 1) * steps_per_iteration, float(v)) for i, v in enumerate(values[:, s])]
+            for name, values in result.metrics.items()
+        }
+        for name, values in result.evaluation.items():
+            curves[name] = [
+                (it * steps_per_iteration, float(v))
+                for it, v in zip(result.evaluation_iterations, values[:, s], strict=True)
+            ]
+        out[str(seed)] = curves
+    return out
 
 
 def _history(client: MlflowClient, run_id: str) -> dict[str, list[tuple[int, float]]]:
@@ -77,7 +94,13 @@ class Trained:
 @pytest.fixture(scope="module", params=list(SPECS))
 def trained(request, tmp_path_factory):
     t = Trained(tmp_path_factory.mktemp(f"ckpt-{request.param}"), SPECS[request.param])
-    t.whole = t.train()
+    # The uninterrupted run: the runner alone (as `harness run` trains);
+    # the reinforce one is the session's tiny run of the same spec.
+    if request.param == "reinforce":
+        t.whole_plan, t.whole = request.getfixturevalue("tiny_run")
+    else:
+        t.whole_plan, t.whole = train(copy.deepcopy(t.data))
+    t.expected = _expected(t.whole, t.plan.spec.seeds, t.plan.env_steps_per_iteration)
     interval = t.data["logging"]["interval"]
     stop_after = interval  # a real SIGINT, noted between chunks
 
@@ -118,10 +141,9 @@ def test_resume_continues_the_same_runs_bit_identically(trained):
     assert parent.info.status == "FINISHED"
     assert parent.data.tags["resumed"] == "1"
     assert parent.data.tags["resumed.1"] == f"from iteration {trained.interrupted['steps'][-1]}"
-    whole, resumed = trained.children(trained.whole.parent_id), trained.children(trained.interrupted_id)
+    resumed = trained.children(trained.interrupted_id)
     steps_per_iteration = trained.plan.env_steps_per_iteration
-    for seed, run_id in whole.items():
-        expected = _history(trained.client, run_id)
+    for seed, expected in trained.expected.items():
         got = _history(trained.client, resumed[seed])
         assert set(got) == set(expected)
         for name, points in expected.items():
@@ -131,8 +153,8 @@ def test_resume_continues_the_same_runs_bit_identically(trained):
             i * steps_per_iteration for i in range(1, trained.plan.num_iterations + 1)
         ]
         assert trained.client.get_run(resumed[seed]).info.status == "FINISHED"
-    for key in ("per_seed_final", "curves", "evaluation_curves"):
-        assert trained.resumed.record.get(key) == trained.whole.record.get(key), key
+    whole_finals = {str(seed): v for seed, v in results.per_seed_final(trained.whole_plan, trained.whole).items()}
+    assert trained.resumed.record["per_seed_final"] == whole_finals
 
 
 def _corrupt(step_dir: Path, how: str) -> None:
@@ -177,9 +199,9 @@ def test_damaged_checkpoints_fall_back_to_the_newest_good_one(trained, capsys):
     assert len(list((t.root / run_id / "damaged").iterdir())) == 2
     # Iterations 21-60 were recomputed from iteration 20, not logged twice,
     # and the run is bit-identical to the uninterrupted one.
-    whole, resumed = t.children(t.whole.parent_id), t.children(run_id)
-    for seed in whole:
-        assert _history(t.client, resumed[seed]) == _history(t.client, whole[seed])
+    resumed = t.children(run_id)
+    for seed, expected in t.expected.items():
+        assert _history(t.client, resumed[seed]) == expected
     assert t.client.get_run(run_id).info.status == "FINISHED"
 
 

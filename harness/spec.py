@@ -120,6 +120,24 @@ class TrackingSpec(_Model):
     uri: str | None = Field(default=None, description="MLflow tracking URI; sqlite:///mlflow.db if unset")
 
 
+class DevicesSpec(_Model):
+    """Where a spec runs, not what it computes: left out of the spec hash,
+    since the curves are the same on any number of devices (up to float
+    reduction order). The devices form a mesh `seed_axis x data_axis`: seeds
+    are spread over `seed`, each seed's env batch over `data`."""
+
+    count: int | Literal["all"] = Field(default=1, description="devices to use: a number, or all (every process's)")
+    seed_axis: int | None = Field(default=None, gt=0, description="devices along the seed axis (default: 1)")
+    data_axis: int | None = Field(default=None, gt=0, description="devices along the data axis (default: the rest)")
+
+    @field_validator("count")
+    @classmethod
+    def _positive_count(cls, count: int | str) -> int | str:
+        if isinstance(count, int) and count < 1:
+            raise ValueError("count must be at least 1, or all")
+        return count
+
+
 class ReinforceHyperparameters(_Model):
     num_envs: int = Field(default=16, gt=0, description="B: envs stepped in parallel per seed")
     num_steps: int = Field(default=32, gt=0, description="T: steps per rollout fragment")
@@ -197,6 +215,7 @@ class _SpecBase(_Model):
     optimizer: OptimizerSpec = OptimizerSpec()
     logging: LoggingSpec = LoggingSpec()
     tracking: TrackingSpec = TrackingSpec()
+    devices: DevicesSpec = DevicesSpec()
 
     @field_validator("seeds", mode="before")
     @classmethod
@@ -282,9 +301,17 @@ SPEC_MODELS: dict[str, type[_SpecBase]] = {"reinforce": ReinforceSpec, "ppo": PP
 # ---------------------------------------------------------------- canonical
 
 
+# Sections that say where or how a spec runs, not what it computes: they are
+# not part of the canonical form, so they do not change the spec hash.
+RUNTIME_SECTIONS = ("devices",)
+
+
 def canonical(spec: _SpecBase) -> dict[str, Any]:
-    """The resolved spec as plain JSON-able data, in the model's key order."""
+    """The resolved spec as plain JSON-able data, in the model's key order,
+    without the runtime sections."""
     data = spec.model_dump(mode="json")
+    for section in RUNTIME_SECTIONS:
+        data.pop(section, None)
     return {"algorithm": data.pop("algorithm"), **data} if "algorithm" in data else data
 
 
@@ -297,8 +324,10 @@ def spec_hash(spec: _SpecBase) -> str:
 
 
 def to_yaml(spec: _SpecBase) -> str:
+    """The resolved spec, runtime sections included."""
     data = canonical(spec)
-    ordered = {"name": data.pop("name"), "algorithm": data.pop("algorithm"), **data}
+    runtime = {section: getattr(spec, section).model_dump(mode="json") for section in RUNTIME_SECTIONS}
+    ordered = {"name": data.pop("name"), "algorithm": data.pop("algorithm"), **data, **runtime}
     return yaml.safe_dump(ordered, sort_keys=False, default_flow_style=None)
 
 

@@ -33,7 +33,7 @@ import jax.numpy as jnp
 import mctx
 import optax
 
-from algorithms import base
+from algorithms import base, parallel
 from algorithms.base import Environment, TimeStep
 from algorithms.networks import make_az_network, masked_logits
 
@@ -100,19 +100,38 @@ def buffer_end_episodes(buffer: Buffer, terminated: jax.Array, truncated: jax.Ar
     )
 
 
-def buffer_sample(buffer: Buffer, key: jax.Array, size: int):
+def buffer_sample(buffer: Buffer, key: jax.Array, size: int, axis_name: str | None = None):
     """`size` moves drawn uniformly (with replacement) from those with
-    targets; `weight` is 0 for every draw when there are none yet."""
-    ready = buffer.ready.reshape(-1)
+    targets; `weight` is 0 for every draw when there are none yet.
+
+    Under `axis_name` the buffer's rows are sharded: the draw is made over the
+    global buffer, and each shard gets its `size / D` part of the draws
+    (wherever their rows live)."""
+    ready = parallel.all_gather(buffer.ready, axis_name).reshape(-1)
     count = ready.sum()
     probabilities = jnp.where(count > 0, ready / jnp.maximum(count, 1), 1.0 / ready.shape[0])
     index = jax.random.choice(key, ready.shape[0], (size,), p=probabilities)
+    weight = (count > 0).astype(jnp.float32) * ready[parallel.local_slice(index, axis_name)].astype(jnp.float32)
+    fields = (buffer.observation, buffer.policy, buffer.value)
+    if axis_name is None:
+        observation, policy, value = (x.reshape(-1, *x.shape[2:])[index] for x in fields)
+        return observation, policy, value, weight
+    # Each shard fills in the draws from its own rows (zeros elsewhere); a
+    # reduce-scatter sums them and hands every shard its part.
+    rows, capacity = buffer.ready.shape
+    row, column = jnp.divmod(index, capacity)
+    local_row = row - parallel.index(axis_name) * rows
+    mine = (local_row >= 0) & (local_row < rows)
+    local_row = jnp.clip(local_row, 0, rows - 1)
 
     def take(x):
-        return x.reshape(-1, *x.shape[2:])[index]
+        values = x[local_row, column]
+        return jnp.where(mine.reshape(-1, *[1] * (values.ndim - 1)), values, 0)
 
-    weight = (count > 0).astype(jnp.float32) * take(buffer.ready).astype(jnp.float32)
-    return take(buffer.observation), take(buffer.policy), take(buffer.value), weight
+    observation, policy, value = jax.lax.psum_scatter(
+        tuple(take(x) for x in fields), axis_name, scatter_dimension=0, tiled=True
+    )
+    return observation, policy, value, weight
 
 
 # ------------------------------------------------------------ ranked reward
@@ -132,16 +151,18 @@ def ranked_memory_init(num_envs: int, memory: int) -> RankedMemory:
     )
 
 
-def ranked_threshold(memory: RankedMemory, quantile: float) -> jax.Array:
-    """The `quantile` of the remembered returns; -inf while there are none."""
-    values = jnp.where(memory.valid, memory.returns, jnp.nan).reshape(-1)
+def ranked_threshold(memory: RankedMemory, quantile: float, axis_name: str | None = None) -> jax.Array:
+    """The `quantile` of the remembered returns (of every shard's rows); -inf
+    while there are none."""
+    valid, returns = parallel.all_gather((memory.valid, memory.returns), axis_name)
+    values = jnp.where(valid, returns, jnp.nan).reshape(-1)
     threshold = jnp.nanquantile(values, quantile)
-    return jnp.where(memory.valid.any(), threshold, -jnp.inf)
+    return jnp.where(valid.any(), threshold, -jnp.inf)
 
 
-def ranked_reward(returns: jax.Array, threshold: jax.Array, key: jax.Array) -> jax.Array:
+def ranked_reward(returns: jax.Array, threshold: jax.Array, key: jax.Array, axis_name: str | None = None) -> jax.Array:
     """+1 above the threshold, -1 below, a fair coin on a tie."""
-    coin = jnp.where(jax.random.bernoulli(key, 0.5, returns.shape), 1.0, -1.0)
+    coin = jnp.where(parallel.bernoulli(key, 0.5, returns.shape, axis_name), 1.0, -1.0)
     return jnp.where(returns > threshold, 1.0, jnp.where(returns < threshold, -1.0, coin))
 
 
@@ -168,10 +189,12 @@ class Games(NamedTuple):
 
 
 def make_search(config: Any, env: Environment, net: Any):
-    """`search(params, key, games, threshold, explore) -> (action [B], policy [B, A])`.
+    """`search(params, keys [B], games, threshold, explore) -> (action [B], policy [B, A])`.
 
-    With `explore`, self-play's noise is on (Gumbel noise, or Dirichlet noise
-    and visit-count sampling at `temperature`); without, the search is
+    Each game is searched with its own key, so a game's search does not
+    depend on which other games share the batch (or the device). With
+    `explore`, self-play's noise is on (Gumbel noise, or Dirichlet noise and
+    visit-count sampling at `temperature`); without, the search is
     deterministic and returns its best action.
     """
     single_player = env.num_players == 1
@@ -180,7 +203,7 @@ def make_search(config: Any, env: Environment, net: Any):
         logits, value = net.apply(params, timestep.observation)
         return masked_logits(logits, timestep.legal_action_mask), value
 
-    def search(params, key, games: Games, threshold: jax.Array, explore: bool):
+    def search_batch(params, key, games: Games, threshold: jax.Array, explore: bool):
         num_games = games.length.shape[0]
 
         def recurrent_fn(params, key, action, embedding):
@@ -241,6 +264,13 @@ def make_search(config: Any, env: Environment, net: Any):
         action = out.action if explore else jnp.argmax(out.action_weights, axis=-1)
         return action, out.action_weights
 
+    def search(params, keys: jax.Array, games: Games, threshold: jax.Array, explore: bool):
+        def one(key, game):
+            action, policy = search_batch(params, key, jax.tree.map(lambda x: x[None], game), threshold, explore)
+            return action[0], policy[0]
+
+        return jax.vmap(one)(keys, games)
+
     return search
 
 
@@ -278,9 +308,11 @@ def greedy_player(env: Environment):
     return act
 
 
-def start_games(env: Environment, key: jax.Array, num_games: int) -> Games:
-    env_state, timestep = jax.vmap(env.reset)(jax.random.split(key, num_games))
-    return Games(env_state, timestep, jnp.zeros(num_games, jnp.float32), jnp.zeros(num_games, jnp.int32))
+def start_games(env: Environment, key: jax.Array, num_games: int, axis_name: str | None = None) -> Games:
+    """`num_games` new games (this shard's part of them, under `axis_name`)."""
+    env_state, timestep = jax.vmap(env.reset)(parallel.split(key, num_games, axis_name))
+    local = parallel.local_count(num_games, axis_name)
+    return Games(env_state, timestep, jnp.zeros(local, jnp.float32), jnp.zeros(local, jnp.int32))
 
 
 def play(env: Environment, key: jax.Array, num_games: int, agent, opponent):
@@ -395,6 +427,18 @@ def updates_per_step(config: Any) -> int:
     return config.train_steps
 
 
+def check_shards(config: Any, network: Any, shards: int) -> tuple[str, str] | None:
+    del network
+    if config.num_envs % shards:
+        return "num_envs", f"num_envs ({config.num_envs}) does not split over {shards} data-parallel devices"
+    if config.train_batch_size % shards:
+        return (
+            "train_batch_size",
+            f"train_batch_size ({config.train_batch_size}) does not split over {shards} data-parallel devices",
+        )
+    return None
+
+
 def check_env(config: Any, env: Environment) -> str | None:
     del config
     if not env.discrete_actions:
@@ -419,6 +463,7 @@ def make_alphazero(
     evaluation = config.evaluation
 
     def init(key: jax.Array) -> AlphaZeroState:
+        local_envs = parallel.local_count(config.num_envs, axis_name)
         net_key, games_key, key = jax.random.split(key, 3)
         params = net.init(net_key, jnp.zeros(env.observation_shape, jnp.float32))
         pool = None
@@ -434,9 +479,9 @@ def make_alphazero(
         return AlphaZeroState(
             params=params,
             opt_state=optimizer.init(params),
-            games=start_games(env, games_key, config.num_envs),
-            buffer=buffer_init(config.num_envs, config.capacity, env.observation_shape, env.num_actions),
-            ranked=ranked_memory_init(config.num_envs, config.ranked_reward.memory),
+            games=start_games(env, games_key, config.num_envs, axis_name),
+            buffer=buffer_init(local_envs, config.capacity, env.observation_shape, env.num_actions),
+            ranked=ranked_memory_init(local_envs, config.ranked_reward.memory),
             stats=SelfPlayStats(zero, zero, zero),
             pool=pool,
             key=key,
@@ -445,19 +490,24 @@ def make_alphazero(
         )
 
     def self_play(params, games: Games, buffer: Buffer, ranked: RankedMemory, key: jax.Array):
-        threshold = ranked_threshold(ranked, config.ranked_reward.quantile) if single_player else jnp.zeros(())
+        if single_player:
+            threshold = ranked_threshold(ranked, config.ranked_reward.quantile, axis_name)
+        else:
+            threshold = jnp.zeros(())
 
         def move(carry, key):
             games, buffer, ranked = carry
             search_key, env_key, coin_key = jax.random.split(key, 3)
-            action, policy = search(params, search_key, games, threshold, explore=True)
+            search_keys = parallel.split(search_key, config.num_envs, axis_name)
+            action, policy = search(params, search_keys, games, threshold, explore=True)
             timestep = games.timestep
             buffer = buffer_add(buffer, timestep.observation, policy, timestep.current_player)
-            env_state, next_ts = jax.vmap(env.step)(games.env_state, action, jax.random.split(env_key, config.num_envs))
+            env_keys = parallel.split(env_key, config.num_envs, axis_name)
+            env_state, next_ts = jax.vmap(env.step)(games.env_state, action, env_keys)
             done = next_ts.terminated | next_ts.truncated
             episode_return = games.episode_return + next_ts.reward[:, 0]
             if single_player:
-                outcome = ranked_reward(episode_return, threshold, coin_key)[:, None]
+                outcome = ranked_reward(episode_return, threshold, coin_key, axis_name)[:, None]
                 ranked = ranked_memory_add(ranked, episode_return, next_ts.terminated)
             else:
                 outcome = next_ts.reward
@@ -474,24 +524,29 @@ def make_alphazero(
 
         keys = jax.random.split(key, config.collection_steps)
         (games, buffer, ranked), ended = jax.lax.scan(move, (games, buffer, ranked), keys)
-        return games, buffer, ranked, jax.tree.map(jnp.sum, ended), threshold
+        ended = parallel.psum(jax.tree.map(jnp.sum, ended), axis_name)
+        return games, buffer, ranked, ended, threshold
 
-    def loss_fn(params, observation, policy, value, weight):
+    def loss_fn(params, observation, policy, value, weight, total):
+        """This shard's part of the minibatch's loss: sums over its draws,
+        divided by the weight `total` of all of them, so that the shards'
+        losses (and gradients) add up to the minibatch's."""
         logits, predicted = train_net.apply(params, observation)
-        total = jnp.maximum(weight.sum(), 1.0)
         policy_loss = jnp.sum(weight * optax.softmax_cross_entropy(logits, policy)) / total
         value_loss = jnp.sum(weight * (predicted - value) ** 2) / total
         l2 = 0.5 * sum(jnp.sum(p**2) for p in jax.tree.leaves(params))
+        if parallel.size(axis_name) > 1:
+            l2 = l2 / parallel.size(axis_name)
         loss = policy_loss + config.value_coef * value_loss + config.l2_coef * l2
         return loss, {"loss": loss, "policy_loss": policy_loss, "value_loss": value_loss}
 
     def train(params, opt_state, buffer: Buffer, key: jax.Array, apply: jax.Array):
         def update(carry, key):
             params, opt_state = carry
-            batch = buffer_sample(buffer, key, config.train_batch_size)
-            grads, aux = jax.grad(loss_fn, has_aux=True)(params, *batch)
-            if axis_name is not None:
-                grads = jax.lax.pmean(grads, axis_name)
+            batch = buffer_sample(buffer, key, config.train_batch_size, axis_name)
+            total = jnp.maximum(parallel.psum(batch[-1].sum(), axis_name), 1.0)
+            grads, aux = jax.grad(loss_fn, has_aux=True)(params, *batch, total)
+            grads, aux = parallel.psum((grads, aux), axis_name)
             aux = dict(aux, grad_norm=optax.global_norm(grads))
             updates, new_opt_state = optimizer.update(grads, opt_state, params)
             new = (optax.apply_updates(params, updates), new_opt_state)
@@ -521,7 +576,7 @@ def make_alphazero(
             metrics,
             episode_length=stats.length,
             games_finished=ended["count"].astype(jnp.float32),
-            buffer_ready=buffer.ready.mean(),
+            buffer_ready=parallel.pmean(buffer.ready.mean(), axis_name),
         )
         if single_player:
             metrics.update(
@@ -530,8 +585,6 @@ def make_alphazero(
             )
         else:
             metrics.update(draw_rate=stats.draw_rate)
-        if axis_name is not None:
-            metrics = jax.lax.pmean(metrics, axis_name)
         state = AlphaZeroState(
             params, opt_state, games, buffer, ranked, stats, state.pool, key, state.iteration + 1, state.evaluations
         )
@@ -546,7 +599,8 @@ def make_alphazero(
         outcomes against the current ranked-reward threshold, as in self-play."""
 
         def act(key, games: Games):
-            return search(params, key, games, jnp.zeros(()) if threshold is None else threshold, explore=False)[0]
+            keys = jax.random.split(key, games.length.shape[0])
+            return search(params, keys, games, jnp.zeros(()) if threshold is None else threshold, explore=False)[0]
 
         return act
 
@@ -564,11 +618,14 @@ def make_alphazero(
 
     def evaluate(state: AlphaZeroState) -> tuple[AlphaZeroState, base.Metrics]:
         # One batch of games holds every opponent's, so that the agent's
-        # search is one program over all of them.
+        # search is one program over all of them. Under `axis_name` every
+        # shard plays the same games (the parameters are replicated), so the
+        # figures do not depend on the number of devices.
         key, play_key = jax.random.split(state.key)
         random, greedy = random_player(env), greedy_player(env)
         if single_player:
-            agent = searcher(state.params, ranked_threshold(state.ranked, config.ranked_reward.quantile))
+            threshold = ranked_threshold(state.ranked, config.ranked_reward.quantile, axis_name)
+            agent = searcher(state.params, threshold)
             players = by_slices((agent, random, greedy), (n, n, n))
             totals = play(env, play_key, 3 * n, players, None).reshape(3, n).mean(axis=1)
             metrics = {"eval_return": totals[0], "eval_random_return": totals[1], "eval_greedy_return": totals[2]}
@@ -613,5 +670,6 @@ base.register(
         updates_per_step=updates_per_step,
         env_steps_per_step=env_steps_per_step,
         check_env=check_env,
+        check_shards=check_shards,
     ),
 )

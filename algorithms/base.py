@@ -72,6 +72,9 @@ class Registration(NamedTuple):
     env_steps_per_step: Callable[[Any], int]
     # Returns None when `env` is usable, else a sentence saying why not.
     check_env: Callable[[Any, Environment], str | None]
+    # (config, network, D) -> None when the env batch and minibatches split
+    # evenly over D data-parallel shards, else (hyperparameter key, why not).
+    check_shards: Callable[[Any, Any, int], tuple[str, str] | None] | None = None
 
 
 registry: dict[str, Registration] = {}

@@ -7,6 +7,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from algorithms import parallel
+
 
 class EpisodeStats(NamedTuple):
     running_return: jax.Array  # [B] return of each env's current episode
@@ -15,15 +17,21 @@ class EpisodeStats(NamedTuple):
     last_length: jax.Array  # []
 
 
-def update_episode_stats(stats: EpisodeStats, reward: jax.Array, done: jax.Array) -> EpisodeStats:
+def update_episode_stats(
+    stats: EpisodeStats, reward: jax.Array, done: jax.Array, axis_name: str | None = None
+) -> EpisodeStats:
     """Accumulate one step of B envs; an ended episode's figures replace the
-    last ones (averaged over the envs whose episodes ended at this step)."""
+    last ones (averaged over the envs whose episodes ended at this step, on
+    every shard of `axis_name`)."""
     episode_return = stats.running_return + reward
     episode_length = stats.running_length + 1
-    ended = done.sum()
+    ended, return_sum, length_sum = parallel.psum(
+        (done.sum(), jnp.where(done, episode_return, 0.0).sum(), jnp.where(done, episode_length, 0).sum()),
+        axis_name,
+    )
     any_ended = ended > 0
-    mean_return = jnp.where(done, episode_return, 0.0).sum() / jnp.maximum(ended, 1)
-    mean_length = jnp.where(done, episode_length, 0).sum() / jnp.maximum(ended, 1)
+    mean_return = return_sum / jnp.maximum(ended, 1)
+    mean_length = length_sum / jnp.maximum(ended, 1)
     return EpisodeStats(
         running_return=jnp.where(done, 0.0, episode_return),
         running_length=jnp.where(done, 0, episode_length),

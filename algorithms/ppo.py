@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from algorithms import base
+from algorithms import base, parallel
 from algorithms.networks import make_policy, unroll
 from algorithms.returns import vtrace_gae
 from algorithms.rollout import (
@@ -43,6 +43,7 @@ from algorithms.rollout import (
     make_update,
     minibatch_indices,
     register,
+    shard_minibatches,
 )
 
 
@@ -52,10 +53,12 @@ class Batch(NamedTuple):
     target: jax.Array
 
 
-def make_loss(config: Any, policy: Any):
+def make_loss(config: Any, policy: Any, axis_name: str | None = None):
     """The PPO loss of one minibatch, `loss_fn(params, batch, carry) -> (loss,
     metrics)`: `batch` holds `[M, ...]` steps (feed-forward) or `[T, M, ...]`
-    env fragments replayed from the memory `carry` (`[M, H]`, recurrent)."""
+    env fragments replayed from the memory `carry` (`[M, H]`, recurrent).
+    Under `axis_name` it is this shard's part of the minibatch, and advantages
+    are normalised with the whole minibatch's statistics."""
 
     def loss_fn(params, batch: Batch, carry: jax.Array):
         data = batch.fragment
@@ -68,7 +71,8 @@ def make_loss(config: Any, policy: Any):
         ratio = jnp.exp(log_ratio)
         advantage = batch.advantage
         if config.normalize_advantages:
-            advantage = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
+            mean, std = parallel.mean_std(advantage, axis_name)
+            advantage = (advantage - mean) / (std + 1e-8)
         clipped = jnp.clip(ratio, 1.0 - config.clip_eps, 1.0 + config.clip_eps)
         policy_loss = -jnp.minimum(ratio * advantage, clipped * advantage).mean()
         value_error = jnp.square(value - batch.target)
@@ -105,42 +109,48 @@ def make_ppo(
       env: an unbatched, auto-resetting environment.
       network: the spec's network section (`mlp` or `gru`).
       optimizer: the optax transformation (clipping and schedule included).
-      axis_name: when set, gradients are averaged over this named axis.
+      axis_name: when set, the envs are sharded over this named axis: each
+        shard collects its envs, minibatches are drawn from the gathered
+        global batch, each shard takes the gradient of its part of them and
+        gradients are averaged over the axis.
     """
     policy = make_policy(network, env.num_actions, env.observation_shape)
     num_envs, num_steps = config.num_envs, config.num_steps
 
     def init(key: jax.Array) -> OnPolicyState:
         key, net_key, env_key = jax.random.split(key, 3)
-        actor = init_actor(env, policy, env_key, num_envs)
+        actor = init_actor(env, policy, env_key, num_envs, axis_name)
         params = policy.init(net_key, actor.timestep.observation[0])
         return OnPolicyState(params, optimizer.init(params), actor, key, jnp.zeros((), jnp.int32))
 
-    loss_fn = make_loss(config, policy)
+    loss_fn = make_loss(config, policy, axis_name)
     update = make_update(loss_fn, optimizer, axis_name)
 
     def step(state: OnPolicyState) -> tuple[OnPolicyState, base.Metrics]:
         key, rollout_key, epoch_key = jax.random.split(state.key, 3)
         start_carry = state.actor.carry
-        actor, data = collect(env, policy, state.params, state.actor, rollout_key, num_steps)
+        actor, data = collect(env, policy, state.params, state.actor, rollout_key, num_steps, axis_name)
         bootstrap = bootstrap_value(policy, state.params, actor)
         discount = config.gamma * (1.0 - data.done.astype(jnp.float32))
         gae = jax.vmap(lambda r, d, v, b: vtrace_gae(r, d, v, b, lambda_=config.gae_lambda), (1, 1, 1, 0), 1)
         advantages = gae(config.reward_scale * data.reward, discount, data.value, bootstrap)
-        batch = Batch(data, advantages.advantage, advantages.target)
+        # Every shard sees the global batch ([T, num_envs]); see make_ppo.
+        batch = parallel.all_gather(Batch(data, advantages.advantage, advantages.target), axis_name, axis=1)
+        start_carry = parallel.all_gather(start_carry, axis_name)
 
         def minibatches_for(key):
             if policy.recurrent:
                 # Whole env fragments, replayed from the memory they started with.
-                index = minibatch_indices(key, num_envs, config.num_minibatches)
+                index = shard_minibatches(minibatch_indices(key, num_envs, config.num_minibatches), axis_name)
                 return gather(batch, index, 1), gather(start_carry, index, 0)
             flat = jax.tree.map(lambda x: x.reshape(num_steps * num_envs, *x.shape[2:]), batch)
             index = minibatch_indices(key, num_steps * num_envs, config.num_minibatches)
+            index = shard_minibatches(index, axis_name)
             return gather(flat, index, 0), jnp.zeros((config.num_minibatches, index.shape[1], 0))
 
-        return learn(update, state, actor, key, epoch_key, config.update_epochs, minibatches_for)
+        return learn(update, state, actor, key, epoch_key, config.update_epochs, minibatches_for, axis_name)
 
     return base.Algorithm(init=init, step=step, env_steps_per_step=env_steps_per_step(config))
 
 
-register("ppo", make_ppo)
+register("ppo", make_ppo, steps_in_minibatches=True)

@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from algorithms import base
+from algorithms import base, parallel
 from algorithms.networks import make_policy, unroll
 from algorithms.returns import discounted_returns
 from algorithms.rollout import (
@@ -46,6 +46,7 @@ from algorithms.rollout import (
     make_update,
     minibatch_indices,
     register,
+    shard_minibatches,
 )
 
 
@@ -71,7 +72,7 @@ def make_reinforce(
 
     def init(key: jax.Array) -> OnPolicyState:
         key, net_key, env_key = jax.random.split(key, 3)
-        actor = init_actor(env, policy, env_key, config.num_envs)
+        actor = init_actor(env, policy, env_key, config.num_envs, axis_name)
         params = policy.init(net_key, actor.timestep.observation[0])
         return OnPolicyState(params, optimizer.init(params), actor, key, jnp.zeros((), jnp.int32))
 
@@ -83,7 +84,8 @@ def make_reinforce(
             rho = jnp.minimum(rho, config.c_rho)
         advantage = returns - jax.lax.stop_gradient(value) if config.baseline else returns
         if config.normalize_advantages:
-            advantage = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
+            mean, std = parallel.mean_std(advantage, axis_name)
+            advantage = (advantage - mean) / (std + 1e-8)
         policy_loss = -(rho * advantage * log_pi_a).mean()
         entropy = entropy_of(log_pi, batch.legal_action_mask).mean()
         value_loss = 0.5 * jnp.square(value - returns).mean() if config.baseline else jnp.zeros(())
@@ -97,23 +99,29 @@ def make_reinforce(
     def step(state: OnPolicyState) -> tuple[OnPolicyState, base.Metrics]:
         key, rollout_key, epoch_key = jax.random.split(state.key, 3)
         start_carry = state.actor.carry
-        actor, data = collect(env, policy, state.params, state.actor, rollout_key, config.num_steps)
+        actor, data = collect(env, policy, state.params, state.actor, rollout_key, config.num_steps, axis_name)
         if config.baseline:
             bootstrap = bootstrap_value(policy, state.params, actor)
         else:
-            bootstrap = jnp.zeros((config.num_envs,), jnp.float32)
+            bootstrap = jnp.zeros(actor.reset.shape, jnp.float32)
         discount = config.gamma * (1.0 - data.done.astype(jnp.float32))
         returns = jax.vmap(discounted_returns, in_axes=(1, 1, 0), out_axes=1)(data.reward, discount, bootstrap)
+
+        # Every shard sees the global batch; each takes the gradient of its
+        # part of every minibatch, and gradients are averaged over the axis.
+        data, returns = parallel.all_gather((data, returns), axis_name, axis=1)
+        start_carry = parallel.all_gather(start_carry, axis_name)
 
         def minibatches_for(key):
             # Minibatches split the envs (axis 1 of the fragment, 0 of the
             # carry), so each keeps whole fragments and its memory.
             index = minibatch_indices(key, config.num_envs, config.num_minibatches)
+            index = shard_minibatches(index, axis_name)
             return gather(data, index, 1), gather(start_carry, index, 0), gather(returns, index, 1)
 
-        return learn(update, state, actor, key, epoch_key, config.update_epochs, minibatches_for)
+        return learn(update, state, actor, key, epoch_key, config.update_epochs, minibatches_for, axis_name)
 
     return base.Algorithm(init=init, step=step, env_steps_per_step=env_steps_per_step(config))
 
 
-register("reinforce", make_reinforce)
+register("reinforce", make_reinforce, steps_in_minibatches=False)

@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from algorithms import base
+from algorithms import base, parallel
 from algorithms.base import Environment, TimeStep
 from algorithms.episodes import EpisodeStats, init_episode_stats, update_episode_stats
 from algorithms.networks import Policy, masked_logits
@@ -41,7 +41,25 @@ def env_steps_per_step(config: Any) -> int:
     return config.num_envs * config.num_steps
 
 
-def register(name: str, make: Callable[..., base.Algorithm]) -> None:
+def shard_check(steps_in_minibatches: bool) -> Callable[[Any, Any, int], tuple[str, str] | None]:
+    """Each data-parallel shard needs whole envs and an equal part of every
+    minibatch. Minibatches are of single steps when `steps_in_minibatches`
+    (PPO with a feed-forward policy), else of whole env fragments."""
+
+    def check(config: Any, network: Any, shards: int) -> tuple[str, str] | None:
+        if config.num_envs % shards:
+            return "num_envs", f"num_envs ({config.num_envs}) does not split over {shards} data-parallel devices"
+        flat = steps_in_minibatches and network.kind != "gru"
+        size = config.num_envs * (config.num_steps if flat else 1) // config.num_minibatches
+        if size % shards:
+            unit = "steps" if flat else "envs"
+            return "num_minibatches", f"a minibatch of {size} {unit} does not split over {shards} data-parallel devices"
+        return None
+
+    return check
+
+
+def register(name: str, make: Callable[..., base.Algorithm], *, steps_in_minibatches: bool) -> None:
     """Register an on-policy algorithm: single-agent, discrete actions, and
     `update_epochs x num_minibatches` updates of `num_envs x num_steps` steps."""
     base.register(
@@ -51,6 +69,7 @@ def register(name: str, make: Callable[..., base.Algorithm]) -> None:
             updates_per_step=updates_per_step,
             env_steps_per_step=env_steps_per_step,
             check_env=base.single_agent_discrete(name),
+            check_shards=shard_check(steps_in_minibatches),
         ),
     )
 
@@ -80,11 +99,12 @@ def learn(
     epoch_key: jax.Array,
     num_epochs: int,
     minibatches_for: Callable[[jax.Array], Any],
+    axis_name: str | None = None,
 ) -> tuple[OnPolicyState, dict[str, jax.Array]]:
     """`num_epochs` passes of `update` over the minibatches that
     `minibatches_for(key)` draws for each epoch; returns the next state (with
     `actor` after the rollout and `next_key`) and the iteration's metrics,
-    averaged over updates."""
+    averaged over updates (and over the shards of `axis_name`)."""
 
     def epoch(carry, key):
         return jax.lax.scan(update, carry, minibatches_for(key))
@@ -92,7 +112,7 @@ def learn(
     (params, opt_state), aux = jax.lax.scan(
         epoch, (state.params, state.opt_state), jax.random.split(epoch_key, num_epochs)
     )
-    metrics = {name: value.mean() for name, value in aux.items()}
+    metrics = parallel.pmean({name: value.mean() for name, value in aux.items()}, axis_name)
     metrics["episode_return"] = actor.episodes.last_return
     metrics["episode_length"] = actor.episodes.last_length
     return OnPolicyState(params, opt_state, actor, next_key, state.iteration + 1), metrics
@@ -111,14 +131,18 @@ class Fragment(NamedTuple):
     done: jax.Array  # [T, B] transition t ended its episode (terminated or truncated)
 
 
-def init_actor(env: Environment, policy: Policy, key: jax.Array, num_envs: int) -> ActorState:
-    env_state, timestep = jax.vmap(env.reset)(jax.random.split(key, num_envs))
+def init_actor(
+    env: Environment, policy: Policy, key: jax.Array, num_envs: int, axis_name: str | None = None
+) -> ActorState:
+    """This shard's part of `num_envs` envs (env i reset with key i of `split(key, num_envs)`)."""
+    env_state, timestep = jax.vmap(env.reset)(parallel.split(key, num_envs, axis_name))
+    local = parallel.local_count(num_envs, axis_name)
     return ActorState(
         env_state=env_state,
         timestep=timestep,
-        carry=policy.initial_carry((num_envs,)),
-        reset=jnp.ones((num_envs,), bool),
-        episodes=init_episode_stats(num_envs),
+        carry=policy.initial_carry((local,)),
+        reset=jnp.ones((local,), bool),
+        episodes=init_episode_stats(local),
     )
 
 
@@ -134,25 +158,35 @@ def entropy_of(log_pi: jax.Array, legal_action_mask: jax.Array) -> jax.Array:
 
 
 def collect(
-    env: Environment, policy: Policy, params: Any, actor: ActorState, key: jax.Array, num_steps: int
+    env: Environment,
+    policy: Policy,
+    params: Any,
+    actor: ActorState,
+    key: jax.Array,
+    num_steps: int,
+    axis_name: str | None = None,
 ) -> tuple[ActorState, Fragment]:
     """Step the B envs `num_steps` times with actions sampled from the policy.
 
     Rewards are player 0's: the on-policy algorithms here are single-agent.
+    Under `axis_name`, `actor` holds this shard's envs of B.
     """
-    num_envs = actor.reset.shape[0]
+    num_envs = actor.reset.shape[0] * parallel.size(axis_name)
 
     def step(actor: ActorState, key):
         action_key, env_key = jax.random.split(key)
         ts = actor.timestep
         carry, logits, value = policy.apply(params, actor.carry, ts.observation, actor.reset)
-        action = jax.random.categorical(action_key, masked_logits(logits, ts.legal_action_mask))
+        action = parallel.categorical(action_key, masked_logits(logits, ts.legal_action_mask), axis_name)
         log_prob, _ = log_prob_of(logits, ts.legal_action_mask, action)
-        env_state, next_ts = jax.vmap(env.step)(actor.env_state, action, jax.random.split(env_key, num_envs))
+        env_keys = parallel.split(env_key, num_envs, axis_name)
+        env_state, next_ts = jax.vmap(env.step)(actor.env_state, action, env_keys)
         reward = next_ts.reward[:, 0]
         done = next_ts.terminated | next_ts.truncated
         fragment = Fragment(ts.observation, ts.legal_action_mask, actor.reset, action, log_prob, value, reward, done)
-        actor = ActorState(env_state, next_ts, carry, done, update_episode_stats(actor.episodes, reward, done))
+        actor = ActorState(
+            env_state, next_ts, carry, done, update_episode_stats(actor.episodes, reward, done, axis_name)
+        )
         return actor, fragment
 
     return jax.lax.scan(step, actor, jax.random.split(key, num_steps))
@@ -167,6 +201,13 @@ def bootstrap_value(policy: Policy, params: Any, actor: ActorState) -> jax.Array
 def minibatch_indices(key: jax.Array, size: int, num_minibatches: int) -> jax.Array:
     """A random split of `range(size)` into equal minibatches, `[n, size // n]`."""
     return jax.random.permutation(key, size).reshape(num_minibatches, size // num_minibatches)
+
+
+def shard_minibatches(index: jax.Array, axis_name: str | None) -> jax.Array:
+    """This shard's part of each minibatch (`[n, m] -> [n, m / D]`): the
+    minibatches are drawn from the global batch, and each shard computes the
+    gradient of its part of them."""
+    return parallel.local_slice(index, axis_name, axis=1)
 
 
 def gather(tree: Any, indices: jax.Array, axis: int) -> Any:

@@ -130,7 +130,7 @@ def test_mcts_search(entry):
         search = alphazero.make_search(hp, plan.env, net)
 
         def one_search(params, key, games):
-            return search(params, key, games, jnp.zeros(()), explore=True)
+            return search(params, jax.random.split(key, hp.num_envs), games, jnp.zeros(()), explore=True)
 
         compiled, compile_seconds = compile_timed(one_search, params, jax.random.key(2), games)
         count = count_flops(one_search, params, jax.random.key(2), games)

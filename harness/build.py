@@ -5,13 +5,16 @@ reported here as `SpecError`s, before anything is compiled or logged."""
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import optax
 
 import algorithms
-from harness import envs
+from harness import devices, envs
 from harness.spec import Spec, SpecError, spec_hash
+
+if TYPE_CHECKING:
+    from jax.sharding import Mesh
 
 
 class Plan(NamedTuple):
@@ -22,6 +25,8 @@ class Plan(NamedTuple):
     algorithm: algorithms.Algorithm
     num_iterations: int  # per seed
     env_steps_per_iteration: int  # per seed
+    layout: devices.Layout | None = None  # the device mesh's shape; None: one device, plain jit
+    mesh: Mesh | None = None
 
     @property
     def env_steps(self) -> int:
@@ -44,7 +49,12 @@ def make_optimizer(spec: Any, total_updates: int) -> optax.GradientTransformatio
     return opt
 
 
-def build(spec: Spec, source: str = "<spec>", lines: dict[str, int] | None = None) -> Plan:
+def build(
+    spec: Spec, source: str = "<spec>", lines: dict[str, int] | None = None, *, use_mesh: bool | None = None
+) -> Plan:
+    """Everything the runner needs. The spec's `devices:` layout is checked
+    against the devices there are; a mesh is used when it has more than one
+    device (`use_mesh` forces it on or off; off needs a one-device layout)."""
     try:
         env, env_info = envs.make(spec.env.suite, spec.env.id, spec.env.kwargs, spec.env.wrappers)
     except envs.UnknownEnvError as error:
@@ -85,6 +95,36 @@ def build(spec: Spec, source: str = "<spec>", lines: dict[str, int] | None = Non
             ],
             lines,
         )
+    try:
+        layout = devices.resolve(spec.devices, len(spec.seeds))
+    except devices.LayoutError as error:
+        raise SpecError(source, [(error.key, str(error))], lines) from None
+    if use_mesh is None:
+        use_mesh = layout.count > 1
+    if not use_mesh and layout.count > 1:
+        raise SpecError(source, [("devices.count", f"{layout.count} devices need the mesh")], lines)
+    if layout.data_axis > 1:
+        if registration.check_shards is None:
+            problem = ("devices.data_axis", f"{spec.algorithm} does not run data-parallel")
+        else:
+            problem = registration.check_shards(config, spec.network, layout.data_axis)
+            if problem is not None:
+                problem = (f"hyperparameters.{problem[0]}", f"{problem[1]} (devices.data_axis)")
+        if problem is not None:
+            raise SpecError(source, [problem], lines)
     optimizer = make_optimizer(spec.optimizer, num_iterations * registration.updates_per_step(config))
-    algorithm = registration.make(config, env, network=spec.network, optimizer=optimizer)
-    return Plan(spec, spec_hash(spec), env, env_info, algorithm, num_iterations, steps_per_iteration)
+    algorithm = registration.make(
+        config, env, network=spec.network, optimizer=optimizer, axis_name=devices.DATA if use_mesh else None
+    )
+    mesh = devices.make_mesh(layout) if use_mesh else None
+    return Plan(
+        spec,
+        spec_hash(spec),
+        env,
+        env_info,
+        algorithm,
+        num_iterations,
+        steps_per_iteration,
+        layout if use_mesh else None,
+        mesh,
+    )

@@ -221,6 +221,7 @@ def train_and_log(
                         on_compiled=compiled,
                         start=start,
                         checkpointer=ckpt,
+                        mesh=plan.mesh,
                     )
             finally:
                 ckpt.close()

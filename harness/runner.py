@@ -22,13 +22,16 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from algorithms.base import Algorithm
+from harness import devices
+
+if TYPE_CHECKING:
+    from jax.sharding import Mesh
 
 
 class NonFiniteMetricError(RuntimeError):
@@ -70,44 +73,46 @@ class RunResult(NamedTuple):
         return self.steady_env_steps / self.steady_seconds if self.steady_seconds > 0 else float("nan")
 
 
-def seed_keys(seeds: tuple[int, ...] | list[int]) -> jax.Array:
-    """One typed PRNG key per seed, `[num_seeds]`."""
-    return jax.vmap(jax.random.key)(jnp.asarray(seeds, dtype=jnp.uint32))
-
-
-def make_chunk(step: Callable, length: int) -> Callable:
-    """`length` iterations of the seed-vmapped `step`, jitted, state donated."""
+def make_chunk(step: Callable, length: int, mesh: Mesh | None = None) -> Callable:
+    """`length` iterations of the seed-vmapped `step`, jitted, state donated;
+    on a mesh, one shard per device (see `harness.devices.on_mesh`)."""
 
     def chunk(state):
         return jax.lax.scan(lambda carry, _: jax.vmap(step)(carry), state, None, length=length)
 
-    return jax.jit(chunk, donate_argnums=0)
+    return jax.jit(devices.on_mesh(chunk, mesh, metrics_axis=1), donate_argnums=0)
 
 
-def compile_chunk(step: Callable, length: int, state: Any) -> tuple[Callable, float]:
+def compile_chunk(step: Callable, length: int, state: Any, mesh: Mesh | None = None) -> tuple[Callable, float]:
     start = time.perf_counter()
-    compiled = make_chunk(step, length).lower(state).compile()
+    compiled = make_chunk(step, length, mesh).lower(state).compile()
     return compiled, time.perf_counter() - start
 
 
-def compile_evaluate(evaluate: Callable, state: Any) -> tuple[Callable, float]:
+def compile_evaluate(evaluate: Callable, state: Any, mesh: Mesh | None = None) -> tuple[Callable, float]:
     """The seed-vmapped evaluation, jitted, state donated."""
     start = time.perf_counter()
-    compiled = jax.jit(jax.vmap(evaluate), donate_argnums=0).lower(state).compile()
+    fn = devices.on_mesh(jax.vmap(evaluate), mesh, metrics_axis=0)
+    compiled = jax.jit(fn, donate_argnums=0).lower(state).compile()
     return compiled, time.perf_counter() - start
 
 
-def init_state(algorithm: Algorithm, seeds: tuple[int, ...]) -> tuple[Any, float]:
-    """The seed-batched initial state, and the seconds its compile took."""
-    keys = seed_keys(seeds)
-    start = time.perf_counter()
+def init_state(algorithm: Algorithm, seeds: tuple[int, ...], mesh: Mesh | None = None) -> tuple[Any, float]:
+    """The seed-batched initial state, and the seconds its compile took. On a
+    mesh, every leaf is `[num_seeds, data_axis, ...]`: one shard per device."""
+
     # lax.map, not vmap: seed-batched orthogonal initialisers become batched
     # LAPACK QR calls, which on jaxlib's CPU backend parallelise inside the
     # XLA thread pool and can deadlock it when two run at once (seen with
     # jaxlib 0.10.2 on 2 cores). One seed at a time keeps each QR unbatched.
-    init = jax.jit(lambda k: jax.lax.map(algorithm.init, k)).lower(keys).compile()
+    def init(values):
+        return jax.lax.map(algorithm.init, jax.vmap(jax.random.key)(values))
+
+    values = devices.seeds_for(seeds, mesh)
+    start = time.perf_counter()
+    compiled = jax.jit(devices.init_on_mesh(init, mesh)).lower(values).compile()
     compile_seconds = time.perf_counter() - start
-    return jax.block_until_ready(init(keys)), compile_seconds
+    return jax.block_until_ready(compiled(values)), compile_seconds
 
 
 class Interrupted(KeyboardInterrupt):
@@ -198,6 +203,7 @@ def run(
     on_compiled: Callable[[float], None] | None = None,
     start: Start | None = None,
     checkpointer: Checkpointer | None = None,
+    mesh: Mesh | None = None,
 ) -> RunResult:
     """Train every seed for `num_iterations` iterations.
 
@@ -222,13 +228,16 @@ def run(
         donates its input) and saved, asynchronously, only once that chunk's
         metrics passed the NaN/Inf check. On SIGINT/SIGTERM the state after
         the last finished chunk is saved before `Interrupted` is raised.
+      mesh: a `("seed", "data")` device mesh to run on (`harness.devices`);
+        the algorithm must then be made with `axis_name="data"`. None: one
+        device, plain `jit`.
 
     Raises:
       NonFiniteMetricError: a metric is NaN or Inf; no later chunk is logged
         and no state from that chunk on is checkpointed.
       Interrupted: SIGINT or SIGTERM came; acted on between chunks.
     """
-    state, compile_seconds = init_state(algorithm, seeds)
+    state, compile_seconds = init_state(algorithm, seeds, mesh)
     done = 0
     history: tuple[ChunkMetrics, ...] = ()
     if start is not None:
@@ -245,14 +254,14 @@ def run(
     lengths = schedule[boundaries.index(done) + 1 :] if done else schedule
     chunk_fn = tail_fn = evaluate_fn = None
     if any(n == chunk_iterations for n in lengths):
-        chunk_fn, seconds = compile_chunk(algorithm.step, chunk_iterations, state)
+        chunk_fn, seconds = compile_chunk(algorithm.step, chunk_iterations, state, mesh)
         compile_seconds += seconds
     if remainder and lengths:
         # A shorter last chunk is another program; compile it now, not mid-run.
-        tail_fn, seconds = compile_chunk(algorithm.step, remainder, state)
+        tail_fn, seconds = compile_chunk(algorithm.step, remainder, state, mesh)
         compile_seconds += seconds
     if algorithm.evaluate is not None and lengths:
-        evaluate_fn, seconds = compile_evaluate(algorithm.evaluate, state)
+        evaluate_fn, seconds = compile_evaluate(algorithm.evaluate, state, mesh)
         compile_seconds += seconds
     if on_compiled is not None:
         on_compiled(compile_seconds)
@@ -262,7 +271,7 @@ def run(
     saved_through = [done]
 
     def handle(first_iteration: int, metrics: Any, evaluation: Any, snapshot: Any) -> None:
-        metrics, evaluation = jax.device_get((metrics, evaluation))
+        metrics, evaluation = devices.metrics_to_host((metrics, evaluation), mesh)
         host = ChunkMetrics(
             first_iteration,
             {k: np.asarray(v) for k, v in metrics.items()},

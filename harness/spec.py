@@ -120,6 +120,24 @@ class TrackingSpec(_Model):
     uri: str | None = Field(default=None, description="MLflow tracking URI; sqlite:///mlflow.db if unset")
 
 
+class DevicesSpec(_Model):
+    """Where a spec runs, not what it computes: left out of the spec hash,
+    since the curves are the same on any number of devices (up to float
+    reduction order). The devices form a mesh `seed_axis x data_axis`: seeds
+    are spread over `seed`, each seed's env batch over `data`."""
+
+    count: int | Literal["all"] = Field(default=1, description="devices to use: a number, or all (every process's)")
+    seed_axis: int | None = Field(default=None, gt=0, description="devices along the seed axis (default: 1)")
+    data_axis: int | None = Field(default=None, gt=0, description="devices along the data axis (default: the rest)")
+
+    @field_validator("count")
+    @classmethod
+    def _positive_count(cls, count: int | str) -> int | str:
+        if isinstance(count, int) and count < 1:
+            raise ValueError("count must be at least 1, or all")
+        return count
+
+
 class CheckpointSpec(_Model):
     """When to checkpoint the training state (harness.checkpoint). Not part
     of the spec hash: how often a run is saved does not change its results."""
@@ -210,6 +228,7 @@ class _SpecBase(_Model):
     optimizer: OptimizerSpec = OptimizerSpec()
     logging: LoggingSpec = LoggingSpec()
     tracking: TrackingSpec = TrackingSpec()
+    devices: DevicesSpec = DevicesSpec()
     checkpoint: CheckpointSpec = CheckpointSpec()
 
     @field_validator("seeds", mode="before")
@@ -296,16 +315,18 @@ SPEC_MODELS: dict[str, type[_SpecBase]] = {"reinforce": ReinforceSpec, "ppo": PP
 # ---------------------------------------------------------------- canonical
 
 
-# Sections that do not change what a run computes, kept out of the canonical
-# form and so out of the hash (and of MLflow params): `checkpoint` came after
-# specs were published, and how often a run is saved changes no result.
-NOT_HASHED = ("checkpoint",)
+# Sections that say where or how a spec runs, not what it computes: they are
+# not part of the canonical form, so they do not change the spec hash (nor
+# MLflow params). How often a run is checkpointed changes no result.
+RUNTIME_SECTIONS = ("devices", "checkpoint")
 
 
 def canonical(spec: _SpecBase) -> dict[str, Any]:
     """The resolved spec as plain JSON-able data, in the model's key order,
-    without the sections in `NOT_HASHED`."""
-    data = spec.model_dump(mode="json", exclude=set(NOT_HASHED))
+    without the runtime sections."""
+    data = spec.model_dump(mode="json")
+    for section in RUNTIME_SECTIONS:
+        data.pop(section, None)
     return {"algorithm": data.pop("algorithm"), **data} if "algorithm" in data else data
 
 
@@ -318,10 +339,10 @@ def spec_hash(spec: _SpecBase) -> str:
 
 
 def to_yaml(spec: _SpecBase) -> str:
-    """The resolved spec as YAML: the canonical form and the unhashed sections."""
+    """The resolved spec, runtime sections included."""
     data = canonical(spec)
-    extra = spec.model_dump(mode="json", include=set(NOT_HASHED))
-    ordered = {"name": data.pop("name"), "algorithm": data.pop("algorithm"), **data, **extra}
+    runtime = {section: getattr(spec, section).model_dump(mode="json") for section in RUNTIME_SECTIONS}
+    ordered = {"name": data.pop("name"), "algorithm": data.pop("algorithm"), **data, **runtime}
     return yaml.safe_dump(ordered, sort_keys=False, default_flow_style=None)
 
 

@@ -67,7 +67,7 @@ def test_search_wins_and_blocks(search, moves, expected, why):
     search_fn = jax.jit(alphazero.make_search(config, env, net), static_argnames="explore")
     games = position(env, moves)
     for seed in range(3):
-        action, policy = search_fn(params, jax.random.key(seed), games, jnp.zeros(()), explore=False)
+        action, policy = search_fn(params, jax.random.key(seed)[None], games, jnp.zeros(()), explore=False)
         assert int(action[0]) == expected, why
         assert np.all(np.asarray(policy[0])[~np.asarray(games.timestep.legal_action_mask[0])] == 0)
 

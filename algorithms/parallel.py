@@ -1,0 +1,90 @@
+"""Data parallelism over a named axis, written so that results do not depend
+on how many devices share the work.
+
+A step runs on one shard of the env batch: `num_envs / D` envs on each of the
+D devices of the axis (`D = 1` and `axis_name = None` off the mesh). Every
+random draw that touches the env batch is made at the *global* batch shape
+from a key all shards share, and each shard keeps its own slice; sums and
+means over the batch are taken over the axis. So the same key gives the same
+numbers on 1, 2 or 4 devices, up to the order of float reductions.
+
+With `axis_name=None` every function here is the plain single-device
+operation, so code written with them is unchanged off the mesh.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+
+def size(axis_name: str | None) -> int:
+    """Devices along the axis (static)."""
+    return 1 if axis_name is None else jax.lax.axis_size(axis_name)
+
+
+def index(axis_name: str | None) -> jax.Array | int:
+    """This shard's position along the axis."""
+    return 0 if axis_name is None else jax.lax.axis_index(axis_name)
+
+
+def local_count(global_count: int, axis_name: str | None) -> int:
+    """This shard's part of `global_count` items (the caller has checked that it divides)."""
+    return global_count // size(axis_name)
+
+
+def local_slice(x: jax.Array, axis_name: str | None, axis: int = 0) -> jax.Array:
+    """This shard's contiguous part of a global array along `axis`."""
+    if axis_name is None:
+        return x
+    n = x.shape[axis] // size(axis_name)
+    return jax.lax.dynamic_slice_in_dim(x, index(axis_name) * n, n, axis)
+
+
+def split(key: jax.Array, global_count: int, axis_name: str | None) -> jax.Array:
+    """The keys of this shard's items among `global_count`: the same key an
+    item gets from `jax.random.split(key, global_count)` on one device."""
+    return local_slice(jax.random.split(key, global_count), axis_name)
+
+
+def categorical(key: jax.Array, logits: jax.Array, axis_name: str | None) -> jax.Array:
+    """`jax.random.categorical(key, global_logits)`, this shard's rows.
+
+    Gumbel-max over noise drawn at the global shape, so a row samples the
+    same action whichever device holds it."""
+    if axis_name is None:
+        return jax.random.categorical(key, logits)
+    shape = (logits.shape[0] * size(axis_name), *logits.shape[1:])
+    noise = local_slice(jax.random.gumbel(key, shape, logits.dtype), axis_name)
+    return jnp.argmax(logits + noise, axis=-1)
+
+
+def bernoulli(key: jax.Array, p: float, shape: tuple[int, ...], axis_name: str | None) -> jax.Array:
+    """`jax.random.bernoulli(key, p, global_shape)`, this shard's rows."""
+    global_shape = (shape[0] * size(axis_name), *shape[1:])
+    return local_slice(jax.random.bernoulli(key, p, global_shape), axis_name)
+
+
+def psum(x: Any, axis_name: str | None) -> Any:
+    return x if axis_name is None else jax.lax.psum(x, axis_name)
+
+
+def pmean(x: Any, axis_name: str | None) -> Any:
+    return x if axis_name is None else jax.lax.pmean(x, axis_name)
+
+
+def all_gather(x: Any, axis_name: str | None, axis: int = 0) -> Any:
+    """Every shard's part of each leaf, concatenated along `axis` in device order."""
+    if axis_name is None:
+        return x
+    return jax.tree.map(lambda leaf: jax.lax.all_gather(leaf, axis_name, axis=axis, tiled=True), x)
+
+
+def mean_std(x: jax.Array, axis_name: str | None) -> tuple[jax.Array, jax.Array]:
+    """Mean and standard deviation over every shard's `x` (equal sizes)."""
+    if axis_name is None:
+        return x.mean(), x.std()
+    mean = jax.lax.pmean(x.mean(), axis_name)
+    return mean, jnp.sqrt(jax.lax.pmean(jnp.square(x - mean).mean(), axis_name))

@@ -1,0 +1,201 @@
+"""Devices: the `("seed", "data")` mesh, the seed-batched programs placed on
+it, the start of a multi-process job, and what a run records about devices.
+
+Data parallelism has the semantics of `pmap`, written with `jax.shard_map`:
+every state leaf is laid out `[num_seeds, data_axis, ...]`, one block per
+device. Seeds are split over the mesh's `seed` axis; along `data`, each device
+holds a replica of the parameters and its shard of the env batch (and of the
+replay buffer), and the algorithm, made with `axis_name="data"`, averages
+gradients and metrics over the axis. Random draws are made at the global
+batch shape (`algorithms.parallel`), so the same spec gives the same curves
+on 1, 2 or 4 devices, up to float reduction order.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+SEED, DATA = "seed", "data"
+
+
+class LayoutError(ValueError):
+    """A device layout that cannot work: `key` is the spec key at fault."""
+
+    def __init__(self, key: str, message: str):
+        self.key = key
+        super().__init__(message)
+
+
+class Layout(NamedTuple):
+    """How many devices a run uses and how they split."""
+
+    seed_axis: int
+    data_axis: int
+
+    @property
+    def count(self) -> int:
+        return self.seed_axis * self.data_axis
+
+    def describe(self) -> str:
+        return f"seed={self.seed_axis},data={self.data_axis}"
+
+
+def resolve(devices: Any, num_seeds: int, available: int | None = None) -> Layout:
+    """The layout a spec's `devices:` section asks for, checked against the
+    devices there are (`available`, default: every process's) and the seeds.
+    Whether the env batch splits is the algorithm's to say (`Registration`)."""
+    available = jax.device_count() if available is None else available
+    count = available if devices.count == "all" else devices.count
+    if count > available:
+        raise LayoutError("devices.count", f"{count} devices asked for, but only {available} are available")
+    if jax.process_count() > 1 and count != available:
+        raise LayoutError(
+            "devices.count",
+            f"a job of {jax.process_count()} processes must use every device ({available}, or all), not {count}",
+        )
+    seed_axis, data_axis = devices.seed_axis, devices.data_axis
+    if seed_axis is None and data_axis is None:
+        seed_axis = 1
+    if seed_axis is None:
+        if count % data_axis:
+            raise LayoutError("devices.data_axis", f"data_axis {data_axis} does not divide the {count} devices")
+        seed_axis = count // data_axis
+    if data_axis is None:
+        if count % seed_axis:
+            raise LayoutError("devices.seed_axis", f"seed_axis {seed_axis} does not divide the {count} devices")
+        data_axis = count // seed_axis
+    if seed_axis * data_axis != count:
+        raise LayoutError(
+            "devices",
+            f"seed_axis x data_axis = {seed_axis} x {data_axis} = {seed_axis * data_axis} is not the {count} devices",
+        )
+    if num_seeds % seed_axis:
+        raise LayoutError("devices.seed_axis", f"seed_axis {seed_axis} does not divide the {num_seeds} seeds")
+    return Layout(seed_axis, data_axis)
+
+
+def make_mesh(layout: Layout) -> Mesh:
+    """The first `layout.count` devices (all of them in a multi-process job)
+    as a `seed_axis x data_axis` mesh."""
+    chosen = np.array(jax.devices()[: layout.count]).reshape(layout.seed_axis, layout.data_axis)
+    return Mesh(chosen, (SEED, DATA))
+
+
+# ------------------------------------------------------------- placement
+
+
+def _squeeze_data(tree: Any) -> Any:
+    return jax.tree.map(lambda x: x[:, 0], tree)
+
+
+def _expand_data(tree: Any, axis: int = 1) -> Any:
+    return jax.tree.map(lambda x: jnp.expand_dims(x, axis), tree)
+
+
+def on_mesh(fn: Callable, mesh: Mesh | None, *, metrics_axis: int) -> Callable:
+    """`fn(state) -> (state, metrics)` over a seed-batched state, as one shard
+    per device of `mesh` (unchanged without one). Metrics, equal along `data`
+    (the algorithm averages them), come out with a trailing data axis; their
+    seed axis is `metrics_axis`."""
+    if mesh is None:
+        return fn
+
+    def per_device(state):
+        state, metrics = fn(_squeeze_data(state))
+        return _expand_data(state), _expand_data(metrics, metrics_axis + 1)
+
+    metrics_spec = P(*([None] * metrics_axis), SEED, DATA)
+    return jax.shard_map(
+        per_device, mesh=mesh, in_specs=(P(SEED, DATA),), out_specs=(P(SEED, DATA), metrics_spec), check_vma=False
+    )
+
+
+def init_on_mesh(init: Callable, mesh: Mesh | None) -> Callable:
+    """`init(seeds uint32 [S]) -> state`, one shard per device on `mesh`,
+    where it takes the seeds as `[S, data_axis]` (see `seeds_for`)."""
+    if mesh is None:
+        return init
+
+    def per_device(seeds):
+        return _expand_data(init(seeds[:, 0]))
+
+    return jax.shard_map(per_device, mesh=mesh, in_specs=(P(SEED, DATA),), out_specs=P(SEED, DATA), check_vma=False)
+
+
+def seeds_for(seeds: tuple[int, ...], mesh: Mesh | None) -> jax.Array:
+    """The seeds as the initialisation takes them: `[S]` uint32, or on a mesh
+    `[S, data_axis]`, placed on its devices (in every process)."""
+    values = np.asarray(seeds, dtype=np.uint32)
+    if mesh is None:
+        return jnp.asarray(values)
+    values = np.repeat(values[:, None], mesh.shape[DATA], axis=1)
+    return jax.make_array_from_callback(values.shape, NamedSharding(mesh, P(SEED, DATA)), lambda index: values[index])
+
+
+def metrics_to_host(tree: Any, mesh: Mesh | None) -> Any:
+    """Metrics as numpy arrays in this process; on a mesh, the copy of the
+    first device along `data` (every device along it holds the same)."""
+    if mesh is None:
+        return jax.device_get(tree)
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        tree = multihost_utils.process_allgather(tree, tiled=True)
+    return jax.tree.map(lambda x: np.asarray(x)[..., 0], jax.device_get(tree))
+
+
+# ---------------------------------------------------------- multi-process
+
+
+class DistributedError(RuntimeError):
+    """The multi-process job could not be joined."""
+
+
+def initialize(coordinator: str | None, num_processes: int | None, process_id: int | None, *, auto: bool) -> None:
+    """Join a multi-process job before JAX touches a device.
+
+    With `coordinator` (host:port), `num_processes` and `process_id` (flags,
+    or JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES, JAX_PROCESS_ID), the job is
+    described explicitly; with `auto`, JAX's own cluster detection (SLURM,
+    Open MPI, Cloud TPU, ...) fills them in. Neither: a single process."""
+    coordinator = coordinator or os.environ.get("JAX_COORDINATOR_ADDRESS")
+    if num_processes is None and "JAX_NUM_PROCESSES" in os.environ:
+        num_processes = int(os.environ["JAX_NUM_PROCESSES"])
+    if process_id is None and "JAX_PROCESS_ID" in os.environ:
+        process_id = int(os.environ["JAX_PROCESS_ID"])
+    if coordinator is None and not auto:
+        if num_processes not in (None, 1) or process_id not in (None, 0):
+            raise DistributedError("--num-processes and --process-id need --coordinator (host:port)")
+        return
+    if coordinator is not None and (num_processes is None or process_id is None):
+        raise DistributedError("--coordinator needs --num-processes and --process-id (or their JAX_* variables)")
+    try:
+        jax.distributed.initialize(coordinator, num_processes, process_id)
+    except Exception as error:  # noqa: BLE001  (JAX raises several kinds)
+        where = f" at {coordinator}" if coordinator else ""
+        raise DistributedError(f"cannot join the multi-process job{where}: {error}") from None
+
+
+def is_main_process() -> bool:
+    """Only process 0 talks to MLflow and writes artifacts."""
+    return jax.process_index() == 0
+
+
+def fingerprint(layout: Layout | None) -> dict[str, str]:
+    """The layout a run used (tags `device.*`, next to `provenance.fingerprint`)."""
+    layout = layout or Layout(1, 1)
+    return {
+        "mesh": layout.describe(),
+        "devices_used": str(layout.count),
+        "seed_axis": str(layout.seed_axis),
+        "data_axis": str(layout.data_axis),
+        "process_index": str(jax.process_index()),
+    }

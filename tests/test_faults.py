@@ -64,12 +64,48 @@ def _check_complete(client: MlflowClient, experiment: str, iterations: int, step
             assert sorted(history) == [i * steps for i in range(1, iterations + 1)], (child.info.run_id, name)
 
 
-def test_server_going_away_mid_run_loses_nothing(tmp_path):
-    server = MlflowServer(tmp_path / "server-store")
-    server.directory.mkdir()
-    server.start()
+@pytest.fixture(scope="module")
+def mlflow_server(tmp_path_factory):
+    """One real server for the module; the last test stops and restarts it."""
+    running = MlflowServer(tmp_path_factory.mktemp("mlflow-server")).start()
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+@pytest.mark.parametrize("store", ["sqlite", "server"])
+def test_concurrent_runs_into_one_store_all_complete(tmp_path, store, mlflow_server):
+    """Four `harness run` processes at once, streaming metrics into one store:
+    a SQLite file none of them finds (so all four create it), or a local
+    server; the same experiment, created by whichever comes first."""
+    if store == "server":
+        uri = mlflow_server.uri
+        name = "concurrent_server"
+    else:
+        uri = f"sqlite:///{tmp_path / 'shared.db'}"
+        name = "concurrent_sqlite"
+    data = copy.deepcopy(TINY_SPEC) | {"name": name}
+    spec = write_spec(tmp_path, data)
+    procs = [
+        _harness(
+            *("run", str(spec), "--tracking-uri", uri, "--live-metrics", "--no-progress"),
+            *("--checkpoint-dir", str(tmp_path / "checkpoints")),
+            cwd=tmp_path,
+        )
+        for _ in range(4)
+    ]
+    outputs = [proc.communicate(timeout=600) for proc in procs]
+    for proc, (_, err) in zip(procs, outputs, strict=True):
+        assert proc.returncode == 0, err
+        assert "locked" not in err and "Traceback" not in err, err
+    _check_complete(MlflowClient(tracking_uri=uri), name, 80, 16 * 32, runs=4)
+
+
+def test_server_going_away_mid_run_loses_nothing(tmp_path, mlflow_server):
+    server = mlflow_server
     data = copy.deepcopy(TINY_SPEC) | {"name": "server_goes_away"}
-    iterations = 1000
+    iterations = 400
     data["budget"] = {"env_steps": iterations * 16 * 32}
     spec = write_spec(tmp_path, data)
     root = tmp_path / "checkpoints"
@@ -79,7 +115,7 @@ def test_server_going_away_mid_run_loses_nothing(tmp_path):
         cwd=tmp_path,
     )
     try:
-        # Once a few chunks reached the server, it goes away.
+        # Once a chunk reached the server, it goes away.
         deadline = time.monotonic() + 240
         while (
             not list(root.glob("*/uploaded.json"))
@@ -92,7 +128,6 @@ def test_server_going_away_mid_run_loses_nothing(tmp_path):
         out, err = proc.communicate(timeout=300)
     finally:
         proc.kill()
-        server.stop()
     err = " ".join(err.split())
     assert proc.returncode == 0, err
     assert "Traceback" not in err
@@ -125,32 +160,4 @@ def test_server_going_away_mid_run_loses_nothing(tmp_path):
         code, out, err = _cli("sync", "--checkpoint-dir", str(root), "--tracking-uri", server.uri)
         assert code == 0 and "nothing to sync" in out, out + err
     finally:
-        server.stop()
-
-
-@pytest.mark.parametrize("store", ["sqlite", "server"])
-def test_concurrent_runs_into_one_store_all_complete(tmp_path, store, request):
-    """Four `harness run` processes at once, streaming metrics into one store:
-    a SQLite file none of them finds (so all four create it), or a local
-    server; the same experiment, created by whichever comes first."""
-    if store == "server":
-        uri = request.getfixturevalue("server")
-        name = "concurrent_server"
-    else:
-        uri = f"sqlite:///{tmp_path / 'shared.db'}"
-        name = "concurrent_sqlite"
-    data = copy.deepcopy(TINY_SPEC) | {"name": name}
-    spec = write_spec(tmp_path, data)
-    procs = [
-        _harness(
-            *("run", str(spec), "--tracking-uri", uri, "--live-metrics", "--no-progress"),
-            *("--checkpoint-dir", str(tmp_path / "checkpoints")),
-            cwd=tmp_path,
-        )
-        for _ in range(4)
-    ]
-    outputs = [proc.communicate(timeout=600) for proc in procs]
-    for proc, (_, err) in zip(procs, outputs, strict=True):
-        assert proc.returncode == 0, err
-        assert "locked" not in err and "Traceback" not in err, err
-    _check_complete(MlflowClient(tracking_uri=uri), name, 80, 16 * 32, runs=4)
+        server.stop()  # the module's fixture; nothing after this test needs it

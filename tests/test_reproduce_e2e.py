@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import io
 import json
+import os
 import struct
 
 import pytest
@@ -19,6 +20,18 @@ from mlflow.tracking import MlflowClient
 from rich.console import Console
 
 from harness import cli, compare, tracking
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _in_a_scratch_directory(tmp_path_factory):
+    """With a server's URI, run directories go to checkpoints/ in the
+    working directory: keep them out of the repository."""
+    previous = os.getcwd()
+    os.chdir(tmp_path_factory.mktemp("cwd"))
+    try:
+        yield
+    finally:
+        os.chdir(previous)
 
 
 def run_cli(capsys, *argv: str) -> tuple[int, str, str]:

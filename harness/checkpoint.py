@@ -31,6 +31,7 @@ import contextlib
 import json
 import os
 import shutil
+import threading
 import time
 import zlib
 from collections.abc import Iterator
@@ -281,7 +282,9 @@ class Checkpointer:
         except Exception as error:  # noqa: BLE001  (filesystem problems come in many kinds)
             raise CheckpointError(f"cannot use the checkpoint directory {self.directory}: {error}") from None
         self._ocp = ocp
-        self._writer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="checkpoint-writer")
+        self._writer = concurrent.futures.ThreadPoolExecutor(
+            1, thread_name_prefix="checkpoint-writer", initializer=_lower_priority
+        )
         self._pending: list[concurrent.futures.Future] = []
         self._mark = max(self.manager.all_steps(), default=0)  # the last iteration a save was due at
 
@@ -429,6 +432,15 @@ class Checkpointer:
             shutil.move(str(source), str(target))
         self.manager.reload()
         return f"the checkpoint at iteration {step} ({source}) is damaged ({reason}); moved to {target}"
+
+
+def _lower_priority() -> None:
+    """Nice the writer thread (Linux nices threads one by one; the threads
+    orbax starts from it inherit it): on a CPU backend its checksums and
+    serialisation would otherwise take cores from training, as the metric
+    writer process would (it is niced too)."""
+    with contextlib.suppress(OSError, AttributeError):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
 
 
 class _Damaged(Exception):

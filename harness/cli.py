@@ -28,11 +28,55 @@ err_console = Console(stderr=True, highlight=False)
 out_console = Console(highlight=False)
 
 
-def _load_plan(path: str):
+def _load_plan(path: str, args: argparse.Namespace | None = None):
+    """Validate and build the spec at `path`, with the command line's
+    device options (if `args` has them) in place of its `devices:` section."""
     from harness import build, spec
 
-    loaded = spec.load(path)
+    loaded = _with_devices(spec.load(path), args)
     return build.build(loaded, str(path), spec.key_lines(Path(path).read_text()))
+
+
+def _with_devices(loaded, args: argparse.Namespace | None):
+    """The spec with --devices/--seed-axis/--data-axis applied (not part of the hash)."""
+    given = {
+        key: getattr(args, key, None)
+        for key in ("count", "seed_axis", "data_axis")
+        if getattr(args, key, None) is not None
+    }
+    if not given:
+        return loaded
+    if "count" in given and given["count"] != "all":
+        try:
+            given["count"] = int(given["count"])
+        except ValueError:
+            raise _SpecOptionError(f"--devices takes a number or all, not {given['count']!r}") from None
+    from pydantic import ValidationError
+
+    try:
+        devices = loaded.devices.model_validate({**loaded.devices.model_dump(), **given})
+    except ValidationError as error:
+        problem = error.errors()[0]
+        option = {"count": "--devices", "seed_axis": "--seed-axis", "data_axis": "--data-axis"}[str(problem["loc"][0])]
+        raise _SpecOptionError(f"{option}: {problem['msg'].removeprefix('Value error, ')}") from None
+    return loaded.model_copy(update={"devices": devices})
+
+
+class _SpecOptionError(ValueError):
+    """A bad command-line option (reported like a spec error)."""
+
+
+def _add_device_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("devices", "where the spec runs (instead of its devices: section; not in the spec hash)")
+    g.add_argument("--devices", dest="count", metavar="N|all", help="how many devices (default: the spec's, 1)")
+    g.add_argument("--seed-axis", type=int, help="devices along the seed axis (seeds split over them)")
+    g.add_argument("--data-axis", type=int, help="devices along the data axis (each seed's env batch split)")
+    g.add_argument("--coordinator", metavar="HOST:PORT", help="join a multi-process job (process 0's address)")
+    g.add_argument("--num-processes", type=int, help="processes in the job")
+    g.add_argument("--process-id", type=int, help="this process's index in the job")
+    g.add_argument(
+        "--cluster", action="store_true", help="join a multi-process job found by JAX's cluster detection (SLURM, ...)"
+    )
 
 
 def _print_table(table) -> None:
@@ -97,21 +141,31 @@ class Logged(NamedTuple):
     client: MlflowClient
 
 
-def train_and_log(plan, uri: str, *, progress: bool, live_metrics: bool, tags: dict[str, str] | None = None) -> Logged:
+def train_and_log(
+    plan, uri: str, *, progress: bool, live_metrics: bool, tags: dict[str, str] | None = None
+) -> Logged | None:
     """Train every seed of `plan` and log it to MLflow at `uri`: a parent run
     (with `tags` added to the usual ones), a child run per seed, summary
     metrics and the spec.yaml and results.json artifacts. What `harness run`
-    and `harness reproduce` both do."""
+    and `harness reproduce` both do.
+
+    In a multi-process job only process 0 logs; the others train their
+    shards and return None."""
     import jax
 
-    from harness import provenance, results, runner, spec, tracking
+    from harness import devices, provenance, results, runner, spec, tracking
     from harness.progress import ProgressBar
+
+    if not devices.is_main_process():
+        runner.run(plan.algorithm, plan.spec.seeds, plan.num_iterations, plan.spec.logging.interval, mesh=plan.mesh)
+        return None
 
     # On a CPU backend the store's work competes with training for the same
     # cores, so per-iteration metrics are written when training ends.
     live = live_metrics or jax.default_backend() != "cpu"
     tracker = tracking.Tracking(uri, plan.spec.experiment_name, live_metrics=live)
-    fingerprint, versions, git = provenance.fingerprint(), provenance.versions(), provenance.git_state()
+    fingerprint = {**provenance.fingerprint(), **devices.fingerprint(plan.layout)}
+    versions, git = provenance.versions(), provenance.git_state()
     seeds = plan.spec.seeds
     bar = ProgressBar(
         plan.spec.name,
@@ -154,13 +208,19 @@ def train_and_log(plan, uri: str, *, progress: bool, live_metrics: bool, tags: d
                 plan.spec.logging.interval,
                 sink=sink,
                 on_compiled=compiled,
+                mesh=plan.mesh,
             )
         wall = time.perf_counter() - started
         flush_started = time.perf_counter()
         tracker.flush()
         record = results.make_results(plan, result, wall, time.perf_counter() - flush_started, git)
         finals = {int(seed): values for seed, values in record["per_seed_final"].items()}
-        speed = {"sps": result.sps, "compile_seconds": result.compile_seconds, "wall_seconds": wall}
+        speed = {
+            "sps": result.sps,
+            "sps_per_device": record["speed"]["sps_per_device"],
+            "compile_seconds": result.compile_seconds,
+            "wall_seconds": wall,
+        }
         tracker.log_summary(
             {
                 None: {**{f"final_{k}": v for k, v in record["final"].items()}, **speed},
@@ -175,9 +235,11 @@ def train_and_log(plan, uri: str, *, progress: bool, live_metrics: bool, tags: d
 def cmd_run(args: argparse.Namespace) -> int:
     from harness import results, tracking
 
-    plan = _load_plan(args.spec)
+    plan = _load_plan(args.spec, args)
     uri = tracking.resolve_uri(args.tracking_uri, plan.spec.tracking.uri)
     logged = train_and_log(plan, uri, progress=not args.no_progress, live_metrics=args.live_metrics)
+    if logged is None:  # not process 0 of a multi-process job: it logs
+        return 0
     _print_summary(plan, logged.record, uri, logged.parent_id)
     if args.results_out:
         Path(args.results_out).write_text(results.to_json(logged.record))
@@ -269,7 +331,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
 # ----------------------------------------------------------------- reproduce
 
 
-def _plan_from_text(text: str, source: str):
+def _plan_from_text(text: str, source: str, args: argparse.Namespace | None = None):
     """Validate and build a spec given as YAML text (e.g. a run's spec.yaml)."""
     import yaml
 
@@ -279,7 +341,7 @@ def _plan_from_text(text: str, source: str):
         data = yaml.safe_load(text)
     except yaml.YAMLError as error:
         raise spec.SpecError(source, [("", f"invalid YAML: {error}")]) from None
-    return build.build(spec.parse(data, source, text), source, spec.key_lines(text))
+    return build.build(_with_devices(spec.parse(data, source, text), args), source, spec.key_lines(text))
 
 
 def _with_seeds(plan, seeds: list[int], source: str):
@@ -287,6 +349,7 @@ def _with_seeds(plan, seeds: list[int], source: str):
 
     data = spec.canonical(plan.spec)
     data["seeds"] = list(seeds)
+    data["devices"] = plan.spec.devices.model_dump()
     return build.build(spec.parse(data, f"{source} (--seeds)"), source)
 
 
@@ -309,7 +372,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         if text is None:
             return _user_error(f"run {run_id} in {uri} has no logged spec (spec.yaml): it was not made by harness run")
         source = f"spec.yaml of run {run_id}"
-        plan = _plan_from_text(text, source)
+        plan = _plan_from_text(text, source, args)
         logged_results = tracking.read_text_artifact(client, run_id, "results.json")
         if logged_results is None:
             return _user_error(
@@ -321,7 +384,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         )
         reference.setdefault("mlflow_run_id", run_id)
     else:
-        plan = _load_plan(args.spec)
+        plan = _load_plan(args.spec, args)
         source = args.spec
         path = Path(args.reference) if args.reference else reproduce.reference_path(args.spec)
         reference = reproduce.load_reference(path, args.spec, plan.spec_hash, spec.canonical(plan.spec))
@@ -333,6 +396,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     if reference.get("mlflow_run_id"):
         tags["reproduces.run_id"] = reference["mlflow_run_id"]
     logged = train_and_log(plan, uri, progress=not args.no_progress, live_metrics=False, tags=tags)
+    if logged is None:  # not process 0 of a multi-process job: it judges
+        return 0
     _print_summary(plan, logged.record, uri, logged.parent_id)
     verdict = reproduce.judge(reference, logged.record, label)
     _print_table(reproduce.table(verdict))
@@ -414,6 +479,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--tracking-uri", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, or sqlite:///mlflow.db)")
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
     r.add_argument("--results-out", help="also write results.json to this path")
+    _add_device_options(r)
     r.add_argument(
         "--live-metrics",
         action="store_true",
@@ -449,6 +515,7 @@ def parser() -> argparse.ArgumentParser:
     rep.add_argument("--seeds", type=int, nargs="+", metavar="SEED", help="run these seeds instead of the spec's")
     rep.add_argument("--tracking-uri", help="MLflow tracking URI: where --run-id is read and the reproduction logged")
     rep.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_device_options(rep)
     rep.set_defaults(func=cmd_reproduce)
 
     cmp = sub.add_parser(
@@ -475,14 +542,19 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     from harness.compare import CompareError
+    from harness.devices import DistributedError
     from harness.reproduce import ReproduceError
     from harness.runner import NonFiniteMetricError
     from harness.spec import SpecError
     from harness.tracking import TrackingError
 
     try:
+        if hasattr(args, "coordinator"):
+            from harness import devices
+
+            devices.initialize(args.coordinator, args.num_processes, args.process_id, auto=args.cluster)
         return args.func(args)
-    except (SpecError, TrackingError, ReproduceError, CompareError) as error:
+    except (SpecError, TrackingError, ReproduceError, CompareError, DistributedError, _SpecOptionError) as error:
         return _user_error(str(error))
     except NonFiniteMetricError as error:
         where = getattr(args, "spec", None) or f"run {getattr(args, 'run_id', '')}"

@@ -6,6 +6,10 @@ iterations fully on the device and returns every iteration's metrics
 apart; steps per second count only steady-state chunks. The host loop
 dispatches chunk i+1 before it reads chunk i's metrics, so logging and the
 progress bar overlap with the device's work instead of stalling it.
+
+On a device mesh (`harness.devices`) the same programs run under
+`shard_map`, one shard of seeds and of each seed's env batch per device;
+without one they are plain `jit` on the default device.
 """
 
 from __future__ import annotations

@@ -215,7 +215,8 @@ MULTI_SPEC = {
     "budget": {"env_steps": 6 * 8 * 16},
     "hyperparameters": {"num_envs": 8, "num_steps": 16, "num_minibatches": 2},
     "logging": {"interval": 2},
-    "devices": {"count": "all", "seed_axis": 2},
+    # Every device along data: gradients are averaged across the processes.
+    "devices": {"count": "all"},
 }
 
 
@@ -267,7 +268,7 @@ def test_two_processes_train_one_spec_together(tmp_path):
     assert job_record["fingerprint"]["process_count"] == "2"
     assert job_record["fingerprint"]["device_count"] == "4"
     assert job_record["fingerprint"]["local_device_count"] == "2"
-    assert job_record["fingerprint"]["mesh"] == alone_record["fingerprint"]["mesh"] == "seed=2,data=2"
+    assert job_record["fingerprint"]["mesh"] == alone_record["fingerprint"]["mesh"] == "seed=1,data=4"
     assert job_record["curves"]["env_steps"] == alone_record["curves"]["env_steps"]
     for name, per_seed in alone_record["curves"]["metrics"].items():
         for seed, values in per_seed.items():
@@ -281,7 +282,7 @@ def test_two_processes_train_one_spec_together(tmp_path):
     assert len(parents) == 1 and len(runs) == 3  # one parent, a child per seed
     tags = parents[0].data.tags
     assert tags["device.process_count"] == "2"
-    assert tags["device.mesh"] == "seed=2,data=2"
+    assert tags["device.mesh"] == "seed=1,data=4"
     assert {r.info.status for r in runs} == {"FINISHED"}
     # Per-device speed is logged with the rest.
     assert parents[0].data.metrics["sps_per_device"] == pytest.approx(parents[0].data.metrics["sps"] / 4)

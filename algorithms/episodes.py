@@ -13,30 +13,45 @@ from algorithms import parallel
 class EpisodeStats(NamedTuple):
     running_return: jax.Array  # [B] return of each env's current episode
     running_length: jax.Array  # [B] steps of each env's current episode
-    last_return: jax.Array  # [] mean return of the episodes that ended last
+    last_return: jax.Array  # [] mean return of the episodes that ended last (on every shard)
     last_length: jax.Array  # []
 
 
-def update_episode_stats(
-    stats: EpisodeStats, reward: jax.Array, done: jax.Array, axis_name: str | None = None
-) -> EpisodeStats:
-    """Accumulate one step of B envs; an ended episode's figures replace the
-    last ones (averaged over the envs whose episodes ended at this step, on
-    every shard of `axis_name`)."""
+class Ended(NamedTuple):
+    """The episodes that ended at one step (of this shard's envs)."""
+
+    count: jax.Array  # [] episodes
+    return_sum: jax.Array  # [] their returns, summed
+    length_sum: jax.Array  # [] their lengths, summed
+
+
+def step_episode_stats(stats: EpisodeStats, reward: jax.Array, done: jax.Array) -> tuple[EpisodeStats, Ended]:
+    """Accumulate one step of B envs. The running figures are updated here;
+    the last ended episodes' figures are set by `finish_episode_stats`, once
+    per rollout, from the `Ended` of every step."""
     episode_return = stats.running_return + reward
     episode_length = stats.running_length + 1
-    ended, return_sum, length_sum = parallel.psum(
-        (done.sum(), jnp.where(done, episode_return, 0.0).sum(), jnp.where(done, episode_length, 0).sum()),
-        axis_name,
-    )
-    any_ended = ended > 0
-    mean_return = return_sum / jnp.maximum(ended, 1)
-    mean_length = length_sum / jnp.maximum(ended, 1)
-    return EpisodeStats(
+    ended = Ended(done.sum(), jnp.where(done, episode_return, 0.0).sum(), jnp.where(done, episode_length, 0).sum())
+    running = stats._replace(
         running_return=jnp.where(done, 0.0, episode_return),
         running_length=jnp.where(done, 0, episode_length),
-        last_return=jnp.where(any_ended, mean_return, stats.last_return),
-        last_length=jnp.where(any_ended, mean_length.astype(jnp.float32), stats.last_length),
+    )
+    return running, ended
+
+
+def finish_episode_stats(stats: EpisodeStats, ended: Ended, axis_name: str | None = None) -> EpisodeStats:
+    """After a rollout of T steps (`ended` is `[T]`): the last step at which
+    episodes ended (on any shard of `axis_name`) gives the figures, averaged
+    over the episodes that ended there; with none, the previous ones stay.
+    One reduction over the axis per rollout, not one per step."""
+    count, return_sum, length_sum = parallel.psum(tuple(ended), axis_name)
+    any_ended = count > 0
+    # Index of the last step with an ending (0 when there is none; unused then).
+    last = count.shape[0] - 1 - jnp.argmax(any_ended[::-1])
+    episodes = jnp.maximum(count[last], 1)
+    return stats._replace(
+        last_return=jnp.where(any_ended.any(), return_sum[last] / episodes, stats.last_return),
+        last_length=jnp.where(any_ended.any(), (length_sum[last] / episodes).astype(jnp.float32), stats.last_length),
     )
 
 

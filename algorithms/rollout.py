@@ -13,7 +13,7 @@ import optax
 
 from algorithms import base, parallel
 from algorithms.base import Environment, TimeStep
-from algorithms.episodes import EpisodeStats, init_episode_stats, update_episode_stats
+from algorithms.episodes import EpisodeStats, finish_episode_stats, init_episode_stats, step_episode_stats
 from algorithms.networks import Policy, masked_logits
 
 
@@ -184,12 +184,11 @@ def collect(
         reward = next_ts.reward[:, 0]
         done = next_ts.terminated | next_ts.truncated
         fragment = Fragment(ts.observation, ts.legal_action_mask, actor.reset, action, log_prob, value, reward, done)
-        actor = ActorState(
-            env_state, next_ts, carry, done, update_episode_stats(actor.episodes, reward, done, axis_name)
-        )
-        return actor, fragment
+        episodes, ended = step_episode_stats(actor.episodes, reward, done)
+        return ActorState(env_state, next_ts, carry, done, episodes), (fragment, ended)
 
-    return jax.lax.scan(step, actor, jax.random.split(key, num_steps))
+    actor, (fragment, ended) = jax.lax.scan(step, actor, jax.random.split(key, num_steps))
+    return actor._replace(episodes=finish_episode_stats(actor.episodes, ended, axis_name)), fragment
 
 
 def bootstrap_value(policy: Policy, params: Any, actor: ActorState) -> jax.Array:

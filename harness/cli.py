@@ -32,11 +32,55 @@ err_console = Console(stderr=True, highlight=False)
 out_console = Console(highlight=False)
 
 
-def _load_plan(path: str):
+def _load_plan(path: str, args: argparse.Namespace | None = None):
+    """Validate and build the spec at `path`, with the command line's
+    device options (if `args` has them) in place of its `devices:` section."""
     from harness import build, spec
 
-    loaded = spec.load(path)
+    loaded = _with_devices(spec.load(path), args)
     return build.build(loaded, str(path), spec.key_lines(Path(path).read_text()))
+
+
+def _with_devices(loaded, args: argparse.Namespace | None):
+    """The spec with --devices/--seed-axis/--data-axis applied (not part of the hash)."""
+    given = {
+        key: getattr(args, key, None)
+        for key in ("count", "seed_axis", "data_axis")
+        if getattr(args, key, None) is not None
+    }
+    if not given:
+        return loaded
+    if "count" in given and given["count"] != "all":
+        try:
+            given["count"] = int(given["count"])
+        except ValueError:
+            raise _SpecOptionError(f"--devices takes a number or all, not {given['count']!r}") from None
+    from pydantic import ValidationError
+
+    try:
+        devices = loaded.devices.model_validate({**loaded.devices.model_dump(), **given})
+    except ValidationError as error:
+        problem = error.errors()[0]
+        option = {"count": "--devices", "seed_axis": "--seed-axis", "data_axis": "--data-axis"}[str(problem["loc"][0])]
+        raise _SpecOptionError(f"{option}: {problem['msg'].removeprefix('Value error, ')}") from None
+    return loaded.model_copy(update={"devices": devices})
+
+
+class _SpecOptionError(ValueError):
+    """A bad command-line option (reported like a spec error)."""
+
+
+def _add_device_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("devices", "where the spec runs (instead of its devices: section; not in the spec hash)")
+    g.add_argument("--devices", dest="count", metavar="N|all", help="how many devices (default: the spec's, 1)")
+    g.add_argument("--seed-axis", type=int, help="devices along the seed axis (seeds split over them)")
+    g.add_argument("--data-axis", type=int, help="devices along the data axis (each seed's env batch split)")
+    g.add_argument("--coordinator", metavar="HOST:PORT", help="join a multi-process job (process 0's address)")
+    g.add_argument("--num-processes", type=int, help="processes in the job")
+    g.add_argument("--process-id", type=int, help="this process's index in the job")
+    g.add_argument(
+        "--cluster", action="store_true", help="join a multi-process job found by JAX's cluster detection (SLURM, ...)"
+    )
 
 
 def _print_table(table) -> None:
@@ -111,7 +155,7 @@ def train_and_log(
     checkpoint_dir: str | Path | None = None,
     resume: str | bool = False,
     on_chunk: Callable[[Any], None] | None = None,
-) -> Logged:
+) -> Logged | None:
     """Train every seed of `plan` and log it to MLflow at `uri`: a parent run
     (with `tags` added to the usual ones), a child run per seed, summary
     metrics and the spec.yaml and results.json artifacts. What `harness run`
@@ -122,11 +166,21 @@ def train_and_log(
     journal and the spec's checkpoints. `resume` (True: the newest unfinished
     run of this spec; or a run id) continues that run's MLflow runs from its
     latest good checkpoint instead of starting new ones. `on_chunk` is called
-    with each chunk's metrics after they are logged."""
+    with each chunk's metrics after they are logged.
+
+    In a multi-process job only process 0 logs; the others train their
+    shards and return None. Checkpoints are not written in such a job yet."""
     import jax
 
-    from harness import checkpoint, journal, provenance, results, runner, spec, tracking
+    from harness import checkpoint, devices, journal, provenance, results, runner, spec, tracking
     from harness.progress import ProgressBar
+
+    multi_process = jax.process_count() > 1
+    if multi_process and resume:
+        raise checkpoint.CheckpointError("--resume is not supported in a multi-process job yet")
+    if not devices.is_main_process():
+        runner.run(plan.algorithm, plan.spec.seeds, plan.num_iterations, plan.spec.logging.interval, mesh=plan.mesh)
+        return None
 
     # On a CPU backend the store's work competes with training for the same
     # cores, so per-iteration metrics are written when training ends.
@@ -138,7 +192,8 @@ def train_and_log(
         _check_resumable(directory, plan, uri)
     # Before anything is compiled: an unusable store is reported at once.
     tracker = tracking.Tracking(uri, plan.spec.experiment_name, live_metrics=live)
-    fingerprint, versions, git = provenance.fingerprint(), provenance.versions(), provenance.git_state()
+    fingerprint = {**provenance.fingerprint(), **devices.fingerprint(plan.layout)}
+    versions, git = provenance.versions(), provenance.git_state()
     seeds = plan.spec.seeds
     bar = ProgressBar(
         plan.spec.name,
@@ -220,7 +275,9 @@ def train_and_log(
                         sink=sink,
                         on_compiled=compiled,
                         start=start,
-                        checkpointer=ckpt,
+                        # Saving a state sharded over several processes
+                        # needs every process; not done yet.
+                        checkpointer=None if multi_process else ckpt,
                         mesh=plan.mesh,
                     )
             finally:
@@ -230,7 +287,12 @@ def train_and_log(
             tracker.flush()
             record = results.make_results(plan, result, wall, time.perf_counter() - flush_started, git)
             finals = {int(seed): values for seed, values in record["per_seed_final"].items()}
-            speed = {"sps": result.sps, "compile_seconds": result.compile_seconds, "wall_seconds": wall}
+            speed = {
+                "sps": result.sps,
+                "sps_per_device": record["speed"]["sps_per_device"],
+                "compile_seconds": result.compile_seconds,
+                "wall_seconds": wall,
+            }
             tracker.log_summary(
                 {
                     None: {**{f"final_{k}": v for k, v in record["final"].items()}, **speed},
@@ -342,7 +404,7 @@ def _report_checkpoints(plan, directory, ckpt, status: str) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     from harness import results, tracking
 
-    plan = _load_plan(args.spec)
+    plan = _load_plan(args.spec, args)
     uri = tracking.resolve_uri(args.tracking_uri, plan.spec.tracking.uri)
     logged = train_and_log(
         plan,
@@ -352,6 +414,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         checkpoint_dir=args.checkpoint_dir,
         resume=args.resume or False,
     )
+    if logged is None:  # not process 0 of a multi-process job: it logs
+        return 0
     _print_summary(plan, logged.record, uri, logged.parent_id)
     if args.results_out:
         Path(args.results_out).write_text(results.to_json(logged.record))
@@ -473,7 +537,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
 # ----------------------------------------------------------------- reproduce
 
 
-def _plan_from_text(text: str, source: str):
+def _plan_from_text(text: str, source: str, args: argparse.Namespace | None = None):
     """Validate and build a spec given as YAML text (e.g. a run's spec.yaml)."""
     import yaml
 
@@ -483,7 +547,7 @@ def _plan_from_text(text: str, source: str):
         data = yaml.safe_load(text)
     except yaml.YAMLError as error:
         raise spec.SpecError(source, [("", f"invalid YAML: {error}")]) from None
-    return build.build(spec.parse(data, source, text), source, spec.key_lines(text))
+    return build.build(_with_devices(spec.parse(data, source, text), args), source, spec.key_lines(text))
 
 
 def _with_seeds(plan, seeds: list[int], source: str):
@@ -491,6 +555,7 @@ def _with_seeds(plan, seeds: list[int], source: str):
 
     data = spec.canonical(plan.spec)
     data["seeds"] = list(seeds)
+    data["devices"] = plan.spec.devices.model_dump()
     return build.build(spec.parse(data, f"{source} (--seeds)"), source)
 
 
@@ -513,7 +578,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         if text is None:
             return _user_error(f"run {run_id} in {uri} has no logged spec (spec.yaml): it was not made by harness run")
         source = f"spec.yaml of run {run_id}"
-        plan = _plan_from_text(text, source)
+        plan = _plan_from_text(text, source, args)
         logged_results = tracking.read_text_artifact(client, run_id, "results.json")
         if logged_results is None:
             return _user_error(
@@ -525,7 +590,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         )
         reference.setdefault("mlflow_run_id", run_id)
     else:
-        plan = _load_plan(args.spec)
+        plan = _load_plan(args.spec, args)
         source = args.spec
         path = Path(args.reference) if args.reference else reproduce.reference_path(args.spec)
         reference = reproduce.load_reference(path, args.spec, plan.spec_hash, spec.canonical(plan.spec))
@@ -537,6 +602,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     if reference.get("mlflow_run_id"):
         tags["reproduces.run_id"] = reference["mlflow_run_id"]
     logged = train_and_log(plan, uri, progress=not args.no_progress, live_metrics=False, tags=tags)
+    if logged is None:  # not process 0 of a multi-process job: it judges
+        return 0
     _print_summary(plan, logged.record, uri, logged.parent_id)
     verdict = reproduce.judge(reference, logged.record, label)
     _print_table(reproduce.table(verdict))
@@ -618,6 +685,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--tracking-uri", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, or sqlite:///mlflow.db)")
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
     r.add_argument("--results-out", help="also write results.json to this path")
+    _add_device_options(r)
     r.add_argument(
         "--live-metrics",
         action="store_true",
@@ -677,6 +745,7 @@ def parser() -> argparse.ArgumentParser:
     rep.add_argument("--seeds", type=int, nargs="+", metavar="SEED", help="run these seeds instead of the spec's")
     rep.add_argument("--tracking-uri", help="MLflow tracking URI: where --run-id is read and the reproduction logged")
     rep.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_device_options(rep)
     rep.set_defaults(func=cmd_reproduce)
 
     cmp = sub.add_parser(
@@ -704,6 +773,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     from harness.checkpoint import CheckpointError
     from harness.compare import CompareError
+    from harness.devices import DistributedError
     from harness.reproduce import ReproduceError
     from harness.runner import Interrupted, NonFiniteMetricError
     from harness.spec import SpecError
@@ -718,8 +788,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, terminated) if threading.current_thread() is threading.main_thread() else None
     )
     try:
+        if hasattr(args, "coordinator"):
+            from harness import devices
+
+            devices.initialize(args.coordinator, args.num_processes, args.process_id, auto=args.cluster)
         return args.func(args)
-    except (SpecError, TrackingError, ReproduceError, CompareError, CheckpointError) as error:
+    except (
+        SpecError,
+        TrackingError,
+        ReproduceError,
+        CompareError,
+        CheckpointError,
+        DistributedError,
+        _SpecOptionError,
+    ) as error:
         return _user_error(str(error))
     except NonFiniteMetricError as error:
         where = getattr(args, "spec", None) or f"run {getattr(args, 'run_id', '')}"

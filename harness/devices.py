@@ -190,12 +190,10 @@ def is_main_process() -> bool:
 
 
 def fingerprint(layout: Layout | None) -> dict[str, str]:
-    """The layout a run used (tags `device.*`, next to `provenance.fingerprint`)."""
-    layout = layout or Layout(1, 1)
+    """The layout a run used, next to `provenance.fingerprint` (tags
+    `device.*`, results.json). `mesh` is `none` for the plain one-device
+    program, which is not the same program as a one-device mesh."""
     return {
-        "mesh": layout.describe(),
-        "devices_used": str(layout.count),
-        "seed_axis": str(layout.seed_axis),
-        "data_axis": str(layout.data_axis),
-        "process_index": str(jax.process_index()),
+        "mesh": "none" if layout is None else layout.describe(),
+        "devices_used": "1" if layout is None else str(layout.count),
     }

@@ -51,7 +51,10 @@ EXACT_FINGERPRINT = (
     "jax_threefry_partitionable",
     "cpu",
     "cpu_model",
+    "mesh",
 )
+# What a reference made before a key was recorded ran with.
+FINGERPRINT_DEFAULTS = {"mesh": "none"}
 # Packages whose code runs in the training program (MLflow and orbax do not).
 NUMERICS_PACKAGES = ("jax", "jaxlib", "flax", "optax", "pgx", "jumanji", "gymnax", "mctx")
 # Metrics that say whether an agent learned; the rest are diagnostics.
@@ -211,7 +214,8 @@ def not_exact_because(reference: dict[str, Any], record: dict[str, Any]) -> list
     """Why bit-identical curves cannot be expected; empty when they can."""
     reasons = []
     for key in EXACT_FINGERPRINT:
-        ref, new = reference["fingerprint"].get(key), record["fingerprint"].get(key)
+        ref = reference["fingerprint"].get(key, FINGERPRINT_DEFAULTS.get(key))
+        new = record["fingerprint"].get(key)
         if ref is None:
             reasons.append(f"device.{key} is not recorded in the reference")
         elif ref != new:

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from harness import provenance
+from harness import devices, provenance
 from harness.build import Plan
 from harness.runner import RunResult
 from harness.spec import canonical
@@ -89,13 +89,14 @@ def make_results(
         "speed": {
             "sps": result.sps,
             "sps_per_seed": result.sps / len(plan.spec.seeds),
+            "sps_per_device": result.sps / (plan.layout.count if plan.layout else 1),
             "compile_seconds": result.compile_seconds,
             "wall_seconds": wall_seconds,
             # Waiting for per-iteration metrics to reach MLflow after training.
             "metrics_flush_seconds": metrics_flush_seconds,
             "chunk_seconds_median": float(np.median(result.chunk_seconds)),
         },
-        "fingerprint": provenance.fingerprint(),
+        "fingerprint": {**provenance.fingerprint(), **devices.fingerprint(plan.layout)},
         "versions": provenance.versions(),
         "git": git if git is not None else provenance.git_state(),
     }

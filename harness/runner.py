@@ -11,6 +11,10 @@ Between chunks it also checkpoints (a `Checkpointer`, see
 harness.checkpoint), acts on SIGINT/SIGTERM (a final checkpoint, then
 `Interrupted`), and resumes from a restored state (`start`) in the same
 chunks an uninterrupted run would have, so a resumed run is bit-identical.
+
+On a device mesh (`harness.devices`) the same programs run under
+`shard_map`, one shard of seeds and of each seed's env batch per device;
+without one they are plain `jit` on the default device.
 """
 
 from __future__ import annotations

@@ -68,3 +68,28 @@ def test_vtrace_clips_rho_and_c_by_hand():
     np.testing.assert_allclose(out.target, [1.25, 0.5], rtol=1e-6)
     # advantage = rho * (r + discount * v_{t+1} - V(x_t)) = [1 + .5 * .5, .5 * 1]
     np.testing.assert_allclose(out.advantage, [1.25, 0.5], rtol=1e-6)
+
+
+def test_episode_figures_come_from_the_last_step_with_endings():
+    """Two envs over four steps: episodes end at steps 1 (env 0) and 2 (both);
+    the figures are those of step 2, averaged over its two episodes."""
+    import jax.numpy as jnp
+
+    from algorithms.episodes import Ended, finish_episode_stats, init_episode_stats, step_episode_stats
+
+    stats = init_episode_stats(2)
+    rewards = jnp.array([[1.0, 1.0], [1.0, 1.0], [1.0, 2.0], [1.0, 1.0]])
+    dones = jnp.array([[False, False], [True, False], [True, True], [False, False]])
+    ended = []
+    for reward, done in zip(rewards, dones, strict=True):
+        stats, e = step_episode_stats(stats, reward, done)
+        ended.append(e)
+    ended = Ended(*(jnp.stack(x) for x in zip(*ended, strict=True)))
+    final = finish_episode_stats(stats, ended)
+    # Step 2: env 0's episode (1 step, return 1), env 1's (3 steps, return 4).
+    assert float(final.last_return) == 2.5
+    assert float(final.last_length) == 2.0
+    assert final.running_return.tolist() == [1.0, 1.0]
+    # No ending in a rollout keeps the previous figures.
+    quiet = Ended(*(jnp.zeros(4, x.dtype) for x in ended))
+    assert float(finish_episode_stats(final, quiet).last_return) == 2.5

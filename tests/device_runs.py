@@ -1,0 +1,99 @@
+"""Run tiny specs of every algorithm on several device layouts and print
+their curves as JSON: `python tests/device_runs.py`. A layout is `plain`
+(plain jit, no mesh) or `SEEDxDATA`. Started by tests/test_devices.py in a
+subprocess with 4 simulated CPU devices (XLA_FLAGS must be set before JAX
+starts). Compiles dominate the time, so only PPO runs every layout; the
+others run on 1 and 4 devices (AlphaZero also with seeds split, 2x2, and
+the plain program)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+SPECS = {
+    "ppo": {
+        "algorithm": "ppo",
+        "env": {"suite": "gymnax", "id": "CartPole-v1"},
+        "budget": {"env_steps": 4 * 8 * 16},
+        "hyperparameters": {"num_envs": 8, "num_steps": 16, "num_minibatches": 2, "update_epochs": 2},
+    },
+    "ppo_gru": {
+        "algorithm": "ppo",
+        "env": {"suite": "gymnax", "id": "CartPole-v1"},
+        "budget": {"env_steps": 4 * 8 * 16},
+        "network": {"kind": "gru", "gru_size": 8, "hidden_sizes": [16]},
+        "hyperparameters": {"num_envs": 8, "num_steps": 16, "num_minibatches": 2},
+    },
+    "reinforce": {
+        "algorithm": "reinforce",
+        "env": {"suite": "gymnax", "id": "CartPole-v1"},
+        "budget": {"env_steps": 4 * 8 * 16},
+        "hyperparameters": {"num_envs": 8, "num_steps": 16, "normalize_advantages": True},
+    },
+    "alphazero": {
+        "algorithm": "alphazero",
+        "env": {"suite": "pgx", "id": "tic_tac_toe"},
+        "budget": {"env_steps": 4 * 8 * 6},
+        "network": {"kind": "mlp", "hidden_sizes": [16]},
+        "hyperparameters": {
+            "num_envs": 8,
+            "collection_steps": 6,
+            "num_simulations": 4,
+            "capacity": 12,
+            "train_steps": 2,
+            "train_batch_size": 8,
+            "evaluation": {"games": 4, "pool_size": 2},
+        },
+    },
+    "alphazero_knapsack": {
+        "algorithm": "alphazero",
+        "env": {"suite": "jumanji", "id": "Knapsack-v1"},
+        "budget": {"env_steps": 4 * 8 * 6},
+        "network": {"kind": "mlp", "hidden_sizes": [16]},
+        "hyperparameters": {
+            "num_envs": 8,
+            "collection_steps": 6,
+            "num_simulations": 4,
+            "capacity": 12,
+            "train_steps": 2,
+            "train_batch_size": 8,
+            "ranked_reward": {"memory": 4},
+            "evaluation": {"games": 4},
+        },
+    },
+}
+
+
+ALL = ["plain", "1x1", "1x2", "1x4", "2x2"]
+LAYOUTS = {
+    "ppo": ALL,
+    "ppo_gru": ["1x1", "1x4"],
+    "reinforce": ["1x1", "1x4"],
+    "alphazero": ["plain", "1x1", "1x4", "2x2"],
+    "alphazero_knapsack": ["1x1", "1x4"],
+}
+
+
+def main() -> None:
+    from harness import build, runner
+    from harness import spec as S
+
+    out: dict[str, dict[str, dict[str, list]]] = {}
+    for name, data in SPECS.items():
+        out[name] = {}
+        for layout in LAYOUTS[name]:
+            spec_data = {"name": name, "seeds": [0, 1], "logging": {"interval": 2}, **data}
+            if layout != "plain":
+                seed_axis, data_axis = (int(n) for n in layout.split("x"))
+                spec_data["devices"] = {"count": seed_axis * data_axis, "seed_axis": seed_axis}
+            plan = build.build(S.parse(spec_data), use_mesh=layout != "plain")
+            result = runner.run(plan.algorithm, plan.spec.seeds, plan.num_iterations, 2, mesh=plan.mesh)
+            curves = {k: v.tolist() for k, v in result.metrics.items()}
+            curves.update({f"eval/{k}": v.tolist() for k, v in result.evaluation.items()})
+            out[name][layout] = curves
+    json.dump(out, sys.stdout)
+
+
+if __name__ == "__main__":
+    main()

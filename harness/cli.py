@@ -255,10 +255,15 @@ def train_and_log(
             journal_ = journal.Journal(directory.path)
             tracker.attach(journal_)
             logged_through[0] = journal_.logged_through()
-            every = plan.spec.checkpoint.every
-            ckpt = checkpoint.Checkpointer(
-                directory.state_dir, every=every, keep=plan.spec.checkpoint.keep, spec_hash=plan.spec_hash
-            )
+            # Saving a state sharded over several processes needs every
+            # process (and orbax synchronises them); not done yet.
+            if not multi_process:
+                ckpt = checkpoint.Checkpointer(
+                    directory.state_dir,
+                    every=plan.spec.checkpoint.every,
+                    keep=plan.spec.checkpoint.keep,
+                    spec_hash=plan.spec_hash,
+                )
             start = None
             if resume:
                 start = _resumer(plan, directory, ckpt, journal_, tracker, bar)
@@ -275,13 +280,12 @@ def train_and_log(
                         sink=sink,
                         on_compiled=compiled,
                         start=start,
-                        # Saving a state sharded over several processes
-                        # needs every process; not done yet.
-                        checkpointer=None if multi_process else ckpt,
+                        checkpointer=ckpt,
                         mesh=plan.mesh,
                     )
             finally:
-                ckpt.close()
+                if ckpt is not None:
+                    ckpt.close()
             wall = time.perf_counter() - started
             flush_started = time.perf_counter()
             tracker.flush()

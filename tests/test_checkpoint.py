@@ -169,9 +169,8 @@ def _corrupt(step_dir: Path, how: str) -> None:
 
 # orbax reports the truncated file from a thread after its event loop closed.
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+@pytest.mark.parametrize("trained", ["reinforce"], indirect=True)  # one algorithm is enough
 def test_damaged_checkpoints_fall_back_to_the_newest_good_one(trained, capsys):
-    if trained.data["algorithm"] != "reinforce":
-        pytest.skip("one algorithm is enough")
     t = trained
     interval = t.data["logging"]["interval"]
 
@@ -205,9 +204,8 @@ def test_damaged_checkpoints_fall_back_to_the_newest_good_one(trained, capsys):
     assert t.client.get_run(run_id).info.status == "FINISHED"
 
 
+@pytest.mark.parametrize("trained", ["reinforce"], indirect=True)  # one algorithm is enough
 def test_resume_under_a_changed_spec_is_refused(trained, capsys):
-    if trained.data["algorithm"] != "reinforce":
-        pytest.skip("one algorithm is enough")
     t = trained
 
     def interrupt(chunk):

@@ -11,6 +11,14 @@ from __future__ import annotations
 import json
 import sys
 
+ALPHAZERO = {
+    "num_envs": 8,
+    "collection_steps": 6,
+    "num_simulations": 4,
+    "capacity": 12,
+    "train_steps": 2,
+    "train_batch_size": 8,
+}
 SPECS = {
     "ppo": {
         "algorithm": "ppo",
@@ -36,31 +44,14 @@ SPECS = {
         "env": {"suite": "pgx", "id": "tic_tac_toe"},
         "budget": {"env_steps": 4 * 8 * 6},
         "network": {"kind": "mlp", "hidden_sizes": [16]},
-        "hyperparameters": {
-            "num_envs": 8,
-            "collection_steps": 6,
-            "num_simulations": 4,
-            "capacity": 12,
-            "train_steps": 2,
-            "train_batch_size": 8,
-            "evaluation": {"games": 4, "pool_size": 2},
-        },
+        "hyperparameters": {**ALPHAZERO, "evaluation": {"games": 4, "pool_size": 2}},
     },
     "alphazero_knapsack": {
         "algorithm": "alphazero",
         "env": {"suite": "jumanji", "id": "Knapsack-v1"},
         "budget": {"env_steps": 4 * 8 * 6},
         "network": {"kind": "mlp", "hidden_sizes": [16]},
-        "hyperparameters": {
-            "num_envs": 8,
-            "collection_steps": 6,
-            "num_simulations": 4,
-            "capacity": 12,
-            "train_steps": 2,
-            "train_batch_size": 8,
-            "ranked_reward": {"memory": 4},
-            "evaluation": {"games": 4},
-        },
+        "hyperparameters": {**ALPHAZERO, "ranked_reward": {"memory": 4}, "evaluation": {"games": 4}},
     },
 }
 

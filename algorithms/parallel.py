@@ -8,8 +8,9 @@ from a key all shards share, and each shard keeps its own slice; sums and
 means over the batch are taken over the axis. So the same key gives the same
 numbers on 1, 2 or 4 devices, up to the order of float reductions.
 
-With `axis_name=None` every function here is the plain single-device
-operation, so code written with them is unchanged off the mesh.
+With `axis_name=None`, or an axis of one device, every function here is the
+plain single-device operation, so code written with them is unchanged off
+the mesh and costs nothing extra on a one-device mesh.
 """
 
 from __future__ import annotations
@@ -25,8 +26,14 @@ def size(axis_name: str | None) -> int:
     return 1 if axis_name is None else jax.lax.axis_size(axis_name)
 
 
+def _sharded(axis_name: str | None) -> str | None:
+    """The axis, or None when there is nothing to share over (one device)."""
+    return axis_name if axis_name is not None and size(axis_name) > 1 else None
+
+
 def index(axis_name: str | None) -> jax.Array | int:
     """This shard's position along the axis."""
+    axis_name = _sharded(axis_name)
     return 0 if axis_name is None else jax.lax.axis_index(axis_name)
 
 
@@ -37,6 +44,7 @@ def local_count(global_count: int, axis_name: str | None) -> int:
 
 def local_slice(x: jax.Array, axis_name: str | None, axis: int = 0) -> jax.Array:
     """This shard's contiguous part of a global array along `axis`."""
+    axis_name = _sharded(axis_name)
     if axis_name is None:
         return x
     n = x.shape[axis] // size(axis_name)
@@ -46,6 +54,7 @@ def local_slice(x: jax.Array, axis_name: str | None, axis: int = 0) -> jax.Array
 def split(key: jax.Array, global_count: int, axis_name: str | None) -> jax.Array:
     """The keys of this shard's items among `global_count`: the same key an
     item gets from `jax.random.split(key, global_count)` on one device."""
+    axis_name = _sharded(axis_name)
     return local_slice(jax.random.split(key, global_count), axis_name)
 
 
@@ -54,6 +63,7 @@ def categorical(key: jax.Array, logits: jax.Array, axis_name: str | None) -> jax
 
     Gumbel-max over noise drawn at the global shape, so a row samples the
     same action whichever device holds it."""
+    axis_name = _sharded(axis_name)
     if axis_name is None:
         return jax.random.categorical(key, logits)
     shape = (logits.shape[0] * size(axis_name), *logits.shape[1:])
@@ -63,20 +73,24 @@ def categorical(key: jax.Array, logits: jax.Array, axis_name: str | None) -> jax
 
 def bernoulli(key: jax.Array, p: float, shape: tuple[int, ...], axis_name: str | None) -> jax.Array:
     """`jax.random.bernoulli(key, p, global_shape)`, this shard's rows."""
+    axis_name = _sharded(axis_name)
     global_shape = (shape[0] * size(axis_name), *shape[1:])
     return local_slice(jax.random.bernoulli(key, p, global_shape), axis_name)
 
 
 def psum(x: Any, axis_name: str | None) -> Any:
+    axis_name = _sharded(axis_name)
     return x if axis_name is None else jax.lax.psum(x, axis_name)
 
 
 def pmean(x: Any, axis_name: str | None) -> Any:
+    axis_name = _sharded(axis_name)
     return x if axis_name is None else jax.lax.pmean(x, axis_name)
 
 
 def all_gather(x: Any, axis_name: str | None, axis: int = 0) -> Any:
     """Every shard's part of each leaf, concatenated along `axis` in device order."""
+    axis_name = _sharded(axis_name)
     if axis_name is None:
         return x
     return jax.tree.map(lambda leaf: jax.lax.all_gather(leaf, axis_name, axis=axis, tiled=True), x)
@@ -84,6 +98,7 @@ def all_gather(x: Any, axis_name: str | None, axis: int = 0) -> Any:
 
 def mean_std(x: jax.Array, axis_name: str | None) -> tuple[jax.Array, jax.Array]:
     """Mean and standard deviation over every shard's `x` (equal sizes)."""
+    axis_name = _sharded(axis_name)
     if axis_name is None:
         return x.mean(), x.std()
     mean = jax.lax.pmean(x.mean(), axis_name)

@@ -53,8 +53,13 @@ def run_layouts(layouts: list[str], rounds: int) -> dict:
     return json.loads(out.stdout)
 
 
+def chunk_rates(measured: dict) -> list[float]:
+    """Env steps per second of each timed chunk of one layout's runs."""
+    return [measured["env_steps_per_chunk"] / s for s in measured["chunk_seconds"]]
+
+
 def layout_result(name: str, layout: str, measured: dict, devices: dict, **extra) -> measure.Result:
-    rates = [measured["env_steps_per_chunk"] / s for s in measured["chunk_seconds"]]
+    rates = chunk_rates(measured)
     count = 1 if layout == "plain" else math.prod(int(n) for n in layout.split("x"))
     return measure.Result(
         name=name,
@@ -98,8 +103,7 @@ def test_mesh_overhead_at_one_device(entry):
 
     entry.benchmark.pedantic(run, rounds=1, iterations=1)
     data = out["data"]
-    plain = statistics.median(data["plain"]["env_steps_per_chunk"] / s for s in data["plain"]["chunk_seconds"])
-    mesh = statistics.median(data["1x1"]["env_steps_per_chunk"] / s for s in data["1x1"]["chunk_seconds"])
+    plain, mesh = (statistics.median(chunk_rates(data[layout])) for layout in ("plain", "1x1"))
     result = layout_result(
         entry.name, "1x1", data["1x1"], data["_devices"], plain_sps=plain, mesh_over_plain=mesh / plain
     )

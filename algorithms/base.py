@@ -49,7 +49,8 @@ class Algorithm(NamedTuple):
     """A training pipeline as pure functions, in the manner of optax.
 
     `step` is written for one seed and one device shard; the harness places
-    `vmap`, `scan`, `jit` and sharding around it.
+    `vmap` (or `lax.map`, see `map_seeds`), `scan`, `jit` and sharding
+    around it.
     """
 
     init: Callable[[PRNGKey], State]
@@ -59,6 +60,11 @@ class Algorithm(NamedTuple):
     # opponents); run by the harness once per logging interval, outside the
     # training iterations. `(state) -> (state, metrics of scalars)`.
     evaluate: Callable[[State], tuple[State, Metrics]] | None = None
+    # Run the seeds one after another (`lax.map`) instead of as one vmapped
+    # batch: for pipelines that batch enough work within a seed and whose
+    # operations get slower with a batch of parameters (a convolution whose
+    # kernel is vmapped over seeds becomes a grouped convolution).
+    map_seeds: bool = False
 
 
 class Registration(NamedTuple):

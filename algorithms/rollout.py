@@ -82,8 +82,7 @@ def make_update(loss_fn: Callable, optimizer: optax.GradientTransformation, axis
     def update(carry, minibatch):
         params, opt_state = carry
         grads, aux = jax.grad(loss_fn, has_aux=True)(params, *minibatch)
-        if axis_name is not None:
-            grads = jax.lax.pmean(grads, axis_name)
+        grads = parallel.pmean(grads, axis_name)
         aux = dict(aux, grad_norm=optax.global_norm(grads))
         updates, opt_state = optimizer.update(grads, opt_state, params)
         return (optax.apply_updates(params, updates), opt_state), aux

@@ -20,14 +20,7 @@ def main(path: str, rounds: int, layouts: list[str]) -> None:
     from harness import spec as S
 
     loaded = S.load(path)
-    plans = {}
-    for layout in layouts:
-        if layout == "plain":
-            plans[layout] = build.build(loaded, path, use_mesh=False)
-        else:
-            seed_axis, data_axis = (int(n) for n in layout.split("x"))
-            devices = S.DevicesSpec(count=seed_axis * data_axis, seed_axis=seed_axis, data_axis=data_axis)
-            plans[layout] = build.build(loaded.model_copy(update={"devices": devices}), path, use_mesh=True)
+    plans = {layout: build.build_on(loaded, layout, path) for layout in layouts}
     out = {layout: {"chunk_seconds": [], "compile_seconds": []} for layout in layouts}
     for _ in range(rounds):
         for layout, plan in plans.items():

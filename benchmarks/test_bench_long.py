@@ -49,7 +49,7 @@ def test_harness_overhead(entry, tmp_path, name, live_metrics):
     iterations = num_chunks * chunk
     seeds = plan.spec.seeds
     state, _ = runner.init_state(plan.algorithm, seeds)
-    compiled, _ = runner.compile_chunk(plan.algorithm.step, chunk, state)
+    compiled, _ = runner.compile_chunk(plan.algorithm.step, chunk, state, map_seeds=plan.algorithm.map_seeds)
 
     def bare() -> float:
         s = runner.init_state(plan.algorithm, seeds)[0]
@@ -176,7 +176,7 @@ def test_alphazero_evaluation(entry, pgx_example):
     plan = pgx_example["plan"]
     state = pgx_example["state"]
     start = time.perf_counter()
-    evaluate = jax.jit(jax.vmap(plan.algorithm.evaluate)).lower(state).compile()
+    evaluate = jax.jit(runner.over_seeds(plan.algorithm.evaluate, plan.algorithm.map_seeds)).lower(state).compile()
     compile_seconds = time.perf_counter() - start
     evaluation = plan.spec.hyperparameters.evaluation
     games = evaluation.games * (2 + evaluation.pool_size)

@@ -11,7 +11,7 @@ import optax
 
 import algorithms
 from harness import devices, envs
-from harness.spec import Spec, SpecError, spec_hash
+from harness.spec import DevicesSpec, Spec, SpecError, spec_hash
 
 if TYPE_CHECKING:
     from jax.sharding import Mesh
@@ -128,3 +128,14 @@ def build(
         layout if use_mesh else None,
         mesh,
     )
+
+
+def build_on(spec: Spec, layout: str, source: str = "<spec>") -> Plan:
+    """`build` on a layout named `plain` (the plain jitted program on one
+    device) or `SxD` (a mesh of S seed x D data devices): what the device
+    tests and benchmarks compare."""
+    if layout == "plain":
+        return build(spec, source, use_mesh=False)
+    seed_axis, data_axis = (int(n) for n in layout.split("x"))
+    placed = DevicesSpec(count=seed_axis * data_axis, seed_axis=seed_axis, data_axis=data_axis)
+    return build(spec.model_copy(update={"devices": placed}), source, use_mesh=True)

@@ -28,13 +28,14 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import itertools
 import json
 import os
 import shutil
 import threading
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -42,6 +43,8 @@ from urllib.parse import urlparse
 
 import jax
 import numpy as np
+
+from harness import devices
 
 RUN_FILE = "run.json"
 SPEC_FILE = "spec.yaml"
@@ -203,10 +206,11 @@ class Snapshot(NamedTuple):
 def snapshot(state: Any) -> Snapshot:
     """Copy `state` to host memory (blocking until it is computed). The
     copies are numpy arrays of their own: a later chunk that donates the
-    state's device buffers cannot change them."""
+    state's device buffers cannot change them. In a multi-process job every
+    process gets the whole state (a collective: all must call it)."""
     flat, _ = jax.tree_util.tree_flatten_with_path(state)
     device_leaves = [jax.random.key_data(leaf) if _is_key(leaf) else leaf for _, leaf in flat]
-    host = jax.device_get(device_leaves)
+    host = devices.gather_to_host(device_leaves)
     return Snapshot(
         {f"{i:05d}": np.array(leaf, copy=True) for i, leaf in enumerate(host)},
         [jax.tree_util.keystr(path) for path, _ in flat],
@@ -218,31 +222,45 @@ def _checksums(leaves: dict[str, np.ndarray]) -> dict[str, int]:
     return {name: zlib.crc32(np.ascontiguousarray(leaf).view(np.uint8).reshape(-1)) for name, leaf in leaves.items()}
 
 
-def _fill(template: Any, leaves: dict[str, np.ndarray], paths: list[str]) -> Any:
-    """The template's pytree with the saved leaves, on the template's devices."""
-    flat, treedef = jax.tree_util.tree_flatten_with_path(template)
-    if [jax.tree_util.keystr(p) for p, _ in flat] != paths:
-        raise CheckpointError("the checkpoint's state has another structure than this code's (was the code changed?)")
+def _paths(template: Any) -> list[str]:
+    return [jax.tree_util.keystr(path) for path, _ in jax.tree_util.tree_flatten_with_path(template)[0]]
+
+
+def _host_shapes(template: Any) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+    """Each leaf's shape and dtype as stored (typed keys as key data)."""
+    out = {}
+    for i, leaf in enumerate(jax.tree_util.tree_leaves(template)):
+        data = jax.eval_shape(jax.random.key_data, leaf) if _is_key(leaf) else leaf
+        out[f"{i:05d}"] = (tuple(data.shape), np.dtype(data.dtype))
+    return out
+
+
+def _place(value: np.ndarray, sharding: jax.sharding.Sharding) -> jax.Array:
+    """A host array onto `sharding`'s devices; in a multi-process job each
+    process places the blocks of its own devices (every process holds the
+    whole value)."""
+    if sharding.is_fully_addressable:
+        return jax.device_put(value, sharding)
+    return jax.make_array_from_callback(value.shape, sharding, lambda index: value[index])
+
+
+def _fill(template: Any, leaves: dict[str, np.ndarray]) -> Any:
+    """The template's pytree with the saved leaves (checked against it by
+    `Checkpointer.read_latest`), on the template's devices."""
+    flat, treedef = jax.tree_util.tree_flatten(template)
     out = []
-    for i, (path, leaf) in enumerate(flat):
-        value = leaves[f"{i:05d}"]
-        if _is_key(leaf):
-            expected = jax.random.key_data(leaf)
-            if value.shape != expected.shape or value.dtype != expected.dtype:
-                raise CheckpointError(f"state leaf {jax.tree_util.keystr(path)}: saved key data does not fit")
-            keys = jax.random.wrap_key_data(value, impl=jax.random.key_impl(leaf))
-            out.append(jax.device_put(keys, leaf.sharding))
-        else:
-            if value.shape != leaf.shape or value.dtype != leaf.dtype:
-                raise CheckpointError(
-                    f"state leaf {jax.tree_util.keystr(path)}: saved {value.dtype}{list(value.shape)},"
-                    f" expected {leaf.dtype}{list(leaf.shape)}"
-                )
-            out.append(jax.device_put(value, leaf.sharding))
+    for i, leaf in enumerate(flat):
+        value = _place(leaves[f"{i:05d}"], leaf.sharding)
+        out.append(jax.random.wrap_key_data(value, impl=jax.random.key_impl(leaf)) if _is_key(leaf) else value)
     return jax.tree_util.tree_unflatten(treedef, out)
 
 
 # --------------------------------------------------------------- checkpointer
+
+
+# A checkpoint as read: its leaves (host arrays, by tree position) and the
+# iteration it follows.
+Found = tuple[dict[str, np.ndarray], int]
 
 
 class SaveTiming(NamedTuple):
@@ -251,7 +269,26 @@ class SaveTiming(NamedTuple):
     final: bool
 
 
-class Checkpointer:
+class _Schedule:
+    """When saves are due: at the first chunk end at or past each multiple of
+    `every` (None or 0: never) after the iteration training went on from."""
+
+    def __init__(self, every: int | None, mark: int):
+        self.every = every or 0
+        self._mark = mark  # the last iteration a save was due at
+
+    def due(self, last_iteration: int) -> bool:
+        if not self.every or last_iteration // self.every <= self._mark // self.every:
+            return False
+        self._mark = last_iteration
+        return True
+
+    def continue_after(self, iteration: int) -> None:
+        """Training goes on from the state after `iteration`."""
+        self._mark = iteration
+
+
+class Checkpointer(_Schedule):
     """orbax's CheckpointManager over `directory`, saving every `every`
     iterations (at the first chunk end at or past each multiple; None or 0:
     never, except `final` saves) and keeping the newest `keep`.
@@ -267,15 +304,24 @@ class Checkpointer:
         import orbax.checkpoint as ocp
 
         self.directory = Path(directory)
-        self.every = every or 0
         self.keep = keep
         self.spec_hash = spec_hash
         self.timings: list[SaveTiming] = []
+        # In a multi-process job this process (0) writes alone: the state it
+        # saves was gathered from every process (see `Follower`).
+        alone = jax.process_count() > 1
         try:
+            self.directory.mkdir(parents=True, exist_ok=True)  # orbax creates it only for every process
             self.manager = ocp.CheckpointManager(
                 self.directory.resolve(),
                 options=ocp.CheckpointManagerOptions(
-                    max_to_keep=keep, create=True, enable_async_checkpointing=True, cleanup_tmp_directories=True
+                    max_to_keep=keep,
+                    create=False,
+                    enable_async_checkpointing=True,
+                    cleanup_tmp_directories=True,
+                    multiprocessing_options=ocp.options.MultiprocessingOptions(
+                        primary_host=0, active_processes={0} if alone else None
+                    ),
                 ),
                 item_names=("state", "meta"),
             )
@@ -286,7 +332,7 @@ class Checkpointer:
             1, thread_name_prefix="checkpoint-writer", initializer=_lower_priority
         )
         self._pending: list[concurrent.futures.Future] = []
-        self._mark = max(self.manager.all_steps(), default=0)  # the last iteration a save was due at
+        super().__init__(every, max(self.manager.all_steps(), default=0))
 
     def __enter__(self) -> Checkpointer:
         return self
@@ -295,12 +341,6 @@ class Checkpointer:
         self.close()
 
     # -------------------------------------------------------------- saving
-
-    def due(self, last_iteration: int) -> bool:
-        if not self.every or last_iteration // self.every <= self._mark // self.every:
-            return False
-        self._mark = last_iteration
-        return True
 
     def snapshot(self, state: Any) -> tuple[Snapshot, float]:
         """The host copy, and the seconds the copy took (the loop waits for
@@ -381,9 +421,18 @@ class Checkpointer:
         iteration; None when there is none. A damaged one is named in
         `notes`, moved to `damaged/` beside `state/`, and the one before is
         tried. A checkpoint of another spec raises CheckpointError."""
+        found = self.read_latest(template, notes)
+        if found is None:
+            return None
+        leaves, step = found
+        return _fill(template, leaves), step
+
+    def read_latest(self, template: Any, notes: list[str]) -> Found | None:
+        """`restore_latest`'s reading: the newest readable checkpoint's
+        leaves (host arrays, checked against `template`) and iteration."""
         for step in reversed(self.steps()):
             try:
-                state = self._restore(step, template)
+                leaves = self._read(step, template)
             except CheckpointError:
                 raise
             except _Damaged as damage:
@@ -391,11 +440,12 @@ class Checkpointer:
             except Exception as error:  # noqa: BLE001  (orbax/tensorstore raise many kinds on bad files)
                 notes.append(self._set_aside(step, f"{type(error).__name__}: {str(error)[:300]}"))
             else:
-                self._mark = step
-                return state, step
+                self.continue_after(step)
+                return leaves, step
+        self.continue_after(0)
         return None
 
-    def _restore(self, step: int, template: Any) -> Any:
+    def _read(self, step: int, template: Any) -> dict[str, np.ndarray]:
         ocp = self._ocp
         meta = self.manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore())).meta
         if meta.get("spec_hash") != self.spec_hash:
@@ -403,13 +453,17 @@ class Checkpointer:
                 f"the checkpoint at iteration {step} in {self.directory} was made from another spec"
                 f" (spec_hash {str(meta.get('spec_hash'))[:12]}, this spec's is {self.spec_hash[:12]})"
             )
-        flat = jax.tree_util.tree_leaves(template)
+        if meta.get("paths") != _paths(template):
+            raise CheckpointError(
+                f"the checkpoint at iteration {step} in {self.directory} holds a state of another structure"
+                " than this code's (was the code changed?)"
+            )
         empty = meta.get("empty", {})
-        abstract = {}
-        for i, leaf in enumerate(flat):
-            data = jax.random.key_data(leaf) if _is_key(leaf) else leaf
-            if f"{i:05d}" not in empty:
-                abstract[f"{i:05d}"] = jax.ShapeDtypeStruct(data.shape, data.dtype)
+        abstract = {
+            name: jax.ShapeDtypeStruct(shape, dtype)
+            for name, (shape, dtype) in _host_shapes(template).items()
+            if name not in empty
+        }
         restore_args = jax.tree.map(lambda _: ocp.RestoreArgs(restore_type=np.ndarray), abstract)
         restored = self.manager.restore(
             step,
@@ -422,7 +476,13 @@ class Checkpointer:
         if bad:
             raise _Damaged(f"{len(bad)} state leaves fail their CRC32 check (first: {meta['paths'][int(bad[0])]})")
         leaves.update({name: np.zeros(shape, dtype) for name, (shape, dtype) in empty.items()})
-        return _fill(template, leaves, meta["paths"])
+        for name, (shape, dtype) in _host_shapes(template).items():
+            if leaves[name].shape != shape or leaves[name].dtype != dtype:
+                raise CheckpointError(
+                    f"state leaf {meta['paths'][int(name)]}: saved {leaves[name].dtype}{list(leaves[name].shape)},"
+                    f" expected {dtype}{list(shape)}"
+                )
+        return leaves
 
     def _set_aside(self, step: int, reason: str) -> str:
         source = self.directory / str(step)
@@ -445,6 +505,75 @@ def _lower_priority() -> None:
 
 class _Damaged(Exception):
     """A checkpoint that orbax read but whose contents are wrong."""
+
+
+# ------------------------------------------------------ multi-process jobs
+#
+# In a job of several processes the state is spread over every process's
+# devices. Process 0 owns the run directory: each save gathers the whole
+# state into every process (a collective) and process 0 writes it; a resume
+# is read by process 0 and broadcast to the others, which fill their devices'
+# blocks. No filesystem needs to be shared. The other processes follow with a
+# `Follower`, which takes part in the same collectives at the same chunks.
+
+
+class Follower(_Schedule):
+    """The checkpointer of a process other than 0 in a multi-process job:
+    due at the same iterations as process 0's `Checkpointer` (same `every`),
+    it joins each save's gathering of the state and writes nothing."""
+
+    def __init__(self, every: int | None):
+        super().__init__(every, 0)
+
+    def snapshot(self, state: Any) -> tuple:
+        snapshot(jax.block_until_ready(state))
+        return ()
+
+    def save(self, taken: Any, last_iteration: int, *, final: bool = False) -> None:
+        pass
+
+
+def restore(template: Any, read: Callable[[], Found | None] | None = None) -> tuple[Any, int]:
+    """The state training starts from, and the iterations it has done (0:
+    `template` itself, a fresh start). `read` returns the leaves and the
+    iteration of the checkpoint to resume from (`Checkpointer.read_latest`),
+    or None to start afresh.
+
+    In a multi-process job this is a collective: process 0 passes `read`,
+    the others nothing, and every process gets process 0's state, placed on
+    its own devices; a CheckpointError that `read` raises is raised in every
+    process."""
+    if jax.process_count() == 1:
+        found = read() if read is not None else None
+        return (_fill(template, found[0]), found[1]) if found else (template, 0)
+    shapes = _host_shapes(template)
+    found, failure = None, None
+    if read is not None:
+        try:
+            found = read()
+        except CheckpointError as error:
+            failure = error
+    iteration = -1 if failure is not None else (found[1] if found else 0)
+    iteration = int(devices.broadcast_from_main(np.int64(iteration)))
+    if failure is not None:
+        raise failure
+    if iteration < 0:
+        raise CheckpointError("process 0 of the job could not restore the checkpoint (see its output)")
+    if iteration == 0:
+        return template, 0
+    # As one byte buffer: every dtype (and the sign of a zero) arrives as saved.
+    sizes = {name: int(np.prod(shape)) * dtype.itemsize for name, (shape, dtype) in shapes.items()}
+    if found:
+        sent = np.concatenate([np.ascontiguousarray(found[0][name]).view(np.uint8).reshape(-1) for name in shapes])
+    else:
+        sent = np.zeros(sum(sizes.values()), np.uint8)
+    received = np.asarray(devices.broadcast_from_main(sent)).astype(np.uint8)
+    offsets = itertools.accumulate(sizes.values(), initial=0)
+    leaves = {
+        name: received[offset : offset + sizes[name]].view(dtype).reshape(shape)
+        for (name, (shape, dtype)), offset in zip(shapes.items(), offsets, strict=False)
+    }
+    return _fill(template, leaves), iteration
 
 
 @contextlib.contextmanager

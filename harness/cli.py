@@ -168,20 +168,49 @@ def train_and_log(
     latest good checkpoint instead of starting new ones. `on_chunk` is called
     with each chunk's metrics after they are logged.
 
-    In a multi-process job only process 0 logs; the others train their
-    shards and return None. Checkpoints are not written in such a job yet."""
+    In a multi-process job only process 0 logs and writes the run directory;
+    the others train their shards, take part in every checkpoint (the state
+    is gathered from all processes; process 0 writes it) and in a resume
+    (process 0 reads the checkpoint and sends it to all), and return None."""
+
+    from harness import checkpoint, devices, runner
+
+    if not devices.is_main_process():
+        follower = checkpoint.Follower(plan.spec.checkpoint.every)
+
+        def follow(template):
+            state, iteration = checkpoint.restore(template)
+            follower.continue_after(iteration)
+            return state, iteration, ()
+
+        devices.wait_for_start()
+        runner.run(
+            plan.algorithm,
+            plan.spec.seeds,
+            plan.num_iterations,
+            plan.spec.logging.interval,
+            start=follow,
+            checkpointer=follower,
+            mesh=plan.mesh,
+        )
+        return None
+    try:
+        return _train_and_log_main(plan, uri, progress, live_metrics, tags, checkpoint_dir, resume, on_chunk)
+    except BaseException as error:
+        # The other processes of a job wait for process 0 to start training;
+        # if it cannot, they stop too (with its message) instead of waiting.
+        devices.announce_start(error=f"{type(error).__name__}: {error}")
+        raise
+
+
+def _train_and_log_main(plan, uri, progress, live_metrics, tags, checkpoint_dir, resume, on_chunk) -> Logged:
+    """`train_and_log` in process 0 (or the only process)."""
     import jax
 
     from harness import checkpoint, devices, journal, provenance, results, runner, spec, tracking
     from harness.progress import ProgressBar
 
     multi_process = jax.process_count() > 1
-    if multi_process and resume:
-        raise checkpoint.CheckpointError("--resume is not supported in a multi-process job yet")
-    if not devices.is_main_process():
-        runner.run(plan.algorithm, plan.spec.seeds, plan.num_iterations, plan.spec.logging.interval, mesh=plan.mesh)
-        return None
-
     # On a CPU backend the store's work competes with training for the same
     # cores, so per-iteration metrics are written when training ends.
     live = live_metrics or jax.default_backend() != "cpu"
@@ -255,18 +284,18 @@ def train_and_log(
             journal_ = journal.Journal(directory.path)
             tracker.attach(journal_)
             logged_through[0] = journal_.logged_through()
-            # Saving a state sharded over several processes needs every
-            # process (and orbax synchronises them); not done yet.
-            if not multi_process:
-                ckpt = checkpoint.Checkpointer(
-                    directory.state_dir,
-                    every=plan.spec.checkpoint.every,
-                    keep=plan.spec.checkpoint.keep,
-                    spec_hash=plan.spec_hash,
-                )
+            ckpt = checkpoint.Checkpointer(
+                directory.state_dir,
+                every=plan.spec.checkpoint.every,
+                keep=plan.spec.checkpoint.keep,
+                spec_hash=plan.spec_hash,
+            )
             start = None
             if resume:
                 start = _resumer(plan, directory, ckpt, journal_, tracker, bar)
+            elif multi_process:  # the other processes wait to hear whether to resume
+                start = lambda template: (*checkpoint.restore(template, lambda: None), ())  # noqa: E731
+            devices.announce_start()
             # A NaN/Inf raises out of here: the chunks before it stay logged and
             # the runs end FAILED with the message; no checkpoint is written
             # from the chunk that had it on.
@@ -354,24 +383,31 @@ def _check_resumable(directory, plan, uri: str) -> None:
 
 def _resumer(plan, directory, ckpt, journal_, tracker, bar):
     """The runner's `start`: restore the newest good checkpoint into the
-    freshly initialised state, tag the runs, and give the journaled metrics
-    before it."""
+    freshly initialised state (in a multi-process job: and send it to the
+    other processes), tag the runs, and give the journaled metrics before
+    it."""
     from datetime import UTC, datetime
 
-    from harness import runner, tracking
+    from harness import checkpoint, runner, tracking
 
     def start(template):
-        notes: list[str] = []
-        restored = ckpt.restore_latest(template, notes)
-        for note in notes:
-            err_console.print(f"[bold yellow]warning:[/] {note}", soft_wrap=True)
-        state, iteration = restored if restored is not None else (template, 0)
-        chunks = journal_.chunks(iteration)
-        covered = chunks[-1][1] if chunks else None
-        if iteration and (covered is None or chunks[-1][0] + len(next(iter(covered.values()))) - 1 != iteration):
-            raise tracking.TrackingError(
-                f"the journal of run {directory.run_id} lacks the metrics up to iteration {iteration}"
-            )
+        chunks = []
+
+        def read():
+            notes: list[str] = []
+            found = ckpt.read_latest(template, notes)
+            for note in notes:
+                err_console.print(f"[bold yellow]warning:[/] {note}", soft_wrap=True)
+            iteration = found[1] if found else 0
+            chunks.extend(journal_.chunks(iteration))
+            covered = chunks[-1][1] if chunks else None
+            if iteration and (covered is None or chunks[-1][0] + len(next(iter(covered.values()))) - 1 != iteration):
+                raise checkpoint.CheckpointError(
+                    f"the journal of run {directory.run_id} lacks the metrics up to iteration {iteration}"
+                )
+            return found
+
+        state, iteration = checkpoint.restore(template, read)
         history = [runner.ChunkMetrics(first, metrics, evaluation) for first, metrics, evaluation in chunks]
         info = directory.info
         resumes = [*info.get("resumes", []), {"iteration": iteration, "at": datetime.now(UTC).isoformat()}]

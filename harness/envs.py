@@ -249,6 +249,30 @@ def mask_observation(env: Environment, indices: tuple[int, ...]) -> Environment:
     return env._replace(reset=reset, step=step)
 
 
+def observe_legal_actions(env: Environment) -> Environment:
+    """Append the legal-action mask, as 0/1 floats, to a flat observation."""
+    if not env.discrete_actions:
+        raise ValueError("observe_legal_actions needs discrete actions")
+    if len(env.observation_shape) != 1:
+        raise ValueError(
+            f"observe_legal_actions needs a flat observation; this env's has shape {list(env.observation_shape)}"
+        )
+
+    def observed(timestep: TimeStep) -> TimeStep:
+        mask = timestep.legal_action_mask.astype(timestep.observation.dtype)
+        return timestep._replace(observation=jnp.concatenate([timestep.observation, mask], axis=-1))
+
+    def reset(key):
+        state, timestep = env.reset(key)
+        return state, observed(timestep)
+
+    def step(state, action, key):
+        state, timestep = env.step(state, action, key)
+        return state, observed(timestep)
+
+    return env._replace(reset=reset, step=step, observation_shape=(env.observation_shape[0] + env.num_actions,))
+
+
 def make(
     suite: str, env_id: str, kwargs: dict[str, Any] | None = None, wrappers: tuple[Any, ...] = ()
 ) -> tuple[Environment, EnvInfo]:
@@ -261,4 +285,6 @@ def make(
     for wrapper in wrappers:
         if wrapper.name == "mask_observation":
             env = mask_observation(env, tuple(wrapper.indices))
+        elif wrapper.name == "observe_legal_actions":
+            env = observe_legal_actions(env)
     return env, info

@@ -77,26 +77,39 @@ class RunResult(NamedTuple):
         return self.steady_env_steps / self.steady_seconds if self.steady_seconds > 0 else float("nan")
 
 
-def make_chunk(step: Callable, length: int, mesh: Mesh | None = None) -> Callable:
-    """`length` iterations of the seed-vmapped `step`, jitted, state donated;
+def over_seeds(fn: Callable, map_seeds: bool = False) -> Callable:
+    """`fn` of one seed's state, over a seed-batched state: vmapped, or one
+    seed after another (`Algorithm.map_seeds`)."""
+    if map_seeds:
+        return lambda state: jax.lax.map(fn, state)
+    return jax.vmap(fn)
+
+
+def make_chunk(step: Callable, length: int, mesh: Mesh | None = None, map_seeds: bool = False) -> Callable:
+    """`length` iterations of `step` over the seeds, jitted, state donated;
     on a mesh, one shard per device (see `harness.devices.on_mesh`)."""
+    seeds_step = over_seeds(step, map_seeds)
 
     def chunk(state):
-        return jax.lax.scan(lambda carry, _: jax.vmap(step)(carry), state, None, length=length)
+        return jax.lax.scan(lambda carry, _: seeds_step(carry), state, None, length=length)
 
     return jax.jit(devices.on_mesh(chunk, mesh, metrics_axis=1), donate_argnums=0)
 
 
-def compile_chunk(step: Callable, length: int, state: Any, mesh: Mesh | None = None) -> tuple[Callable, float]:
+def compile_chunk(
+    step: Callable, length: int, state: Any, mesh: Mesh | None = None, map_seeds: bool = False
+) -> tuple[Callable, float]:
     start = time.perf_counter()
-    compiled = make_chunk(step, length, mesh).lower(state).compile()
+    compiled = make_chunk(step, length, mesh, map_seeds).lower(state).compile()
     return compiled, time.perf_counter() - start
 
 
-def compile_evaluate(evaluate: Callable, state: Any, mesh: Mesh | None = None) -> tuple[Callable, float]:
-    """The seed-vmapped evaluation, jitted, state donated."""
+def compile_evaluate(
+    evaluate: Callable, state: Any, mesh: Mesh | None = None, map_seeds: bool = False
+) -> tuple[Callable, float]:
+    """The evaluation over the seeds, jitted, state donated."""
     start = time.perf_counter()
-    fn = devices.on_mesh(jax.vmap(evaluate), mesh, metrics_axis=0)
+    fn = devices.on_mesh(over_seeds(evaluate, map_seeds), mesh, metrics_axis=0)
     compiled = jax.jit(fn, donate_argnums=0).lower(state).compile()
     return compiled, time.perf_counter() - start
 
@@ -212,7 +225,8 @@ def run(
     """Train every seed for `num_iterations` iterations.
 
     Args:
-      algorithm: the pure pipeline; `step` is vmapped over seeds here.
+      algorithm: the pure pipeline; `step` is vmapped over seeds here (or
+        mapped, `Algorithm.map_seeds`).
       seeds: one independent run per seed.
       num_iterations: iterations per seed.
       chunk_iterations: iterations per jitted call (the logging interval).
@@ -258,14 +272,14 @@ def run(
     lengths = schedule[boundaries.index(done) + 1 :] if done else schedule
     chunk_fn = tail_fn = evaluate_fn = None
     if any(n == chunk_iterations for n in lengths):
-        chunk_fn, seconds = compile_chunk(algorithm.step, chunk_iterations, state, mesh)
+        chunk_fn, seconds = compile_chunk(algorithm.step, chunk_iterations, state, mesh, algorithm.map_seeds)
         compile_seconds += seconds
     if remainder and lengths:
         # A shorter last chunk is another program; compile it now, not mid-run.
-        tail_fn, seconds = compile_chunk(algorithm.step, remainder, state, mesh)
+        tail_fn, seconds = compile_chunk(algorithm.step, remainder, state, mesh, algorithm.map_seeds)
         compile_seconds += seconds
     if algorithm.evaluate is not None and lengths:
-        evaluate_fn, seconds = compile_evaluate(algorithm.evaluate, state, mesh)
+        evaluate_fn, seconds = compile_evaluate(algorithm.evaluate, state, mesh, algorithm.map_seeds)
         compile_seconds += seconds
     if on_compiled is not None:
         on_compiled(compile_seconds)
@@ -295,7 +309,8 @@ def run(
     first_iteration = done + 1
     with interrupt_between_chunks() as interrupted:
         for i, length in enumerate(lengths):
-            if signum := interrupted():
+            # Every process of a job stops after the same chunk.
+            if signum := devices.agree_on_signal(interrupted()):
                 if pending is not None:
                     handle(*pending)
                 last = first_iteration - 1

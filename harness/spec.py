@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_serializer
@@ -55,11 +55,22 @@ class MaskObservation(_Model):
     indices: tuple[int, ...] = Field(min_length=1)
 
 
+class ObserveLegalActions(_Model):
+    """Append the legal-action mask (1 legal, 0 not) to a flat observation:
+    e.g. jumanji Knapsack's items that still fit, which the observation
+    itself leaves to be worked out from weights and the budget."""
+
+    name: Literal["observe_legal_actions"]
+
+
+Wrapper = Annotated[MaskObservation | ObserveLegalActions, Field(discriminator="name")]
+
+
 class EnvSpec(_Model):
     suite: Literal["gymnax", "jumanji", "pgx"]
     id: str
     kwargs: dict[str, Any] = Field(default_factory=dict)
-    wrappers: tuple[MaskObservation, ...] = ()
+    wrappers: tuple[Wrapper, ...] = ()
 
 
 class SeedRange(_Model):

@@ -61,6 +61,34 @@ def tiny_run() -> tuple[build.Plan, runner.RunResult]:
     return train(copy.deepcopy(TINY_SPEC))
 
 
+# ------------------------------------------------------ harness subprocesses
+
+
+def start_harness(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.Popen:
+    """`harness ARGS` as a subprocess, its stdout and stderr together."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "harness", *args],
+        env=env,
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def wait_for_training(root: Path, processes: list[subprocess.Popen], timeout: float = 300) -> None:
+    """Until a run under the checkpoint root `root` has journaled a chunk;
+    fails if a process ends first."""
+    deadline = time.monotonic() + timeout
+    while not any(journal.stat().st_size for journal in Path(root).glob("*/journal.jsonl")):
+        for proc in processes:
+            if proc.poll() is not None:
+                pytest.fail(f"harness ended before training: {proc.communicate()[0][-3000:]}")
+        if time.monotonic() > deadline:
+            pytest.fail("training did not start")
+        time.sleep(0.05)
+
+
 # ------------------------------------------------------------ mlflow server
 
 

@@ -75,10 +75,7 @@ def main() -> None:
         out[name] = {}
         for layout in LAYOUTS[name]:
             spec_data = {"name": name, "seeds": [0, 1], "logging": {"interval": 2}, **data}
-            if layout != "plain":
-                seed_axis, data_axis = (int(n) for n in layout.split("x"))
-                spec_data["devices"] = {"count": seed_axis * data_axis, "seed_axis": seed_axis}
-            plan = build.build(S.parse(spec_data), use_mesh=layout != "plain")
+            plan = build.build_on(S.parse(spec_data), layout)
             result = runner.run(plan.algorithm, plan.spec.seeds, plan.num_iterations, 2, mesh=plan.mesh)
             curves = {k: v.tolist() for k, v in result.metrics.items()}
             curves.update({f"eval/{k}": v.tolist() for k, v in result.evaluation.items()})

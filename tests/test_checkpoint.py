@@ -12,17 +12,14 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import TINY_SPEC, train, write_spec
+from conftest import TINY_SPEC, start_harness, train, wait_for_training, write_spec
 from mlflow.tracking import MlflowClient
 from test_alphazero import TINY_AZ
 from test_ppo import TINY_PPO
@@ -278,42 +275,38 @@ def test_nan_stops_the_run_failed_and_keeps_the_last_good_checkpoint(tmp_path, c
     assert directory.info["status"] == "FAILED"
 
 
-# ------------------------------------------------------------------ SIGTERM
+# ------------------------------------------------------------------ signals
 
 
-def test_sigterm_checkpoints_marks_runs_killed_and_exits_143(tmp_path, tiny_spec_data):
+@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["ctrl-c", "sigterm"])
+def test_a_signal_checkpoints_marks_runs_killed_and_exits(tmp_path, tiny_spec_data, signum, code):
+    """Ctrl-C and a scheduler's SIGTERM stop `harness run` between chunks:
+    a final checkpoint, KILLED runs, the shell's exit code, no traceback."""
     tiny_spec_data["budget"]["env_steps"] = 10**9  # far more than the test waits for
     tiny_spec_data["checkpoint"] = {"every": 1000, "keep": 2}
     path = write_spec(tmp_path, tiny_spec_data)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "harness", "run", str(path), "--tracking-uri", uri, "--no-progress"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = start_harness("run", str(path), "--tracking-uri", uri, "--no-progress")
     root = tmp_path / "checkpoints"
     try:
-        deadline = time.monotonic() + 240
-        while not any(root.glob("*/journal.jsonl")) or os.path.getsize(next(root.glob("*/journal.jsonl"))) == 0:
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "training did not start"
-            time.sleep(0.2)
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=120)
+        wait_for_training(root, [proc], timeout=240)
+        proc.send_signal(signum)
+        output = proc.communicate(timeout=120)[0]
     finally:
         proc.kill()
-    assert proc.returncode == 143, err
-    assert "Traceback" not in err and "interrupted (SIGTERM)" in err
+    name = signal.Signals(signum).name
+    assert proc.returncode == code, output
+    assert "Traceback" not in output and f"interrupted ({name})" in output
     (directory,) = checkpoint.run_directories(root)
     journaled = Journal(directory.path).logged_through()
     steps = checkpoint.saved_iterations(directory.state_dir)
     assert journaled >= 20 and steps == [journaled], "the final checkpoint is the last logged iteration"
-    assert f"--resume {directory.run_id}" in " ".join(err.split())
+    assert f"--resume {directory.run_id}" in " ".join(output.split())
     client = MlflowClient(tracking_uri=uri)
     runs = client.search_runs([client.get_experiment_by_name(tiny_spec_data["name"]).experiment_id])
     assert len(runs) == 3 and {r.info.status for r in runs} == {"KILLED"}
-    assert {r.data.tags["error"] for r in runs} == {"interrupted (SIGTERM)"}
+    assert {r.data.tags["error"] for r in runs} == {f"interrupted ({name})"}
+    # What was trained before the interrupt reached the store.
     child = next(r for r in runs if r.data.tags.get("seed") == "0")
     assert len(client.get_metric_history(child.info.run_id, "loss")) == journaled
     assert directory.info["status"] == "KILLED"

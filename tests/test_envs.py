@@ -97,6 +97,22 @@ def test_knapsack_uses_the_action_mask():
     assert after.terminated.any()
 
 
+def test_observe_legal_actions_appends_the_mask_to_the_observation():
+    from harness.spec import ObserveLegalActions
+
+    plain, _ = envs.make("jumanji", "Knapsack-v1")
+    env, _ = envs.make("jumanji", "Knapsack-v1", wrappers=(ObserveLegalActions(name="observe_legal_actions"),))
+    assert env.observation_shape == (plain.observation_shape[0] + plain.num_actions,)
+    ts, _, after = random_rollout(env)
+    base = random_rollout(plain)[0]
+    np.testing.assert_array_equal(ts.observation[..., : plain.observation_shape[0]], base.observation)
+    np.testing.assert_array_equal(ts.observation[..., plain.observation_shape[0] :], ts.legal_action_mask)
+    # After an auto-reset the mask observed is the new episode's.
+    np.testing.assert_array_equal(after.observation[..., plain.observation_shape[0] :], after.legal_action_mask)
+    with pytest.raises(ValueError, match="needs a flat observation"):
+        envs.make("pgx", "tic_tac_toe", wrappers=(ObserveLegalActions(name="observe_legal_actions"),))
+
+
 def test_continuous_gymnax_env_reports_its_action_space():
     env, _ = envs.make("gymnax", "Pendulum-v1")
     assert not env.discrete_actions and env.num_actions == 1

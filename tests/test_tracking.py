@@ -4,11 +4,6 @@ FINISHED, FAILED or KILLED, never RUNNING."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -163,38 +158,3 @@ def test_unusable_tracking_store_is_reported_before_any_compile(tmp_path, capsys
     code = cli.main(["run", str(path), "--tracking-uri", f"sqlite:///{blocker}/x/mlflow.db", "--no-progress"])
     err = capsys.readouterr().err
     assert code == 2 and "cannot use the MLflow tracking store" in err and "Traceback" not in err
-
-
-def test_ctrl_c_marks_runs_killed_and_exits_130(tmp_path, tiny_spec_data):
-    tiny_spec_data["budget"]["env_steps"] = 10**9  # far more than the test waits for
-    path = write_spec(tmp_path, tiny_spec_data)
-    db = tmp_path / "mlflow.db"
-    uri = f"sqlite:///{db}"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "harness", "run", str(path), "--tracking-uri", uri, "--no-progress"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    client = MlflowClient(tracking_uri=uri)
-    try:
-        # Without a progress bar, the run says on stderr when training starts.
-        started = time.monotonic()
-        line = ""
-        while "training" not in line and time.monotonic() - started < 240:
-            line = proc.stderr.readline()
-            if not line and proc.poll() is not None:
-                pytest.fail(f"harness run ended early: {proc.stderr.read()}")
-        time.sleep(3)  # a few chunks in
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=120)
-    finally:
-        proc.kill()
-    assert proc.returncode == 130, err
-    assert "Traceback" not in err
-    runs = client.search_runs([client.get_experiment_by_name(tiny_spec_data["name"]).experiment_id])
-    assert len(runs) == 3 and {r.info.status for r in runs} == {"KILLED"}
-    # What was trained before the interrupt reached the store.
-    child = next(r for r in runs if r.data.tags.get("seed") == "0")
-    assert len(client.get_metric_history(child.info.run_id, "loss")) >= 20

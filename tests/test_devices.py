@@ -235,23 +235,16 @@ class Job:
     def launch(self, *args: str, devices_per_process: int) -> subprocess.Popen:
         return start_harness("run", str(self.path), "--no-progress", *args, env=_env(devices_per_process), cwd=self.tmp)
 
-    def two_processes(self, *args: str, name: str = "job") -> list[subprocess.Popen]:
-        """The job, logging to `name`.db and writing `name`.json."""
+    def two_processes(self, *args: str, name: str = "job", main_args: tuple[str, ...] = ()) -> list[subprocess.Popen]:
+        """The job, logging to `name`.db and writing `name`.json (or, with
+        `main_args`, process 0 run with those instead)."""
         port = free_port()
+        logs = ("--tracking-uri", f"sqlite:///{self.tmp / name}.db", "--results-out", f"{self.tmp / name}.json")
         return [
             self.launch(
-                "--coordinator",
-                f"127.0.0.1:{port}",
-                "--num-processes",
-                "2",
-                "--process-id",
-                str(i),
+                *("--coordinator", f"127.0.0.1:{port}", "--num-processes", "2", "--process-id", str(i)),
                 *args,
-                *(
-                    ["--tracking-uri", f"sqlite:///{self.tmp / name}.db", "--results-out", f"{self.tmp / name}.json"]
-                    if i == 0
-                    else []
-                ),
+                *((main_args or logs) if i == 0 else ()),
                 devices_per_process=2,
             )
             for i in range(2)
@@ -359,3 +352,18 @@ def test_two_processes_train_one_spec_together(two_process_job):
     assert len(client.get_metric_history(child.info.run_id, "loss")) == ITERATIONS
     # Per-device speed is logged with the rest.
     assert parents[0].data.metrics["sps_per_device"] == pytest.approx(parents[0].data.metrics["sps"] / 4)
+
+
+def test_a_job_whose_process_0_cannot_start_stops_every_process(tmp_path):
+    """Process 0 cannot reach its MLflow store: it says so, and process 1,
+    waiting for it to start training, stops with its message instead of
+    waiting for ever."""
+    job = Job(tmp_path)
+    unreachable = f"http://127.0.0.1:{free_port()}"
+    processes = job.two_processes(main_args=("--tracking-uri", unreachable))
+    codes, output = _finish(processes)
+    assert codes == [2, 2], output
+    assert "Traceback" not in output
+    flat = " ".join(output.split())
+    assert f"error: cannot use the MLflow tracking store '{unreachable}'" in flat
+    assert "error: process 0 of the job stopped before training (TrackingError: cannot use the MLflow" in flat

@@ -224,6 +224,20 @@ _MAKERS: dict[str, Callable[[str, dict[str, Any]], tuple[Environment, EnvInfo]]]
 }
 
 
+def _map_timesteps(env: Environment, fn: Callable[[TimeStep], TimeStep]) -> Environment:
+    """`env` with `fn` applied to every time step it returns."""
+
+    def reset(key):
+        state, timestep = env.reset(key)
+        return state, fn(timestep)
+
+    def step(state, action, key):
+        state, timestep = env.step(state, action, key)
+        return state, fn(timestep)
+
+    return env._replace(reset=reset, step=step)
+
+
 def mask_observation(env: Environment, indices: tuple[int, ...]) -> Environment:
     """Zero the flattened observation's entries at `indices` (a partially
     observed variant, e.g. CartPole without its velocities)."""
@@ -238,15 +252,7 @@ def mask_observation(env: Environment, indices: tuple[int, ...]) -> Environment:
     def masked(timestep: TimeStep) -> TimeStep:
         return timestep._replace(observation=timestep.observation * keep)
 
-    def reset(key):
-        state, timestep = env.reset(key)
-        return state, masked(timestep)
-
-    def step(state, action, key):
-        state, timestep = env.step(state, action, key)
-        return state, masked(timestep)
-
-    return env._replace(reset=reset, step=step)
+    return _map_timesteps(env, masked)
 
 
 def observe_legal_actions(env: Environment) -> Environment:
@@ -262,15 +268,7 @@ def observe_legal_actions(env: Environment) -> Environment:
         mask = timestep.legal_action_mask.astype(timestep.observation.dtype)
         return timestep._replace(observation=jnp.concatenate([timestep.observation, mask], axis=-1))
 
-    def reset(key):
-        state, timestep = env.reset(key)
-        return state, observed(timestep)
-
-    def step(state, action, key):
-        state, timestep = env.step(state, action, key)
-        return state, observed(timestep)
-
-    return env._replace(reset=reset, step=step, observation_shape=(env.observation_shape[0] + env.num_actions,))
+    return _map_timesteps(env, observed)._replace(observation_shape=(env.observation_shape[0] + env.num_actions,))
 
 
 def make(

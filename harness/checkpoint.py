@@ -459,10 +459,9 @@ class Checkpointer(_Schedule):
                 " than this code's (was the code changed?)"
             )
         empty = meta.get("empty", {})
+        shapes = _host_shapes(template)
         abstract = {
-            name: jax.ShapeDtypeStruct(shape, dtype)
-            for name, (shape, dtype) in _host_shapes(template).items()
-            if name not in empty
+            name: jax.ShapeDtypeStruct(shape, dtype) for name, (shape, dtype) in shapes.items() if name not in empty
         }
         restore_args = jax.tree.map(lambda _: ocp.RestoreArgs(restore_type=np.ndarray), abstract)
         restored = self.manager.restore(
@@ -476,7 +475,7 @@ class Checkpointer(_Schedule):
         if bad:
             raise _Damaged(f"{len(bad)} state leaves fail their CRC32 check (first: {meta['paths'][int(bad[0])]})")
         leaves.update({name: np.zeros(shape, dtype) for name, (shape, dtype) in empty.items()})
-        for name, (shape, dtype) in _host_shapes(template).items():
+        for name, (shape, dtype) in shapes.items():
             if leaves[name].shape != shape or leaves[name].dtype != dtype:
                 raise CheckpointError(
                     f"state leaf {meta['paths'][int(name)]}: saved {leaves[name].dtype}{list(leaves[name].shape)},"
@@ -539,8 +538,8 @@ def restore(template: Any, read: Callable[[], Found | None] | None = None) -> tu
     iteration of the checkpoint to resume from (`Checkpointer.read_latest`),
     or None to start afresh.
 
-    In a multi-process job this is a collective: process 0 passes `read`,
-    the others nothing, and every process gets process 0's state, placed on
+    In a multi-process job this is a collective: process 0 passes `read`
+    (or nothing, to start afresh), the others nothing, and every process gets process 0's state, placed on
     its own devices; a CheckpointError that `read` raises is raised in every
     process."""
     if jax.process_count() == 1:

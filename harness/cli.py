@@ -294,7 +294,7 @@ def _train_and_log_main(plan, uri, progress, live_metrics, tags, checkpoint_dir,
             if resume:
                 start = _resumer(plan, directory, ckpt, journal_, tracker, bar)
             elif multi_process:  # the other processes wait to hear whether to resume
-                start = lambda template: (*checkpoint.restore(template, lambda: None), ())  # noqa: E731
+                start = lambda template: (*checkpoint.restore(template), ())  # noqa: E731
             devices.announce_start()
             # A NaN/Inf raises out of here: the chunks before it stay logged and
             # the runs end FAILED with the message; no checkpoint is written
@@ -313,8 +313,7 @@ def _train_and_log_main(plan, uri, progress, live_metrics, tags, checkpoint_dir,
                         mesh=plan.mesh,
                     )
             finally:
-                if ckpt is not None:
-                    ckpt.close()
+                ckpt.close()
             wall = time.perf_counter() - started
             flush_started = time.perf_counter()
             tracker.flush()

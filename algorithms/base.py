@@ -55,7 +55,9 @@ class Algorithm(NamedTuple):
 
     init: Callable[[PRNGKey], State]
     step: Callable[[State], tuple[State, Metrics]]
-    env_steps_per_step: int
+    # Env steps one `step` consumes (one seed): filled in by
+    # `Registration.make` from the registration's own count, the one home of it.
+    env_steps_per_step: int = 0
     # Optional: measure the current policy (e.g. games against fixed
     # opponents); run by the harness once per logging interval, outside the
     # training iterations. `(state) -> (state, metrics of scalars)`.
@@ -67,20 +69,30 @@ class Algorithm(NamedTuple):
     map_seeds: bool = False
 
 
+Problem = tuple[str, str]  # (hyperparameter key, why not)
+
+
 class Registration(NamedTuple):
     """How the harness builds an algorithm from its configuration."""
 
-    # make(config, env, *, optimizer, axis_name) -> Algorithm
-    make: Callable[..., Algorithm]
+    # factory(config, env, *, network, optimizer, axis_name) -> Algorithm
+    factory: Callable[..., Algorithm]
     # Optimizer updates per `step`, so that learning-rate schedules span the run.
     updates_per_step: Callable[[Any], int]
     # Env steps consumed per `step` (one seed), known before anything runs.
     env_steps_per_step: Callable[[Any], int]
     # Returns None when `env` is usable, else a sentence saying why not.
     check_env: Callable[[Any, Environment], str | None]
-    # (config, network, D) -> None when the env batch and minibatches split
-    # evenly over D data-parallel shards, else (hyperparameter key, why not).
-    check_shards: Callable[[Any, Any, int], tuple[str, str] | None] | None = None
+    # check(config, network, D) -> None when the batches divide as the
+    # algorithm needs (minibatches) and split evenly over D data-parallel
+    # shards (D = 1: one device), else (hyperparameter key, why not). None:
+    # the algorithm does not run data-parallel and has no rule.
+    check: Callable[[Any, Any, int], Problem | None] | None = None
+
+    def make(self, config: Any, env: Environment, **kwargs: Any) -> Algorithm:
+        """The algorithm, with its env steps per step."""
+        algorithm = self.factory(config, env, **kwargs)
+        return algorithm._replace(env_steps_per_step=self.env_steps_per_step(config))
 
 
 registry: dict[str, Registration] = {}

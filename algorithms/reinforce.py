@@ -38,7 +38,6 @@ from algorithms.rollout import (
     bootstrap_value,
     collect,
     entropy_of,
-    env_steps_per_step,
     gather,
     init_actor,
     learn,
@@ -121,7 +120,7 @@ def make_reinforce(
 
         return learn(update, state, actor, key, epoch_key, config.update_epochs, minibatches_for, axis_name)
 
-    return base.Algorithm(init=init, step=step, env_steps_per_step=env_steps_per_step(config))
+    return base.Algorithm(init=init, step=step)
 
 
 register("reinforce", make_reinforce, steps_in_minibatches=False)

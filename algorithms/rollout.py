@@ -41,15 +41,26 @@ def env_steps_per_step(config: Any) -> int:
     return config.num_envs * config.num_steps
 
 
-def shard_check(steps_in_minibatches: bool) -> Callable[[Any, Any, int], tuple[str, str] | None]:
-    """Each data-parallel shard needs whole envs and an equal part of every
-    minibatch. Minibatches are of single steps when `steps_in_minibatches`
-    (PPO with a feed-forward policy), else of whole env fragments."""
+def batch_check(steps_in_minibatches: bool) -> Callable[[Any, Any, int], base.Problem | None]:
+    """Minibatches divide the rollout, and each of D data-parallel shards
+    gets whole envs and an equal part of every minibatch. Minibatches are of
+    single steps when `steps_in_minibatches` (PPO with a feed-forward
+    policy), else of whole env fragments."""
 
-    def check(config: Any, network: Any, shards: int) -> tuple[str, str] | None:
+    def check(config: Any, network: Any, shards: int) -> base.Problem | None:
+        flat = steps_in_minibatches and network.kind != "gru"
+        if flat and (config.num_envs * config.num_steps) % config.num_minibatches:
+            return "num_minibatches", (
+                f"num_envs * num_steps ({config.num_envs * config.num_steps}) does not divide into"
+                f" num_minibatches ({config.num_minibatches})"
+            )
+        if not flat and config.num_envs % config.num_minibatches:
+            whole = "; a gru policy's minibatches are whole envs" if network.kind == "gru" else ""
+            return "num_minibatches", (
+                f"num_envs ({config.num_envs}) does not divide into num_minibatches ({config.num_minibatches}){whole}"
+            )
         if config.num_envs % shards:
             return "num_envs", f"num_envs ({config.num_envs}) does not split over {shards} data-parallel devices"
-        flat = steps_in_minibatches and network.kind != "gru"
         size = config.num_envs * (config.num_steps if flat else 1) // config.num_minibatches
         if size % shards:
             unit = "steps" if flat else "envs"
@@ -65,11 +76,11 @@ def register(name: str, make: Callable[..., base.Algorithm], *, steps_in_minibat
     base.register(
         name,
         base.Registration(
-            make=make,
+            factory=make,
             updates_per_step=updates_per_step,
             env_steps_per_step=env_steps_per_step,
             check_env=base.single_agent_discrete(name),
-            check_shards=shard_check(steps_in_minibatches),
+            check=batch_check(steps_in_minibatches),
         ),
     )
 

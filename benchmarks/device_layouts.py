@@ -16,8 +16,9 @@ import sys
 def main(path: str, rounds: int, layouts: list[str]) -> None:
     import jax
 
-    from harness import build, runner
+    from harness import build
     from harness import spec as S
+    from harness.run import runner
 
     loaded = S.load(path)
     plans = {layout: build.build_on(loaded, layout, path) for layout in layouts}

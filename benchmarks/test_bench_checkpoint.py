@@ -1,4 +1,4 @@
-"""What checkpoints cost (harness.checkpoint), for the PPO and AlphaZero
+"""What checkpoints cost (harness.run.checkpoint), for the PPO and AlphaZero
 benchmark specs:
 
 - `checkpoint_cost[...]`: one checkpoint of the spec's whole training state
@@ -19,9 +19,10 @@ import time
 import pytest
 from conftest import BENCH_SPECS
 
-from harness import bench as measure
-from harness import build, checkpoint, runner
+from harness import build
 from harness import spec as spec_module
+from harness.bench import measure
+from harness.run import checkpoint, runner
 
 # spec file, seeds, iterations per chunk, chunks, rounds per arm
 CASES = {

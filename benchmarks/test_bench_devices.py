@@ -24,7 +24,7 @@ import jax
 import pytest
 from conftest import BENCH_SPECS
 
-from harness import bench as measure
+from harness.bench import measure
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = BENCH_SPECS / "ppo_cartpole.yaml"

@@ -16,9 +16,10 @@ import jax
 import pytest
 from conftest import PUBLISHED_SPECS
 
-from harness import bench as measure
-from harness import build, runner
+from harness import build
 from harness import spec as spec_module
+from harness.bench import measure
+from harness.run import runner
 
 pytestmark = pytest.mark.full_only
 
@@ -40,8 +41,8 @@ def test_harness_overhead(entry, tmp_path, name, live_metrics):
     per-iteration metrics after training; "live-metrics" streams them during
     training (`--live-metrics`). Rounds alternate which goes first, so that
     machine noise hits both alike; the ratio of medians is the overhead."""
-    from harness import tracking
-    from harness.progress import ProgressBar
+    from harness.record import tracking
+    from harness.run.progress import ProgressBar
 
     plan = _plan(name, 8)
     chunk = plan.spec.logging.interval

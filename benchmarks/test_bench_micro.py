@@ -19,10 +19,11 @@ from conftest import BENCH_SPECS
 import algorithms
 from algorithms import alphazero, ppo, returns, rollout
 from algorithms.networks import make_az_network, make_policy
-from harness import bench as measure
-from harness import build, envs, runner
+from harness import build, envs
 from harness import spec as spec_module
-from harness.flops import count_flops
+from harness.bench import measure
+from harness.bench.flops import count_flops
+from harness.run import runner
 
 
 def bench_plan(name: str, seeds=(0,), **hyperparameters) -> build.Plan:

@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import optax
 
 import algorithms
-from harness import devices, envs
-from harness.spec import DevicesSpec, Spec, SpecError, spec_hash
+from harness import envs
+from harness.run import devices
+from harness.spec import DevicesSpec, Spec, SpecError, canonical, parse, spec_hash
 
 if TYPE_CHECKING:
     from jax.sharding import Mesh
@@ -70,6 +71,9 @@ def build(
     if problem:
         raise SpecError(source, [("env.id", f"{spec.env.suite}/{spec.env.id}: {problem}")], lines)
 
+    problem = registration.check(config, spec.network, 1) if registration.check else None
+    if problem is not None:
+        raise SpecError(source, [(f"hyperparameters.{problem[0]}", problem[1])], lines)
     if spec.network.kind == "resnet" and len(env.observation_shape) != 3:
         raise SpecError(
             source,
@@ -104,14 +108,11 @@ def build(
     if not use_mesh and layout.count > 1:
         raise SpecError(source, [("devices.count", f"{layout.count} devices need the mesh")], lines)
     if layout.data_axis > 1:
-        if registration.check_shards is None:
-            problem = ("devices.data_axis", f"{spec.algorithm} does not run data-parallel")
-        else:
-            problem = registration.check_shards(config, spec.network, layout.data_axis)
-            if problem is not None:
-                problem = (f"hyperparameters.{problem[0]}", f"{problem[1]} (devices.data_axis)")
+        if registration.check is None:
+            raise SpecError(source, [("devices.data_axis", f"{spec.algorithm} does not run data-parallel")], lines)
+        problem = registration.check(config, spec.network, layout.data_axis)
         if problem is not None:
-            raise SpecError(source, [problem], lines)
+            raise SpecError(source, [(f"hyperparameters.{problem[0]}", f"{problem[1]} (devices.data_axis)")], lines)
     optimizer = make_optimizer(spec.optimizer, num_iterations * registration.updates_per_step(config))
     algorithm = registration.make(
         config, env, network=spec.network, optimizer=optimizer, axis_name=devices.DATA if use_mesh else None
@@ -128,6 +129,21 @@ def build(
         layout if use_mesh else None,
         mesh,
     )
+
+
+def with_devices(spec: Spec, devices: dict[str, Any]) -> Spec:
+    """`spec` with keys of its `devices:` section replaced (the command
+    line's); raises pydantic's ValidationError for an impossible layout."""
+    placed = spec.devices.model_validate({**spec.devices.model_dump(), **devices})
+    return spec.model_copy(update={"devices": placed})
+
+
+def with_seeds(plan: Plan, seeds: list[int], source: str) -> Plan:
+    """`plan` rebuilt to train `seeds` instead of its spec's (same layout)."""
+    data = canonical(plan.spec)
+    data["seeds"] = list(seeds)
+    data["devices"] = plan.spec.devices.model_dump()
+    return build(parse(data, f"{source} (--seeds)"), source)
 
 
 def build_on(spec: Spec, layout: str, source: str = "<spec>") -> Plan:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_serializer
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_serializer
 
 
 class SpecError(Exception):
@@ -150,7 +150,7 @@ class DevicesSpec(_Model):
 
 
 class CheckpointSpec(_Model):
-    """When to checkpoint the training state (harness.checkpoint). Not part
+    """When to checkpoint the training state (harness.run.checkpoint). Not part
     of the spec hash: how often a run is saved does not change its results."""
 
     every: int | None = Field(
@@ -173,14 +173,6 @@ class ReinforceHyperparameters(_Model):
     update_epochs: int = Field(default=1, gt=0, description="passes over each fragment")
     num_minibatches: int = Field(default=1, gt=0, description="minibatches per pass, split over envs")
     normalize_advantages: bool = False
-
-    @field_validator("num_minibatches")
-    @classmethod
-    def _minibatches_divide(cls, num_minibatches: int, info: ValidationInfo) -> int:
-        num_envs = info.data.get("num_envs")
-        if num_envs is not None and num_envs % num_minibatches:
-            raise ValueError(f"num_envs ({num_envs}) does not divide into num_minibatches ({num_minibatches})")
-        return num_minibatches
 
 
 class PPOHyperparameters(_Model):
@@ -280,31 +272,6 @@ class ReinforceSpec(_SpecBase):
 class PPOSpec(_SpecBase):
     algorithm: Literal["ppo"]
     hyperparameters: PPOHyperparameters = PPOHyperparameters()
-
-    def cross_checks(self) -> list[tuple[str, str]]:
-        hp = self.hyperparameters
-        problems = super().cross_checks()
-        if problems:
-            return problems
-        if self.network.kind == "gru":
-            # A recurrent policy trains on whole env fragments.
-            if hp.num_envs % hp.num_minibatches:
-                return [
-                    (
-                        "hyperparameters.num_minibatches",
-                        f"num_envs ({hp.num_envs}) does not divide into num_minibatches ({hp.num_minibatches});"
-                        " a gru policy's minibatches are whole envs",
-                    )
-                ]
-        elif (hp.num_envs * hp.num_steps) % hp.num_minibatches:
-            return [
-                (
-                    "hyperparameters.num_minibatches",
-                    f"num_envs * num_steps ({hp.num_envs * hp.num_steps}) does not divide into"
-                    f" num_minibatches ({hp.num_minibatches})",
-                )
-            ]
-        return []
 
 
 class AlphaZeroSpec(_SpecBase):
@@ -464,6 +431,11 @@ def load(path: str | Path) -> Spec:
         raise SpecError(source, [("", "no such file")]) from None
     except (IsADirectoryError, PermissionError, UnicodeDecodeError) as error:
         raise SpecError(source, [("", f"cannot read the file: {error}")]) from None
+    return parse_text(text, source)
+
+
+def parse_text(text: str, source: str = "<spec>") -> Spec:
+    """Validate a spec given as YAML text (a file's, or a run's spec.yaml)."""
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as error:
@@ -472,3 +444,13 @@ def load(path: str | Path) -> Spec:
         problem = getattr(error, "problem", None) or str(error)
         raise SpecError(source, [("", f"invalid YAML: {where}{problem}")]) from None
     return parse(data, source, text)
+
+
+def spec_differences(specs: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """The dotted keys whose values differ between canonical specs (as in
+    results.json's `spec`), each with its value in every spec, in order."""
+    flat = [flatten(spec) for spec in specs]
+    keys = sorted(set().union(*flat))
+    return {
+        key: [f.get(key, "(absent)") for f in flat] for key in keys if len({f.get(key, "(absent)") for f in flat}) > 1
+    }

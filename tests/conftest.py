@@ -3,7 +3,9 @@ training runs are made once per session and shared."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import io
 import os
 import signal
 import socket
@@ -23,8 +25,13 @@ os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "1")
 import pytest  # noqa: E402
 import yaml  # noqa: E402
 
-from harness import build, runner  # noqa: E402
-from harness import spec as spec_module
+from harness import build, cli  # noqa: E402
+from harness import spec as spec_module  # noqa: E402
+from harness.console import err_console, out_console  # noqa: E402
+from harness.run import runner  # noqa: E402
+
+# The CLI's output is read whole: no line wrapped at 80 columns.
+out_console.width = err_console.width = 200
 
 TINY_SPEC = {
     "name": "tiny_reinforce",
@@ -61,7 +68,15 @@ def tiny_run() -> tuple[build.Plan, runner.RunResult]:
     return train(copy.deepcopy(TINY_SPEC))
 
 
-# ------------------------------------------------------ harness subprocesses
+# ------------------------------------------------------------- the harness
+
+
+def run_cli(*argv: str) -> tuple[int, str, str]:
+    """`harness ARGV` in this process: its exit code, stdout and stderr."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli.main(list(argv))
+    return code, out.getvalue(), err.getvalue()
 
 
 def start_harness(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.Popen:

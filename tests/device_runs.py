@@ -67,8 +67,9 @@ LAYOUTS = {
 
 
 def main() -> None:
-    from harness import build, runner
+    from harness import build
     from harness import spec as S
+    from harness.run import runner
 
     out: dict[str, dict[str, dict[str, list]]] = {}
     for name, data in SPECS.items():

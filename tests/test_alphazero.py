@@ -13,7 +13,8 @@ from conftest import train
 from algorithms import alphazero
 from algorithms.base import Environment
 from algorithms.networks import make_az_network
-from harness import envs, runner
+from harness import envs
+from harness.run import runner
 from harness.spec import AlphaZeroHyperparameters, NetworkSpec, SpecError
 
 TINY_AZ = {
@@ -265,7 +266,8 @@ def test_resnet_forms_agree():
 
 
 def test_alphazero_reproduction_is_judged_on_its_evaluation_curves(tiny_az_runs):
-    from harness import reproduce, results
+    from harness.judge import reproduce
+    from harness.run import results
 
     (plan, first), (_, second) = tiny_az_runs
     reference = results.make_results(plan, first, 1.0, 0.0)

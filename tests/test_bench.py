@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 from conftest import TINY_SPEC, write_spec
 
-from harness import bench, bench_report
+from harness.bench import measure as bench
+from harness.bench import report as bench_report
 
 ROOT = Path(__file__).resolve().parent.parent
 ENTRY = "spec[tiny_bench]"

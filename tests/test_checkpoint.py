@@ -24,9 +24,11 @@ from mlflow.tracking import MlflowClient
 from test_alphazero import TINY_AZ
 from test_ppo import TINY_PPO
 
-from harness import build, checkpoint, cli, results, runner, tracking
+from harness import build, cli
 from harness import spec as S
-from harness.journal import Journal
+from harness.record import rundir, tracking
+from harness.record.journal import Journal
+from harness.run import checkpoint, results, runner, session
 
 SPECS = {
     "reinforce": copy.deepcopy(TINY_SPEC),
@@ -78,9 +80,9 @@ class Trained:
         self.plan = build.build(S.load(self.spec_path))
         self.client = MlflowClient(tracking_uri=self.uri)
 
-    def train(self, **kwargs) -> cli.Logged:
-        return cli.train_and_log(
-            self.plan, self.uri, progress=False, live_metrics=False, checkpoint_dir=self.root, **kwargs
+    def train(self, **kwargs) -> session.Logged:
+        return session.train_and_log(
+            self.plan, self.uri, session.RunOptions(progress=False, checkpoint_dir=self.root, **kwargs)
         )
 
     def children(self, parent_id: str) -> dict[str, str]:
@@ -107,12 +109,12 @@ def trained(request, tmp_path_factory):
 
     with pytest.raises(runner.Interrupted):
         t.train(on_chunk=interrupt)
-    t.interrupted_id = max(checkpoint.run_directories(t.root), key=lambda d: d.info["created"]).run_id
+    t.interrupted_id = max(rundir.run_directories(t.root), key=lambda d: d.info["created"]).run_id
     t.interrupted = {
         "status": {
             r: t.client.get_run(r).info.status for r in [t.interrupted_id, *t.children(t.interrupted_id).values()]
         },
-        "steps": checkpoint.saved_iterations(t.root / t.interrupted_id / "state"),
+        "steps": rundir.saved_iterations(t.root / t.interrupted_id / "state"),
         "journaled": Journal(t.root / t.interrupted_id).logged_through(),
     }
     t.resumed = t.train(resume=True)
@@ -177,9 +179,9 @@ def test_damaged_checkpoints_fall_back_to_the_newest_good_one(trained, capsys):
 
     with pytest.raises(runner.Interrupted):
         t.train(on_chunk=interrupt)
-    run_id = max(checkpoint.run_directories(t.root), key=lambda d: d.info["created"]).run_id
+    run_id = max(rundir.run_directories(t.root), key=lambda d: d.info["created"]).run_id
     state = t.root / run_id / "state"
-    assert checkpoint.saved_iterations(state) == [interval, 2 * interval, 3 * interval]
+    assert rundir.saved_iterations(state) == [interval, 2 * interval, 3 * interval]
     # The newest is cut short, the one before has bytes flipped (which only
     # the checksums can tell).
     _corrupt(state / str(3 * interval), "truncate")
@@ -211,7 +213,7 @@ def test_resume_under_a_changed_spec_is_refused(trained, capsys):
 
     with pytest.raises(runner.Interrupted):
         t.train(on_chunk=interrupt)
-    run_id = max(checkpoint.run_directories(t.root), key=lambda d: d.info["created"]).run_id
+    run_id = max(rundir.run_directories(t.root), key=lambda d: d.info["created"]).run_id
     changed = copy.deepcopy(t.data)
     changed["hyperparameters"]["gamma"] = 0.9
     path = write_spec(t.tmp, changed, "changed.yaml")
@@ -258,11 +260,11 @@ def test_nan_stops_the_run_failed_and_keeps_the_last_good_checkpoint(tmp_path, c
     plan = plan._replace(algorithm=_nan_after(plan.algorithm, 13))
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     with pytest.raises(runner.NonFiniteMetricError) as raised:
-        cli.train_and_log(plan, uri, progress=False, live_metrics=False, checkpoint_dir=tmp_path / "c")
+        session.train_and_log(plan, uri, session.RunOptions(progress=False, checkpoint_dir=tmp_path / "c"))
     assert raised.value.metric == "loss" and raised.value.iteration == 13
     assert "metric 'loss' is nan at iteration 13" in str(raised.value)
-    (directory,) = checkpoint.run_directories(tmp_path / "c")
-    steps = checkpoint.saved_iterations(directory.state_dir)
+    (directory,) = rundir.run_directories(tmp_path / "c")
+    steps = rundir.saved_iterations(directory.state_dir)
     # Chunks end at 5, 10, 15: the state after 15 has the NaN and is not saved.
     assert steps == [5, 10]
     assert not list(directory.state_dir.glob("*tmp*"))
@@ -297,9 +299,9 @@ def test_a_signal_checkpoints_marks_runs_killed_and_exits(tmp_path, tiny_spec_da
     name = signal.Signals(signum).name
     assert proc.returncode == code, output
     assert "Traceback" not in output and f"interrupted ({name})" in output
-    (directory,) = checkpoint.run_directories(root)
+    (directory,) = rundir.run_directories(root)
     journaled = Journal(directory.path).logged_through()
-    steps = checkpoint.saved_iterations(directory.state_dir)
+    steps = rundir.saved_iterations(directory.state_dir)
     assert journaled >= 20 and steps == [journaled], "the final checkpoint is the last logged iteration"
     assert f"--resume {directory.run_id}" in " ".join(output.split())
     client = MlflowClient(tracking_uri=uri)
@@ -335,7 +337,7 @@ def test_typed_keys_and_empty_leaves_round_trip(tmp_path):
     assert restored["empty"].shape == (2, 0)
     with (
         checkpoint.opened(tmp_path / "state", every=1, keep=2, spec_hash="other") as other,
-        pytest.raises(checkpoint.CheckpointError, match="made from another spec"),
+        pytest.raises(rundir.CheckpointError, match="made from another spec"),
     ):
         other.restore_latest(template, [])
 

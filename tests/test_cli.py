@@ -8,21 +8,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import TINY_SPEC, write_spec
+from conftest import TINY_SPEC, run_cli, write_spec
 
-from harness import cli
 from harness import spec as S
 
 
-def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
-    code = cli.main(list(argv))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
-def test_validate_prints_the_resolved_spec_and_its_hash(tmp_path, capsys, tiny_spec_data):
+def test_validate_prints_the_resolved_spec_and_its_hash(tmp_path, tiny_spec_data):
     path = write_spec(tmp_path, tiny_spec_data)
-    code, out, err = run_cli(capsys, "validate", str(path))
+    code, out, err = run_cli("validate", str(path))
     assert code == 0, err
     resolved = yaml.safe_load(out)
     assert resolved["hyperparameters"]["gamma"] == 0.99, "defaults are filled in"
@@ -75,11 +68,11 @@ BAD = {
 
 
 @pytest.mark.parametrize("case", list(BAD), ids=list(BAD))
-def test_bad_spec_gets_one_clear_message_and_no_mlflow_run(tmp_path, capsys, tiny_spec_data, case):
+def test_bad_spec_gets_one_clear_message_and_no_mlflow_run(tmp_path, tiny_spec_data, case):
     mutate, key, fragment = BAD[case]
     path = write_spec(tmp_path, mutate(tiny_spec_data))
     db = tmp_path / "mlflow.db"
-    code, out, err = run_cli(capsys, "run", str(path), "--tracking-uri", f"sqlite:///{db}", "--no-progress")
+    code, out, err = run_cli("run", str(path), "--tracking-uri", f"sqlite:///{db}", "--no-progress")
     assert code == 2
     assert str(path) in err and key in err and fragment in err, err
     assert "(line " in err or case == "missing key" and "budget" in err
@@ -92,18 +85,18 @@ def test_bad_spec_gets_one_clear_message_and_no_mlflow_run(tmp_path, capsys, tin
     [(None, "no such file"), ("name: [unclosed\n", "invalid YAML: line 2"), ("- just\n- a list\n", "YAML mapping")],
     ids=["missing file", "invalid yaml", "not a mapping"],
 )
-def test_unreadable_spec_files(tmp_path, capsys, content, fragment):
+def test_unreadable_spec_files(tmp_path, content, fragment):
     path = tmp_path / "bad.yaml"
     if content is not None:
         path.write_text(content)
-    code, out, err = run_cli(capsys, "validate", str(path))
+    code, out, err = run_cli("validate", str(path))
     assert code == 2
     assert str(path) in err and fragment in err, err
     assert "Traceback" not in err + out
 
 
-def test_published_spec_validates(capsys):
+def test_published_spec_validates():
     spec = Path(__file__).parent.parent / "experiments" / "reinforce_cartpole.yaml"
-    code, out, err = run_cli(capsys, "validate", str(spec))
+    code, out, err = run_cli("validate", str(spec))
     assert code == 0, err
     assert yaml.safe_load(out)["name"] == TINY_SPEC["name"].replace("tiny_reinforce", "reinforce_cartpole")

@@ -19,9 +19,11 @@ from conftest import free_port, start_harness, wait_for_training, write_spec
 from device_runs import LAYOUTS
 from mlflow.tracking import MlflowClient
 
-from harness import build, checkpoint, cli, devices
+from harness import build, cli
 from harness import spec as S
-from harness.journal import Journal
+from harness.record import rundir
+from harness.record.journal import Journal
+from harness.run import devices
 
 ROOT = Path(__file__).resolve().parent.parent
 # Relative difference allowed between layouts: float reductions (psum,
@@ -277,10 +279,10 @@ def two_process_job(tmp_path_factory):
     finally:
         for p in first:
             p.kill()
-    (directory,) = checkpoint.run_directories(job.root)
+    (directory,) = rundir.run_directories(job.root)
     job.directory = directory
     job.journaled = Journal(directory.path).logged_through()
-    job.steps = checkpoint.saved_iterations(directory.state_dir)
+    job.steps = rundir.saved_iterations(directory.state_dir)
     client = MlflowClient(tracking_uri=job.uri)
     job.interrupted_status = {
         r.info.run_id: r.info.status for r in client.search_runs([directory.info["experiment_id"]])

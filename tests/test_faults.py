@@ -5,7 +5,6 @@ sync`), and several `harness run` processes writing to one store at once."""
 from __future__ import annotations
 
 import copy
-import io
 import json
 import os
 import subprocess
@@ -14,12 +13,11 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import TINY_SPEC, MlflowServer, write_spec
+from conftest import TINY_SPEC, MlflowServer, run_cli, write_spec
 from mlflow.tracking import MlflowClient
-from rich.console import Console
 
 from harness import cli
-from harness.journal import Journal
+from harness.record.journal import Journal
 
 METRICS = ("loss", "policy_loss", "value_loss", "entropy", "grad_norm", "episode_return")
 
@@ -33,19 +31,6 @@ def _harness(*argv: str, cwd: Path) -> subprocess.Popen:
         cwd=cwd,
         env={**os.environ, "PYTHONPATH": str(Path(cli.__file__).resolve().parent.parent)},
     )
-
-
-def _cli(*argv: str) -> tuple[int, str, str]:
-    """`harness ARGV` in this process, its consoles captured."""
-    out, err = io.StringIO(), io.StringIO()
-    saved = cli.out_console, cli.err_console
-    cli.out_console = Console(file=out, width=200, highlight=False)
-    cli.err_console = Console(file=err, width=200, highlight=False)
-    try:
-        code = cli.main(list(argv))
-    finally:
-        cli.out_console, cli.err_console = saved
-    return code, out.getvalue(), err.getvalue()
 
 
 def _check_complete(client: MlflowClient, experiment: str, iterations: int, steps: int, runs: int) -> None:
@@ -142,7 +127,7 @@ def test_server_going_away_mid_run_loses_nothing(tmp_path, mlflow_server):
     # The server comes back (same port, same store); harness sync uploads the rest.
     server.start()
     try:
-        code, out, err = _cli("sync", run_id, "--checkpoint-dir", str(root))
+        code, out, err = run_cli("sync", run_id, "--checkpoint-dir", str(root))
         assert code == 0, err
         assert f"run {run_id}:" in out and "uploaded" in out
         assert not journal.__class__(run_dir).pending() and not (run_dir / "pending.json").exists()
@@ -157,7 +142,7 @@ def test_server_going_away_mid_run_loses_nothing(tmp_path, mlflow_server):
                 for k, row in enumerate(entry["metrics"]["loss"]):
                     assert stored[(entry["first"] + k) * 16 * 32] == row[1]
         # A second sync has nothing left to do.
-        code, out, err = _cli("sync", "--checkpoint-dir", str(root), "--tracking-uri", server.uri)
+        code, out, err = run_cli("sync", "--checkpoint-dir", str(root), "--tracking-uri", server.uri)
         assert code == 0 and "nothing to sync" in out, out + err
     finally:
         server.stop()  # the module's fixture; nothing after this test needs it

@@ -12,8 +12,9 @@ import pytest
 from conftest import train, write_spec
 
 from algorithms.networks import make_policy, unroll
-from harness import build, cli, runner
+from harness import build, cli
 from harness import spec as S
+from harness.run import runner
 
 TINY_PPO = {
     "name": "tiny_ppo",

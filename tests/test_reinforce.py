@@ -9,7 +9,7 @@ import pytest
 from conftest import train
 
 from algorithms.base import Algorithm
-from harness import runner
+from harness.run import runner
 
 
 def test_tiny_run_learns(tiny_run):

@@ -9,17 +9,17 @@ reproductions printed and logged.
 from __future__ import annotations
 
 import copy
-import io
 import json
 import os
 import struct
 
 import pytest
-from conftest import TINY_SPEC, write_spec
+from conftest import TINY_SPEC, run_cli, write_spec
 from mlflow.tracking import MlflowClient
-from rich.console import Console
 
-from harness import cli, compare, tracking
+from harness import cli
+from harness.judge import compare
+from harness.record import tracking
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -32,12 +32,6 @@ def _in_a_scratch_directory(tmp_path_factory):
         yield
     finally:
         os.chdir(previous)
-
-
-def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
-    code = cli.main(list(argv))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 class Reproduction:
@@ -100,23 +94,9 @@ def reproductions(server, published, tmp_path_factory):
     out = {}
     for name, argv in cases.items():
         before = _parent_ids(client)
-        code, stdout, stderr = _capture(["reproduce", *argv, "--tracking-uri", server, "--no-progress"])
+        code, stdout, stderr = run_cli(*["reproduce", *argv, "--tracking-uri", server, "--no-progress"])
         out[name] = Reproduction(client, code, stdout, stderr, before)
     return out
-
-
-def _capture(argv: list[str]) -> tuple[int, str, str]:
-    """Run the CLI with its consoles writing to strings (module-scoped
-    fixtures cannot use capsys)."""
-    out, err = io.StringIO(), io.StringIO()
-    saved = cli.out_console, cli.err_console
-    cli.out_console = Console(file=out, width=200, highlight=False)
-    cli.err_console = Console(file=err, width=200, highlight=False)
-    try:
-        code = cli.main(argv)
-    finally:
-        cli.out_console, cli.err_console = saved
-    return code, out.getvalue(), err.getvalue()
 
 
 # ---------------------------------------------------------------- reproduce
@@ -175,8 +155,8 @@ def test_other_seeds_are_judged_statistically_and_pass(reproductions, published)
     assert ret["reference"]["n"] == 2 and ret["reproduction"]["n"] == 4
 
 
-def test_run_id_that_is_not_on_the_server(server, capsys):
-    code, out, err = run_cli(capsys, "reproduce", "--run-id", "f" * 32, "--tracking-uri", server)
+def test_run_id_that_is_not_on_the_server(server):
+    code, out, err = run_cli("reproduce", "--run-id", "f" * 32, "--tracking-uri", server)
     assert code == 2 and "no run 'ffff" in err and "Traceback" not in out + err
 
 
@@ -195,7 +175,7 @@ def test_compare_same_spec_runs_writes_and_logs_a_png(reproductions, published, 
     _, _, reference, client = published
     ids = [reference["mlflow_run_id"], reproductions["run_id"].run.info.run_id]
     out_png = tmp_path / "plots" / "cmp.png"
-    code, out, err = _capture(["compare", *ids, "--tracking-uri", client.tracking_uri, "--out", str(out_png)])
+    code, out, err = run_cli(*["compare", *ids, "--tracking-uri", client.tracking_uri, "--out", str(out_png)])
     assert code == 0, out + err
     data = out_png.read_bytes()
     assert _png_size(data) == (1280, 440) and len(data) > 20_000
@@ -243,13 +223,13 @@ def test_compare_plot_overlays_mean_curves_with_bands(reproductions, published, 
 def test_compare_refuses_different_specs_and_lists_the_keys(reproductions, published, tmp_path):
     _, _, _, client = published
     argv = ["compare", "--experiment", TINY_SPEC["name"], "--tracking-uri", client.tracking_uri]
-    code, out, err = _capture([*argv, "--out", str(tmp_path / "refused.png")])
+    code, out, err = run_cli(*[*argv, "--out", str(tmp_path / "refused.png")])
     assert code == 2 and "Traceback" not in out + err
     assert "2 different specs" in err and "seeds: [0, 1]" in err and "[2, 3, 4, 5]" in err
     assert "--allow-different-specs" in err
     assert not (tmp_path / "refused.png").exists()
 
-    code, out, err = _capture([*argv, "--allow-different-specs", "--out", str(tmp_path / "all.png")])
+    code, out, err = run_cli(*[*argv, "--allow-different-specs", "--out", str(tmp_path / "all.png")])
     assert code == 0, out + err
     assert "seeds: [0, 1]" in out and "(different specs)" in out
     assert (tmp_path / "all.png").read_bytes()[:8] == PNG_MAGIC

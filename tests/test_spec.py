@@ -6,6 +6,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
+from harness import build
 from harness import spec as S
 
 BASE = """
@@ -98,4 +99,13 @@ def test_errors_name_the_key_and_its_line():
         parse_text(text)
     message = str(info.value)
     assert "demo.yaml: hyperparameters.bogus (line 10): unknown key" in message
-    assert "hyperparameters.num_minibatches (line 9): num_envs (10) does not divide into num_minibatches (4)" in message
+
+
+def test_batch_rules_are_the_algorithms_and_name_the_key_and_its_line():
+    """Minibatches that do not divide the rollout are found when the spec is
+    built (the algorithm's own rule), reported like a key's error."""
+    text = BASE + "hyperparameters:\n  num_envs: 10\n  num_minibatches: 4\n"
+    with pytest.raises(S.SpecError) as info:
+        build.build(parse_text(text), "demo.yaml", S.key_lines(text))
+    message = str(info.value)
+    assert "demo.yaml: hyperparameters.num_minibatches (line 9): num_envs (10) does not divide into num_minibatches (4)" in message

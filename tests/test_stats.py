@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from harness import stats
+from harness.judge import stats
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 8, 10, 13])

@@ -4,6 +4,8 @@ FINISHED, FAILED or KILLED, never RUNNING."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -11,9 +13,11 @@ import pytest
 from conftest import write_spec
 from mlflow.tracking import MlflowClient
 
-from harness import cli, provenance, tracking
+from harness import cli
 from harness import spec as S
-from harness.runner import ChunkMetrics
+from harness.record import tracking
+from harness.run import provenance
+from harness.run.runner import ChunkMetrics
 
 
 @pytest.fixture(scope="module")
@@ -158,3 +162,15 @@ def test_unusable_tracking_store_is_reported_before_any_compile(tmp_path, capsys
     code = cli.main(["run", str(path), "--tracking-uri", f"sqlite:///{blocker}/x/mlflow.db", "--no-progress"])
     err = capsys.readouterr().err
     assert code == 2 and "cannot use the MLflow tracking store" in err and "Traceback" not in err
+
+
+def test_the_record_package_imports_no_jax():
+    """The metric writer and `harness sync` run from harness.record alone,
+    without starting JAX."""
+    code = (
+        "import sys, pkgutil, importlib, harness.record as r\n"
+        "for m in pkgutil.iter_modules(r.__path__): importlib.import_module(f'harness.record.{m.name}')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('jax', 'jaxlib', 'flax', 'optax')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

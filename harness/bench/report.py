@@ -2,7 +2,7 @@
 the last run on the same device, the table, the chart and the MLflow runs.
 
 A bench run is saved as a pytest-benchmark JSON document (its `benchmarks`
-list, each entry's `harness.bench.Result` in `extra_info["harness"]`) with a
+list, each entry's `harness.bench.measure.Result` in `extra_info["harness"]`) with a
 `harness` section holding the device fingerprint, versions, git state and
 device ceiling. Documents are kept under `<bench dir>/history/<device key>/`,
 where the device key is a hash of the device fingerprint without the host
@@ -20,7 +20,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from harness.bench import ENV_STEPS, SIMULATIONS, UPDATES, Ceiling, Result
+from harness.bench.measure import ENV_STEPS, SIMULATIONS, UPDATES, Ceiling, Result
+from harness.record import store, tracking
 
 REGRESSION_THRESHOLD = 0.10  # a median rate more than 10% below the last run's is flagged
 EXPERIMENT = "bench"
@@ -32,8 +33,9 @@ FORMAT = 1
 
 def device_key(fingerprint: dict[str, str]) -> str:
     """A short hash of the device fingerprint, host name left out: the same
-    hardware, device count, XLA flags and PRNG settings give the same key."""
-    kept = {k: v for k, v in fingerprint.items() if k != "host"}
+    hardware, device count, XLA flags and PRNG settings give the same key.
+    The mesh is left out too: an entry runs on one device, or says its layout."""
+    kept = {k: v for k, v in fingerprint.items() if k not in ("host", "mesh", "devices_used")}
     return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -249,7 +251,7 @@ def notes(results: list[Result], ceiling: Ceiling | None, previous_started: set[
     else:
         lines.append(f"vs last: no earlier run on this device (key {key}); this run is the baseline for the next")
     lines.append(
-        "FLOP/iter: counted from the jaxpr with scan trip counts (harness.flops), per training iteration of "
+        "FLOP/iter: counted from the jaxpr with scan trip counts (harness.bench.flops), per training iteration of "
         "one seed (spec) or per call (micro); XLA's cost analysis counts a loop body once, so it is kept "
         "only as xla_flops_per_call in the JSON; ≥: a while loop counted once"
     )
@@ -334,11 +336,7 @@ def _tags(info: dict[str, Any]) -> dict[str, str]:
         "bench.device_key": info["device_key"],
         "bench.mode": info["mode"],
         "bench.session": info["session"],
-        "git.commit": info["git"]["commit"],
-        "git.dirty": info["git"]["dirty"],
-        "mlflow.source.git.commit": info["git"]["commit"],
-        **{f"version.{k}": v for k, v in info["versions"].items()},
-        **{f"device.{k}": v for k, v in info["fingerprint"].items()},
+        **tracking.provenance_tags(info["fingerprint"], info["versions"], info["git"]),
     }
 
 
@@ -385,11 +383,10 @@ def log_to_mlflow(
     `artifacts` maps a file name to a path or to text."""
     from mlflow.entities import Metric, Param, RunTag
 
-    from harness import spec, tracking
+    from harness import spec
 
     client = tracking.open_client(uri)
-    found = client.get_experiment_by_name(EXPERIMENT)
-    experiment_id = found.experiment_id if found else client.create_experiment(EXPERIMENT)
+    experiment_id = store.get_or_create_experiment(client, uri, EXPERIMENT)
     info = document["harness"]
     tags = _tags(info)
     now = document_millis(info)

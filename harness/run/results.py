@@ -9,9 +9,10 @@ from typing import Any
 
 import numpy as np
 
-from harness import devices, provenance
 from harness.build import Plan
-from harness.runner import RunResult
+from harness.console import fitting_table
+from harness.run import provenance
+from harness.run.runner import RunResult
 from harness.spec import canonical
 
 FINAL_FRACTION = 0.1  # "final" metrics average the last 10% of iterations
@@ -96,7 +97,7 @@ def make_results(
             "metrics_flush_seconds": metrics_flush_seconds,
             "chunk_seconds_median": float(np.median(result.chunk_seconds)),
         },
-        "fingerprint": {**provenance.fingerprint(), **devices.fingerprint(plan.layout)},
+        "fingerprint": provenance.fingerprint(plan.layout),
         "versions": provenance.versions(),
         "git": git if git is not None else provenance.git_state(),
     }
@@ -108,6 +109,33 @@ def make_results(
             result.evaluation, rows, [i * plan.env_steps_per_iteration for i in iterations], plan.spec.seeds
         )
     return record
+
+
+# What the end-of-run table shows, when the run has it.
+SHOWN = (
+    "episode_return",
+    "episode_length",
+    "loss",
+    "entropy",
+    "draw_rate",
+    "eval_return",
+    "eval_greedy_return",
+    "eval_random_win",
+    "eval_random_loss",
+    "eval_greedy_loss",
+    "elo",
+)
+
+
+def final_table(plan: Plan, record: dict[str, Any]):
+    """The end-of-run table: final metrics per seed and their mean, seeds
+    as rows, or as columns where the metrics' names would not fit."""
+    names = [n for n in SHOWN if n in record["final"]]
+    seeds = list(record["per_seed_final"])
+    cells = [[f"{record['per_seed_final'][s][n]:.3f}" for n in names] for s in seeds]
+    cells.append([f"{record['final'][n]:.3f}" for n in names])
+    title = f"{plan.spec.name} ({plan.spec_hash[:12]}): final metrics (last {FINAL_FRACTION:.0%} of iterations)"
+    return fitting_table(title, "seed", [*seeds, "mean"], names, cells, bold_last_row=True)
 
 
 def to_json(results: dict[str, Any]) -> str:

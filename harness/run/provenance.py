@@ -8,6 +8,7 @@ import os
 import platform
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import jax
 
@@ -58,14 +59,19 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def fingerprint() -> dict[str, str]:
-    """The devices and numerics settings a run executes with."""
-    devices = jax.devices()
+def fingerprint(layout: Any = None, device: Any = None) -> dict[str, str]:
+    """The devices and numerics settings a run executes with (tags
+    `device.*`, results.json): those of JAX's default platform, or of
+    `device`'s (which need not be the default: the bench's `--device`), and
+    the mesh `layout` it used (`mesh: none` is the plain one-device program,
+    not the same program as a one-device mesh)."""
+    device = device or jax.devices()[0]
+    platform_name = device.platform
     return {
-        "platform": devices[0].platform,
-        "device_kind": devices[0].device_kind,
-        "device_count": str(jax.device_count()),
-        "local_device_count": str(jax.local_device_count()),
+        "platform": platform_name,
+        "device_kind": device.device_kind,
+        "device_count": str(len(jax.devices(platform_name))),
+        "local_device_count": str(len(jax.local_devices(backend=platform_name))),
         "process_count": str(jax.process_count()),
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
         "prng_impl": str(jax.config.jax_default_prng_impl),
@@ -73,4 +79,6 @@ def fingerprint() -> dict[str, str]:
         "host": platform.node(),
         "cpu": platform.processor() or platform.machine(),
         "cpu_model": cpu_model(),
+        "mesh": "none" if layout is None else layout.describe(),
+        "devices_used": "1" if layout is None else str(layout.count),
     }

@@ -2,7 +2,7 @@
 checkpoints, whatever happens to the MLflow store.
 
 `journal.jsonl` in a run directory holds one JSON document per line, in the
-metric writer's format (`harness.metric_writer`) with a sequence number and a
+metric writer's format (`harness.record.metric_writer`) with a sequence number and a
 kind: `{"seq": n, "kind": "iterations" | "evaluation", "first": i, "steps": s,
 "metrics": {name: [[value per seed] per iteration]}}`. It is appended to by
 the training process before the chunk is handed to the writer; the writer
@@ -29,10 +29,10 @@ UPLOADED_FILE = "uploaded.json"
 PENDING_FILE = "pending.json"
 
 
-def write_json(path: Path, data: Any) -> None:
+def write_json(path: Path, data: Any, indent: int | None = None) -> None:
     """Atomically: a reader sees the old or the new file, never half of one."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, allow_nan=True) + "\n")
+    tmp.write_text(json.dumps(data, allow_nan=True, indent=indent) + "\n")
     os.replace(tmp, path)
 
 

@@ -8,11 +8,11 @@ dispatches chunk i+1 before it reads chunk i's metrics, so logging and the
 progress bar overlap with the device's work instead of stalling it.
 
 Between chunks it also checkpoints (a `Checkpointer`, see
-harness.checkpoint), acts on SIGINT/SIGTERM (a final checkpoint, then
+harness.run.checkpoint), acts on SIGINT/SIGTERM (a final checkpoint, then
 `Interrupted`), and resumes from a restored state (`start`) in the same
 chunks an uninterrupted run would have, so a resumed run is bit-identical.
 
-On a device mesh (`harness.devices`) the same programs run under
+On a device mesh (`harness.run.devices`) the same programs run under
 `shard_map`, one shard of seeds and of each seed's env batch per device;
 without one they are plain `jit` on the default device.
 """
@@ -32,7 +32,7 @@ import jax
 import numpy as np
 
 from algorithms.base import Algorithm
-from harness import devices
+from harness.run import cluster, devices
 
 if TYPE_CHECKING:
     from jax.sharding import Mesh
@@ -87,7 +87,7 @@ def over_seeds(fn: Callable, map_seeds: bool = False) -> Callable:
 
 def make_chunk(step: Callable, length: int, mesh: Mesh | None = None, map_seeds: bool = False) -> Callable:
     """`length` iterations of `step` over the seeds, jitted, state donated;
-    on a mesh, one shard per device (see `harness.devices.on_mesh`)."""
+    on a mesh, one shard per device (see `harness.run.devices.on_mesh`)."""
     seeds_step = over_seeds(step, map_seeds)
 
     def chunk(state):
@@ -174,7 +174,7 @@ def interrupt_between_chunks():
 
 
 class Checkpointer(Protocol):
-    """What `run` asks of a checkpointer (harness.checkpoint.Checkpointer)."""
+    """What `run` asks of a checkpointer (harness.run.checkpoint.Checkpointer)."""
 
     def due(self, last_iteration: int) -> bool:
         """Whether the state after `last_iteration` is to be saved."""
@@ -246,7 +246,7 @@ def run(
         donates its input) and saved, asynchronously, only once that chunk's
         metrics passed the NaN/Inf check. On SIGINT/SIGTERM the state after
         the last finished chunk is saved before `Interrupted` is raised.
-      mesh: a `("seed", "data")` device mesh to run on (`harness.devices`);
+      mesh: a `("seed", "data")` device mesh to run on (`harness.run.devices`);
         the algorithm must then be made with `axis_name="data"`. None: one
         device, plain `jit`.
 
@@ -310,7 +310,7 @@ def run(
     with interrupt_between_chunks() as interrupted:
         for i, length in enumerate(lengths):
             # Every process of a job stops after the same chunk.
-            if signum := devices.agree_on_signal(interrupted()):
+            if signum := cluster.agree_on_signal(interrupted()):
                 if pending is not None:
                     handle(*pending)
                 last = first_iteration - 1

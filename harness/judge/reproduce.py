@@ -13,7 +13,7 @@ The rules, in the order they are applied:
 - **statistical** otherwise: for each metric of the reference, the
   interquartile mean over seeds of the per-seed final values (the mean of the
   last 10% of iterations) with a stratified-bootstrap 95% confidence
-  interval (`harness.stats`), for the reference and the reproduction. A
+  interval (`harness.judge.stats`), for the reference and the reproduction. A
   metric passes when the two intervals overlap: the reproduction is not
   distinguishable from the reference with the seeds at hand. The gating
   metrics are the learning metrics (`LEARNING_METRICS`); losses and the rest
@@ -34,8 +34,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from harness import stats
-from harness.spec import flatten
+from harness.judge import stats
+from harness.spec import spec_differences
 
 # Fingerprint keys that change the bits a run produces. The host name does
 # not; the CPU model does, because XLA compiles CPU code for the host's
@@ -78,16 +78,6 @@ class ReproduceError(Exception):
 
 
 # ----------------------------------------------------------------- references
-
-
-def spec_differences(specs: list[dict[str, Any]]) -> dict[str, list[str]]:
-    """The dotted keys whose values differ between canonical specs (as in
-    results.json's `spec`), each with its value in every spec, in order."""
-    flat = [flatten(spec) for spec in specs]
-    keys = sorted(set().union(*flat))
-    return {
-        key: [f.get(key, "(absent)") for f in flat] for key in keys if len({f.get(key, "(absent)") for f in flat}) > 1
-    }
 
 
 def reference_path(spec_path: str | Path) -> Path:
@@ -442,7 +432,7 @@ def verdict_tags(verdict: Verdict) -> dict[str, str]:
 
 
 def log_verdict(client, run_id: str, verdict: Verdict) -> None:
-    from harness import tracking
+    from harness.record import tracking
 
     tracking.set_tags(client, run_id, verdict_tags(verdict))
     tracking.log_texts(client, run_id, {"verdict.json": to_json(verdict), "verdict.md": to_markdown(verdict)})

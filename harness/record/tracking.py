@@ -2,7 +2,7 @@
 and a child run per seed.
 
 Per-iteration metrics go through `log_batch` in a niced child process
-(`harness.metric_writer`), so the training loop never waits on the store.
+(`harness.record.metric_writer`), so the training loop never waits on the store.
 With a journal attached (`harness run` always attaches one), every chunk is
 first appended to it on local disk; when the store goes away mid-run, the
 writer and the end-of-run calls stop trying, training goes on, and what did
@@ -13,7 +13,7 @@ Ctrl-C and SIGTERM included (on a dead server, the status waits in the
 journal's pending calls too).
 
 Many processes may share one store: SQLite's "database is locked" is
-retried and a fresh store is created under a file lock (`harness.store`).
+retried and a fresh store is created under a file lock (`harness.record.store`).
 """
 
 from __future__ import annotations
@@ -32,12 +32,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from harness import store
-from harness.journal import Journal, add_pending
-from harness.metric_writer import EXIT_OFFLINE, MAX_METRICS_PER_BATCH
+from harness.record import store
+from harness.record.journal import Journal, add_pending
+from harness.record.metric_writer import EXIT_OFFLINE, MAX_METRICS_PER_BATCH
 
 if TYPE_CHECKING:  # the writer process imports this module; keep it free of JAX
-    from harness.runner import ChunkMetrics
+    from harness.run.runner import ChunkMetrics
 
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 _MAX_PARAMS_PER_BATCH = 100
@@ -46,6 +46,18 @@ _MAX_PARAMS_PER_BATCH = 100
 def resolve_uri(cli_uri: str | None, spec_uri: str | None) -> str:
     """--tracking-uri beats MLFLOW_TRACKING_URI beats the spec beats the default."""
     return cli_uri or os.environ.get("MLFLOW_TRACKING_URI") or spec_uri or DEFAULT_TRACKING_URI
+
+
+def provenance_tags(fingerprint: dict[str, str], versions: dict[str, str], git: dict[str, str]) -> dict[str, str]:
+    """The tags every run carries about what made it: git state (also as
+    MLflow's own source tag), package versions and the device fingerprint."""
+    return {
+        "git.commit": git["commit"],
+        "git.dirty": git["dirty"],
+        "mlflow.source.git.commit": git["commit"],
+        **{f"version.{k}": v for k, v in versions.items()},
+        **{f"device.{k}": v for k, v in fingerprint.items()},
+    }
 
 
 class TrackingError(RuntimeError):
@@ -77,7 +89,7 @@ class Tracking:
             raise TrackingError(f"cannot use the MLflow tracking store {uri!r}: {_first_line(error)}") from None
         self.parent_id: str | None = None
         self.child_ids: dict[int, str] = {}
-        self._writer: subprocess.Popen | None = None  # harness.metric_writer, while runs are open
+        self._writer: subprocess.Popen | None = None  # harness.record.metric_writer, while runs are open
         self._outbox: queue.Queue = queue.Queue()
         self._feeder: threading.Thread | None = None
         self._feed_error: str | None = None
@@ -139,7 +151,7 @@ class Tracking:
         # which then flushes the writer before ending the runs.
         # Its stderr goes to a file: a pipe nobody reads could fill and stall it.
         self._writer_log = tempfile.TemporaryFile("w+")
-        argv = [sys.executable, "-m", "harness.metric_writer", self.uri]
+        argv = [sys.executable, "-m", "harness.record.metric_writer", self.uri]
         if self.journal is not None:
             argv.append(str(self.journal.directory))
         self._writer = subprocess.Popen(
@@ -381,8 +393,8 @@ def sync_run(directory: Path, uri: str | None = None) -> SyncReport:
     be reached; what was uploaded stays recorded, so it can be run again."""
     from mlflow.entities import Metric, RunTag
 
-    from harness.journal import PENDING_FILE, mark_uploaded, read_pending
-    from harness.metric_writer import upload_entry
+    from harness.record.journal import PENDING_FILE, mark_uploaded, read_pending
+    from harness.record.metric_writer import upload_entry
 
     info = json.loads((Path(directory) / "run.json").read_text())
     uri = uri or info["tracking_uri"]
@@ -427,6 +439,33 @@ def sync_run(directory: Path, uri: str | None = None) -> SyncReport:
 
 
 def needs_sync(directory: Path) -> bool:
-    from harness.journal import PENDING_FILE
+    from harness.record.journal import PENDING_FILE
 
     return bool(Journal(Path(directory)).pending()) or (Path(directory) / PENDING_FILE).exists()
+
+
+def latest_finished_run(client, experiment_id: str, spec_hash: str):
+    """The newest FINISHED parent run of the spec with `spec_hash`, or None."""
+    runs = client.search_runs(
+        [experiment_id],
+        filter_string=f"tags.spec_hash = '{spec_hash}' and attributes.status = 'FINISHED'",
+        order_by=["attributes.start_time DESC"],
+    )
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    return parents[0] if parents else None
+
+
+def ui_hints(uri: str, experiment_id: str, run_id: str) -> list[str]:
+    """How to open run `run_id` in the MLflow UI, and its experiment's runs:
+    links into a server's UI, or the `mlflow ui` command for a local store
+    and the links it will serve."""
+    if uri.startswith(("http://", "https://")):
+        base, lines = uri.rstrip("/"), []
+    else:
+        base = "http://127.0.0.1:5000"
+        lines = [f"MLflow: open the store with  mlflow ui --backend-store-uri {uri}"]
+    return [
+        *lines,
+        f"  this run:        {base}/#/experiments/{experiment_id}/runs/{run_id}",
+        f"  the spec's runs: {base}/#/experiments/{experiment_id}/runs",
+    ]

@@ -6,7 +6,7 @@ into a `Result` by `micro_result`. Both follow BENCHMARKING.md: compiles are
 timed apart, the device is waited for before the clock is read, and the
 headline rate is the median over repeats, with its min and max.
 
-FLOPs and bytes come from `harness.flops` (the jaxpr, with scan trip
+FLOPs and bytes come from `harness.bench.flops` (the jaxpr, with scan trip
 counts), not from XLA's `compiled.cost_analysis()`: XLA counts the body of a
 loop once, so a scan of 100 matmuls reports the FLOPs of one, and every
 pipeline here is nested scans. XLA's figure is kept beside it
@@ -33,7 +33,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from harness import flops as flops_module
+from harness.bench import flops as flops_module
 
 ENV_STEPS = "env steps/s"
 SIMULATIONS = "simulations/s"
@@ -194,7 +194,7 @@ class Result:
     simulations_per_second: float | None = None  # median; searches x simulations
     updates_per_second: float | None = None  # median; gradient steps, all seeds
     iteration: str = ""  # what `flops_per_iteration` counts, e.g. "one training iteration of one seed"
-    flops_per_iteration: float | None = None  # harness.flops (scan trip counts)
+    flops_per_iteration: float | None = None  # harness.bench.flops (scan trip counts)
     gflops_per_second: float | None = None  # achieved, median
     gbytes_per_second: float | None = None  # achieved, median, from unfused bytes (an upper bound)
     xla_flops_per_call: float | None = None  # XLA's cost analysis, loop bodies once
@@ -297,7 +297,7 @@ def measure_spec(name: str, plan: Any, *, evaluate: bool = True, device: Any = N
     Returns the `Result` and the runner's `RunResult`.
     """
     import algorithms
-    from harness import results, runner
+    from harness.run import results, runner
 
     algorithm = plan.algorithm if evaluate else plan.algorithm._replace(evaluate=None)
     seeds = plan.spec.seeds
@@ -362,19 +362,3 @@ def measure_spec(name: str, plan: Any, *, evaluate: bool = True, device: Any = N
         extra={"chunk_seconds": run.chunk_seconds, "finals": finals},
     )
     return result, run
-
-
-def device_fingerprint(device: Any) -> dict[str, str]:
-    """`provenance.fingerprint()` for `device`'s platform (which need not be
-    JAX's default): its kind, and how many such devices there are, in all
-    and on this host."""
-    from harness import provenance
-
-    fingerprint = provenance.fingerprint()
-    fingerprint.update(
-        platform=device.platform,
-        device_kind=device.device_kind,
-        device_count=str(len(jax.devices(device.platform))),
-        local_device_count=str(len(jax.local_devices(backend=device.platform))),
-    )
-    return fingerprint

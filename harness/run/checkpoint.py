@@ -1,17 +1,5 @@
-"""Checkpoints of the whole training state, and the run directory they live in.
-
-Every `harness run` gets a run directory, `<checkpoint root>/<parent run id>/`:
-
-    run.json        the MLflow runs (parent, one per seed), store URI, spec
-                    name and hash, status; what `--resume` and `harness sync`
-                    read
-    spec.yaml       the resolved spec the state belongs to
-    journal.jsonl   every chunk's metrics, as logged (harness.journal)
-    state/<iteration>/   orbax checkpoints (CheckpointManager), newest `keep`
-
-The checkpoint root is `checkpoints/` beside the MLflow store (beside the
-SQLite file or the file store; in the working directory for a server), or
-`--checkpoint-dir`.
+"""Checkpoints of the whole training state, in a run's `state/` directory
+(harness.record.rundir).
 
 A checkpoint is the runner's state, one pytree with a leading seed axis
 (parameters, optimizer state, env states, replay buffers, typed PRNG keys,
@@ -29,7 +17,6 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import itertools
-import json
 import os
 import shutil
 import threading
@@ -39,153 +26,14 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NamedTuple
-from urllib.parse import urlparse
 
 import jax
 import numpy as np
 
-from harness import devices
+from harness.record.rundir import FORMAT, CheckpointError
+from harness.run import cluster
 
-RUN_FILE = "run.json"
-SPEC_FILE = "spec.yaml"
-STATE_DIR = "state"
 DAMAGED_DIR = "damaged"
-FORMAT = 1
-
-
-class CheckpointError(RuntimeError):
-    """A checkpoint or run directory cannot be used; a user-facing message."""
-
-
-# ------------------------------------------------------------ run directory
-
-
-def default_root(uri: str) -> Path:
-    """`checkpoints/` beside the MLflow store: beside the SQLite file or
-    the file store's folder; in the working directory for a server."""
-    parsed = urlparse(uri)
-    if parsed.scheme == "sqlite":
-        # sqlite:///relative.db and sqlite:////absolute.db
-        path = uri.split(":///", 1)[1].split("?", 1)[0] if ":///" in uri else ""
-        if path and path != ":memory:":
-            return Path(path).parent / "checkpoints"
-    elif parsed.scheme in ("", "file"):
-        return Path(parsed.path or uri).parent / "checkpoints"
-    return Path("checkpoints")
-
-
-def _write_json(path: Path, data: dict) -> None:
-    """Atomically: a reader sees the old or the new file, never half of one."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, path)
-
-
-class RunDirectory:
-    """The directory of one `harness run` invocation (see the module doc)."""
-
-    def __init__(self, path: Path):
-        self.path = Path(path)
-
-    @classmethod
-    def create(
-        cls,
-        root: Path,
-        *,
-        parent_id: str,
-        child_ids: dict[int, str],
-        experiment_id: str,
-        uri: str,
-        spec_name: str,
-        spec_hash: str,
-        spec_yaml: str,
-    ) -> RunDirectory:
-        path = Path(root) / parent_id
-        try:
-            path.mkdir(parents=True, exist_ok=False)
-            (path / SPEC_FILE).write_text(spec_yaml)
-        except OSError as error:
-            raise CheckpointError(f"cannot create the run directory {path}: {error}") from None
-        directory = cls(path)
-        directory.write(
-            {
-                "format": FORMAT,
-                "parent_run_id": parent_id,
-                "child_run_ids": {str(seed): run_id for seed, run_id in child_ids.items()},
-                "experiment_id": experiment_id,
-                "tracking_uri": uri,
-                "spec_name": spec_name,
-                "spec_hash": spec_hash,
-                "created": datetime.now(UTC).isoformat(),
-                "status": "RUNNING",
-                "resumes": [],
-            }
-        )
-        return directory
-
-    @property
-    def info(self) -> dict[str, Any]:
-        try:
-            return json.loads((self.path / RUN_FILE).read_text())
-        except (OSError, ValueError) as error:
-            raise CheckpointError(f"{self.path / RUN_FILE} cannot be read: {error}") from None
-
-    def write(self, info: dict[str, Any]) -> None:
-        _write_json(self.path / RUN_FILE, info)
-
-    def update(self, **fields: Any) -> None:
-        self.write({**self.info, **fields})
-
-    @property
-    def run_id(self) -> str:
-        return self.path.name
-
-    @property
-    def state_dir(self) -> Path:
-        return self.path / STATE_DIR
-
-    @property
-    def spec_yaml(self) -> str:
-        return (self.path / SPEC_FILE).read_text()
-
-
-def run_directories(root: Path) -> list[RunDirectory]:
-    """Every run directory under `root`, oldest first."""
-    root = Path(root)
-    if not root.is_dir():
-        return []
-    found = [RunDirectory(p.parent) for p in root.glob(f"*/{RUN_FILE}")]
-    return sorted(found, key=lambda d: d.info.get("created", ""))
-
-
-def find_run(root: Path, run_id: str | None, spec_name: str) -> RunDirectory:
-    """The run directory to resume: `run_id`'s (a seed's run id stands for
-    its parent), or the newest of `spec_name` that did not finish."""
-    directories = run_directories(root)
-    if run_id is not None:
-        for directory in directories:
-            info = directory.info
-            if run_id == directory.run_id or run_id in info.get("child_run_ids", {}).values():
-                return directory
-        raise CheckpointError(f"no run directory of run {run_id!r} under {root} (give --checkpoint-dir?)")
-    mine = [d for d in directories if d.info.get("spec_name") == spec_name]
-    if not mine:
-        raise CheckpointError(f"no run of spec {spec_name!r} to resume under {root} (give --checkpoint-dir?)")
-    open_runs = [d for d in mine if d.info.get("status") != "FINISHED"]
-    if not open_runs:
-        raise CheckpointError(
-            f"the runs of spec {spec_name!r} under {root} all finished (the last: {mine[-1].run_id}); nothing to resume"
-        )
-    return open_runs[-1]
-
-
-def saved_iterations(state_dir: Path) -> list[int]:
-    """The iterations of the finished checkpoints in `state_dir` (orbax
-    writes into a temporary folder and renames it when done)."""
-    state_dir = Path(state_dir)
-    if not state_dir.is_dir():
-        return []
-    return sorted(int(p.name) for p in state_dir.iterdir() if p.is_dir() and p.name.isdigit())
 
 
 # ---------------------------------------------------------- state <-> leaves
@@ -210,7 +58,7 @@ def snapshot(state: Any) -> Snapshot:
     process gets the whole state (a collective: all must call it)."""
     flat, _ = jax.tree_util.tree_flatten_with_path(state)
     device_leaves = [jax.random.key_data(leaf) if _is_key(leaf) else leaf for _, leaf in flat]
-    host = devices.gather_to_host(device_leaves)
+    host = cluster.gather_to_host(device_leaves)
     return Snapshot(
         {f"{i:05d}": np.array(leaf, copy=True) for i, leaf in enumerate(host)},
         [jax.tree_util.keystr(path) for path, _ in flat],
@@ -553,7 +401,7 @@ def restore(template: Any, read: Callable[[], Found | None] | None = None) -> tu
         except CheckpointError as error:
             failure = error
     iteration = -1 if failure is not None else (found[1] if found else 0)
-    iteration = int(devices.broadcast_from_main(np.int64(iteration)))
+    iteration = int(cluster.broadcast_from_main(np.int64(iteration)))
     if failure is not None:
         raise failure
     if iteration < 0:
@@ -566,7 +414,7 @@ def restore(template: Any, read: Callable[[], Found | None] | None = None) -> tu
         sent = np.concatenate([np.ascontiguousarray(found[0][name]).view(np.uint8).reshape(-1) for name in shapes])
     else:
         sent = np.zeros(sum(sizes.values()), np.uint8)
-    received = np.asarray(devices.broadcast_from_main(sent)).astype(np.uint8)
+    received = np.asarray(cluster.broadcast_from_main(sent)).astype(np.uint8)
     offsets = itertools.accumulate(sizes.values(), initial=0)
     leaves = {
         name: received[offset : offset + sizes[name]].view(dtype).reshape(shape)

@@ -96,13 +96,20 @@ def open_client(uri: str):
     return client
 
 
+# MLflow 3's UI lands on an experiment's GenAI overview unless the experiment
+# says it holds model-training runs; then it opens on the runs table.
+EXPERIMENT_TAGS = {"mlflow.experimentKind": "custom_model_development"}
+
+
 def get_or_create_experiment(client, uri: str, name: str) -> str:
+    """The id of experiment `name`, created (as a model-training experiment)
+    if it does not exist; safe against clients creating it concurrently."""
     with store_lock(uri):
         found = retry_locked(client.get_experiment_by_name, name)
         if found is not None:
             return found.experiment_id
         try:
-            return retry_locked(client.create_experiment, name)
+            return retry_locked(client.create_experiment, name, tags=EXPERIMENT_TAGS)
         except Exception:  # noqa: BLE001  (another client of a server created it first)
             found = retry_locked(client.get_experiment_by_name, name)
             if found is None:

@@ -18,8 +18,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from harness import stats, tracking
-from harness.reproduce import LEARNING_METRICS, device_label
+from harness.judge import stats
+from harness.judge.reproduce import LEARNING_METRICS, device_label
+from harness.record import tracking
+from harness.spec import spec_differences
 
 # AlphaZero's two-player games plot the win rate against a random player.
 PLOTTED_METRICS = ("episode_return", "eval_return", "eval_random_win", "loss")
@@ -291,3 +293,58 @@ def log(client, runs: list[ComparedRun], files: dict[str, str], png: Path) -> st
     finally:
         client.set_terminated(run_id, status)
     return run_id
+
+
+class Comparison(NamedTuple):
+    """What `harness compare` shows and logs about a set of runs."""
+
+    title: str
+    summaries: list[dict[str, Any]]  # a row per run (see `rows`)
+    spec_differences: dict[str, list[str]]
+    provenance_differences: dict[str, list[str]]
+    different_specs: int  # how many spec hashes; 1 when all runs share one spec
+
+
+def compare(runs: list[ComparedRun], *, allow_different_specs: bool) -> Comparison:
+    """Compare `runs`; runs of different specs only when allowed (else a
+    CompareError listing the keys that differ, in run order)."""
+    hashes = {r.record["spec_hash"] for r in runs}
+    spec_diff = spec_differences([r.record["spec"] for r in runs])
+    if len(hashes) > 1 and not allow_different_specs:
+        raise CompareError(
+            f"the runs were made from {len(hashes)} different specs (spec_hash "
+            f"{', '.join(sorted(h[:12] for h in hashes))}); the keys that differ, in run order:\n"
+            f"{listed(spec_diff)}\npass --allow-different-specs to compare them anyway"
+        )
+    names = ", ".join(sorted({r.record["spec_name"] for r in runs}))
+    title = f"{names} ({next(iter(hashes))[:12]})" if len(hashes) == 1 else f"{names} (different specs)"
+    return Comparison(title, rows(runs), spec_diff, provenance_differences(runs), len(hashes))
+
+
+def listed(differences: dict[str, list[str]]) -> str:
+    return "\n".join(f"  {key}: {' / '.join(values)}" for key, values in differences.items())
+
+
+def record(client, runs: list[ComparedRun], comparison: Comparison, png: Path) -> str:
+    """Plot the curves into `png` and log the comparison (plot, table,
+    numbers) as an MLflow run of its own; returns its id."""
+    plot(runs, png, comparison.title)
+    files = {
+        "compare.md": to_markdown(
+            comparison.summaries,
+            {
+                "Spec keys that differ": comparison.spec_differences,
+                "Devices and versions that differ": comparison.provenance_differences,
+            },
+        ),
+        "compare.json": json.dumps(
+            {
+                "runs": comparison.summaries,
+                "spec_differences": comparison.spec_differences,
+                "provenance_differences": comparison.provenance_differences,
+            },
+            indent=2,
+        )
+        + "\n",
+    }
+    return log(client, runs, files, png)

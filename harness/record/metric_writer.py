@@ -6,9 +6,9 @@ a thread doing that holds the GIL in the training loop's way, and on a CPU
 backend it competes with XLA for the cores. A separate, niced process takes
 only the CPU that training leaves over, and its own GIL.
 
-Usage: `python -m harness.metric_writer URI [RUN_DIR]`. Protocol, one JSON
+Usage: `python -m harness.record.metric_writer URI [RUN_DIR]`. Protocol, one JSON
 document per line on stdin: first `{"runs": [run_id, ...]}` (one per seed
-column), then the journal's entries (`harness.journal`): `{"seq": n, "first":
+column), then the journal's entries (`harness.record.journal`): `{"seq": n, "first":
 i, "steps": s, "metrics": {name: [[value per seed] per iteration]}}`. After
 each entry reaches the store, its `seq` is recorded in RUN_DIR's
 uploaded.json. "database is locked" is retried. When the store cannot be
@@ -47,7 +47,7 @@ def entry_metrics(entry: dict, column: int, timestamp: int, skip: set | None = N
 
 
 def upload_entry(client, run_ids: list[str], entry: dict, skip: dict[str, set] | None = None) -> None:
-    from harness.store import retry_locked
+    from harness.record.store import retry_locked
 
     timestamp = int(time.time() * 1000)
     for column, run_id in enumerate(run_ids):
@@ -66,8 +66,8 @@ def main(uri: str, run_dir: str | None = None) -> int:
     for name in ("mlflow", "alembic", "urllib3"):
         logging.getLogger(name).setLevel(logging.ERROR)
 
-    from harness.journal import mark_uploaded
-    from harness.store import open_client
+    from harness.record.journal import mark_uploaded
+    from harness.record.store import open_client
 
     run_ids: list[str] = json.loads(sys.stdin.readline())["runs"]
     offline: str | None = None

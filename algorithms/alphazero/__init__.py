@@ -1,0 +1,41 @@
+"""AlphaZero: self-play with tree search on the real environment, an
+episode replay buffer, ranked rewards for single-player tasks, and
+evaluation against fixed opponents and a pool of earlier parameters.
+
+  buffer.py     the episode replay buffer
+  ranked.py     ranked rewards
+  search.py     mctx search over the real env
+  opponents.py  evaluation games, opponents, the Elo pool
+  factory.py    `make_alphazero` and its registration as "alphazero"
+"""
+
+from algorithms.alphazero.buffer import Buffer, buffer_add, buffer_end_episodes, buffer_init, buffer_sample
+from algorithms.alphazero.factory import AlphaZeroState, make_alphazero
+from algorithms.alphazero.opponents import elo_rating, start_games
+from algorithms.alphazero.ranked import (
+    RankedMemory,
+    ranked_memory_add,
+    ranked_memory_init,
+    ranked_reward,
+    ranked_threshold,
+)
+from algorithms.alphazero.search import Games, make_search
+
+__all__ = [
+    "AlphaZeroState",
+    "Buffer",
+    "Games",
+    "RankedMemory",
+    "buffer_add",
+    "buffer_end_episodes",
+    "buffer_init",
+    "buffer_sample",
+    "elo_rating",
+    "make_alphazero",
+    "make_search",
+    "ranked_memory_add",
+    "ranked_memory_init",
+    "ranked_reward",
+    "ranked_threshold",
+    "start_games",
+]

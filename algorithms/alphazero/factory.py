@@ -1,0 +1,365 @@
+"""AlphaZero: self-play with tree search on the real environment, an episode
+replay buffer, and training of a policy-value network; one iteration (collect
+and train) is one pure `step`.
+
+- Search is mctx's Gumbel MuZero policy (default) or classic PUCT with
+  Dirichlet noise, over a recurrent function that steps the real env. Illegal
+  actions get the lowest logit; a terminal transition ends the branch
+  (discount 0); in two-player games the value changes sign whenever the
+  player to move changes.
+- Self-play runs `num_envs` games in parallel for `collection_steps` moves
+  under `lax.scan`, with auto-reset. Each move's observation, search policy
+  and player go into a buffer row per game (`capacity` moves each); when a
+  game ends, all its moves get their value target: the final reward of the
+  player who made them. Games cut by a time limit never get one.
+- Single-player tasks learn from ranked rewards: an episode's return is
+  compared with the `quantile` of recent returns, giving +1 above, -1 below
+  and a fair coin on a tie (inside the tree a tie counts 0, its expectation).
+- Training: `train_steps` minibatches of `train_batch_size` drawn uniformly
+  from the moves that have targets; loss = policy cross-entropy against the
+  search policy + value MSE + L2. Before `warmup_iterations` have passed the
+  loss is measured but not applied.
+- `evaluate` plays the current network (search without noise, best action)
+  against a uniform-random player, a greedy one-ply player, and a pool of
+  earlier parameters with approximate Elo ratings.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from algorithms import base, parallel
+from algorithms.alphazero.buffer import Buffer, buffer_add, buffer_end_episodes, buffer_init, buffer_sample
+from algorithms.alphazero.opponents import (
+    Pool,
+    by_slices,
+    elo_rating,
+    greedy_player,
+    outcome_rates,
+    play,
+    pool_admit,
+    pool_init,
+    pool_params_count,
+    random_player,
+    start_games,
+)
+from algorithms.alphazero.ranked import (
+    RankedMemory,
+    ranked_memory_add,
+    ranked_memory_init,
+    ranked_reward,
+    ranked_threshold,
+)
+from algorithms.alphazero.search import Games, make_search
+from algorithms.base import Environment
+from algorithms.networks import make_az_network
+
+# ------------------------------------------------------------------- state
+
+
+class SelfPlayStats(NamedTuple):
+    """Figures of the games that ended most recently (kept when none ended)."""
+
+    length: jax.Array  # []
+    episode_return: jax.Array  # [] player 0's return (single-player: the env return)
+    draw_rate: jax.Array  # []
+
+
+class AlphaZeroState(NamedTuple):
+    params: Any
+    opt_state: Any
+    games: Games
+    buffer: Buffer
+    ranked: RankedMemory
+    stats: SelfPlayStats
+    pool: Pool | None  # two-player games only
+    key: jax.Array
+    iteration: jax.Array  # [] int32, iterations done
+    evaluations: jax.Array  # [] int32, evaluations done
+
+
+def env_steps_per_step(config: Any) -> int:
+    return config.num_envs * config.collection_steps
+
+
+def updates_per_step(config: Any) -> int:
+    return config.train_steps
+
+
+def check_batches(config: Any, network: Any, shards: int) -> base.Problem | None:
+    """The games and every minibatch split evenly over `shards` devices."""
+    del network
+    if config.num_envs % shards:
+        return "num_envs", f"num_envs ({config.num_envs}) does not split over {shards} data-parallel devices"
+    if config.train_batch_size % shards:
+        return (
+            "train_batch_size",
+            f"train_batch_size ({config.train_batch_size}) does not split over {shards} data-parallel devices",
+        )
+    return None
+
+
+def check_env(config: Any, env: Environment) -> str | None:
+    del config
+    if not env.discrete_actions:
+        return "alphazero needs a discrete action space; this env's actions are continuous"
+    if env.num_players not in (1, 2):
+        return f"alphazero plays one- or two-player games; this env has {env.num_players} players"
+    return None
+
+
+def make_alphazero(
+    config: Any,
+    env: Environment,
+    *,
+    network: Any,
+    optimizer: optax.GradientTransformation,
+    axis_name: str | None = None,
+) -> base.Algorithm:
+    """AlphaZero on `env` (one or two players, discrete actions).
+
+    Args:
+      config: the spec's `hyperparameters` (num_envs, collection_steps,
+        capacity, train_steps, train_batch_size, warmup_iterations,
+        value_coef, l2_coef, the search's settings: search, num_simulations,
+        max_depth, max_num_considered_actions, gumbel_scale,
+        dirichlet_alpha, dirichlet_fraction, pb_c_init, temperature;
+        `ranked_reward` (memory, quantile) and `evaluation` (games,
+        pool_size)).
+      env: the environment, unbatched, with auto-reset.
+      network: the spec's `network` (resnet or mlp, see
+        `networks.make_az_network`).
+      optimizer: applied to the summed gradient of each minibatch.
+      axis_name: the data-parallel axis the games, buffer rows and ranked
+        memory are sharded over (None: one device).
+
+    The state, for one seed, with B = num_envs / D games on this shard of D,
+    C = capacity, A = num_actions, M = ranked_reward.memory and P =
+    evaluation.pool_size:
+      params, opt_state: the network's and the optimizer's (replicated).
+      games: B games in progress (env states, time steps, [B] returns, [B]
+        lengths).
+      buffer: [B, C, *observation_shape] observations, [B, C, A] search
+        policies, [B, C] player, value target, pending and ready flags.
+      ranked: [B, M] recent returns (single-player tasks).
+      stats: figures of the games that ended most recently, [] each.
+      pool: P earlier parameters, ratings and ages (two-player games; None
+        otherwise).
+      key, iteration, evaluations: [] each.
+
+    `step` is one iteration (self-play, then `train_steps` updates);
+    `evaluate` plays `evaluation.games` games against each opponent.
+    """
+    net = make_az_network(network, env.num_actions, env.observation_shape)
+    train_net = make_az_network(network, env.num_actions, env.observation_shape, for_gradients=True)
+    search = make_search(config, env, net)
+    single_player = env.num_players == 1
+    evaluation = config.evaluation
+
+    def init(key: jax.Array) -> AlphaZeroState:
+        local_envs = parallel.local_count(config.num_envs, axis_name)
+        net_key, games_key, key = jax.random.split(key, 3)
+        params = net.init(net_key, jnp.zeros(env.observation_shape, jnp.float32))
+        pool = None if single_player else pool_init(params, evaluation.pool_size)
+        zero = jnp.zeros((), jnp.float32)
+        return AlphaZeroState(
+            params=params,
+            opt_state=optimizer.init(params),
+            games=start_games(env, games_key, config.num_envs, axis_name),
+            buffer=buffer_init(local_envs, config.capacity, env.observation_shape, env.num_actions),
+            ranked=ranked_memory_init(local_envs, config.ranked_reward.memory),
+            stats=SelfPlayStats(zero, zero, zero),
+            pool=pool,
+            key=key,
+            iteration=jnp.zeros((), jnp.int32),
+            evaluations=jnp.zeros((), jnp.int32),
+        )
+
+    def self_play(params, games: Games, buffer: Buffer, ranked: RankedMemory, key: jax.Array):
+        if single_player:
+            threshold = ranked_threshold(ranked, config.ranked_reward.quantile, axis_name)
+        else:
+            threshold = jnp.zeros(())
+
+        def move(carry, key):
+            games, buffer, ranked = carry
+            search_key, env_key, coin_key = jax.random.split(key, 3)
+            search_keys = parallel.split(search_key, config.num_envs, axis_name)
+            action, policy = search(params, search_keys, games, threshold, explore=True)
+            timestep = games.timestep
+            buffer = buffer_add(buffer, timestep.observation, policy, timestep.current_player)
+            env_keys = parallel.split(env_key, config.num_envs, axis_name)
+            env_state, next_ts = jax.vmap(env.step)(games.env_state, action, env_keys)
+            done = next_ts.terminated | next_ts.truncated
+            episode_return = games.episode_return + next_ts.reward[:, 0]
+            if single_player:
+                outcome = ranked_reward(episode_return, threshold, coin_key, axis_name)[:, None]
+                ranked = ranked_memory_add(ranked, episode_return, next_ts.terminated)
+            else:
+                outcome = next_ts.reward
+            buffer = buffer_end_episodes(buffer, next_ts.terminated, next_ts.truncated, outcome)
+            length = games.length + 1
+            ended = {
+                "count": done.sum(),
+                "length": jnp.where(done, length, 0).sum(),
+                "return": jnp.where(done, episode_return, 0.0).sum(),
+                "draws": (next_ts.terminated & jnp.all(next_ts.reward == 0, axis=-1)).sum(),
+            }
+            games = Games(env_state, next_ts, jnp.where(done, 0.0, episode_return), jnp.where(done, 0, length))
+            return (games, buffer, ranked), ended
+
+        keys = jax.random.split(key, config.collection_steps)
+        (games, buffer, ranked), ended = jax.lax.scan(move, (games, buffer, ranked), keys)
+        ended = parallel.psum(jax.tree.map(jnp.sum, ended), axis_name)
+        return games, buffer, ranked, ended, threshold
+
+    def loss_fn(params, observation, policy, value, weight, total):
+        """This shard's part of the minibatch's loss: sums over its draws,
+        divided by the weight `total` of all of them, so that the shards'
+        losses (and gradients) add up to the minibatch's."""
+        logits, predicted = train_net.apply(params, observation)
+        policy_loss = jnp.sum(weight * optax.softmax_cross_entropy(logits, policy)) / total
+        value_loss = jnp.sum(weight * (predicted - value) ** 2) / total
+        l2 = 0.5 * sum(jnp.sum(p**2) for p in jax.tree.leaves(params))
+        if parallel.size(axis_name) > 1:
+            l2 = l2 / parallel.size(axis_name)
+        loss = policy_loss + config.value_coef * value_loss + config.l2_coef * l2
+        return loss, {"loss": loss, "policy_loss": policy_loss, "value_loss": value_loss}
+
+    def train(params, opt_state, buffer: Buffer, key: jax.Array, apply: jax.Array):
+        def update(carry, key):
+            params, opt_state = carry
+            batch = buffer_sample(buffer, key, config.train_batch_size, axis_name)
+            total = jnp.maximum(parallel.psum(batch[-1].sum(), axis_name), 1.0)
+            grads, aux = jax.grad(loss_fn, has_aux=True)(params, *batch, total)
+            grads, aux = parallel.psum((grads, aux), axis_name)
+            aux = dict(aux, grad_norm=optax.global_norm(grads))
+            updates, new_opt_state = optimizer.update(grads, opt_state, params)
+            new = (optax.apply_updates(params, updates), new_opt_state)
+            # Warm-up: measured, not applied.
+            return jax.tree.map(lambda n, o: jnp.where(apply, n, o), new, (params, opt_state)), aux
+
+        keys = jax.random.split(key, config.train_steps)
+        (params, opt_state), aux = jax.lax.scan(update, (params, opt_state), keys)
+        return params, opt_state, jax.tree.map(jnp.mean, aux)
+
+    def step(state: AlphaZeroState) -> tuple[AlphaZeroState, base.Metrics]:
+        key, play_key, train_key = jax.random.split(state.key, 3)
+        games, buffer, ranked, ended, threshold = self_play(
+            state.params, state.games, state.buffer, state.ranked, play_key
+        )
+        training = state.iteration >= config.warmup_iterations
+        params, opt_state, metrics = train(state.params, state.opt_state, buffer, train_key, training)
+        any_ended = ended["count"] > 0
+        count = jnp.maximum(ended["count"], 1)
+        previous = state.stats
+        stats = SelfPlayStats(
+            length=jnp.where(any_ended, ended["length"] / count, previous.length),
+            episode_return=jnp.where(any_ended, ended["return"] / count, previous.episode_return),
+            draw_rate=jnp.where(any_ended, ended["draws"] / count, previous.draw_rate),
+        )
+        metrics = dict(
+            metrics,
+            episode_length=stats.length,
+            games_finished=ended["count"].astype(jnp.float32),
+            buffer_ready=parallel.pmean(buffer.ready.mean(), axis_name),
+        )
+        if single_player:
+            metrics.update(
+                episode_return=stats.episode_return,
+                ranked_threshold=jnp.where(jnp.isfinite(threshold), threshold, 0.0),
+            )
+        else:
+            metrics.update(draw_rate=stats.draw_rate)
+        state = AlphaZeroState(
+            params, opt_state, games, buffer, ranked, stats, state.pool, key, state.iteration + 1, state.evaluations
+        )
+        return state, metrics
+
+    # ------------------------------------------------------------ evaluate
+
+    n = evaluation.games  # per opponent
+
+    def searcher(params, threshold: jax.Array | None = None):
+        """Search without noise; single-player tasks rank the tree's
+        outcomes against the current ranked-reward threshold, as in self-play."""
+
+        def act(key, games: Games):
+            keys = jax.random.split(key, games.length.shape[0])
+            return search(params, keys, games, jnp.zeros(()) if threshold is None else threshold, explore=False)[0]
+
+        return act
+
+    def pool_searcher(pool_params):
+        """Each pool member plays its own `n` consecutive games."""
+
+        def act(key, games: Games):
+            size = pool_params_count(pool_params)
+            split = jax.tree.map(lambda x: x.reshape(size, n, *x.shape[1:]), games)
+            keys = jax.random.split(key, size)
+            actions = jax.vmap(lambda params, k, g: searcher(params)(k, g))(pool_params, keys, split)
+            return actions.reshape(-1)
+
+        return act
+
+    def evaluate(state: AlphaZeroState) -> tuple[AlphaZeroState, base.Metrics]:
+        # One batch of games holds every opponent's, so that the agent's
+        # search is one program over all of them. Under `axis_name` every
+        # shard plays the same games (the parameters are replicated), so the
+        # figures do not depend on the number of devices.
+        key, play_key = jax.random.split(state.key)
+        random, greedy = random_player(env), greedy_player(env)
+        if single_player:
+            threshold = ranked_threshold(state.ranked, config.ranked_reward.quantile, axis_name)
+            agent = searcher(state.params, threshold)
+            players = by_slices((agent, random, greedy), (n, n, n))
+            totals = play(env, play_key, 3 * n, players, None).reshape(3, n).mean(axis=1)
+            metrics = {"eval_return": totals[0], "eval_random_return": totals[1], "eval_greedy_return": totals[2]}
+            return state._replace(key=key, evaluations=state.evaluations + 1), metrics
+
+        agent = searcher(state.params)
+        pool = state.pool
+        size = pool.rating.shape[0]
+        opponents = by_slices((random, greedy, pool_searcher(pool.params)), (n, n, size * n))
+        totals = play(env, play_key, (2 + size) * n, agent, opponents).reshape(2 + size, n)
+        vs_pool = totals[2:]
+        # A clean sweep has no finite maximum-likelihood rating; half a game
+        # is moved off 0% and 100% scores, the usual correction.
+        scores = jnp.clip(((vs_pool > 0) + 0.5 * (vs_pool == 0)).mean(axis=1), 0.5 / n, 1 - 0.5 / n)
+        rating = elo_rating(scores, pool.rating, pool.valid)
+        best = jnp.argmax(jnp.where(pool.valid, pool.rating, -jnp.inf))
+        evaluations = state.evaluations + 1
+        new_pool = pool_admit(pool, state.params, rating, evaluations)
+        metrics = {}
+        for name, total in (("random", totals[0]), ("greedy", totals[1]), ("best", vs_pool[best])):
+            win, draw, loss = outcome_rates(total)
+            metrics.update({f"eval_{name}_win": win, f"eval_{name}_draw": draw, f"eval_{name}_loss": loss})
+        metrics.update(elo=rating, elo_best_earlier=pool.rating[best])
+        return state._replace(pool=new_pool, key=key, evaluations=evaluations), metrics
+
+    # A ResNet runs the seeds one after another: a batch of seeds' parameters
+    # turns its convolutions into grouped ones, which XLA's CPU backend runs
+    # slowly (one search over 2 x 256 connect_four positions: 2.4 s vmapped,
+    # 0.63 s mapped); within a seed the games are batched anyway.
+    return base.Algorithm(
+        init=init,
+        step=step,
+        evaluate=evaluate,
+        map_seeds=network.kind == "resnet",
+    )
+
+
+base.register(
+    "alphazero",
+    base.Registration(
+        factory=make_alphazero,
+        updates_per_step=updates_per_step,
+        env_steps_per_step=env_steps_per_step,
+        check_env=check_env,
+        check=check_batches,
+    ),
+)

@@ -1,0 +1,336 @@
+"""The run session: train a plan and record it. What `harness run` and
+`harness reproduce` both do, and what the tests call to train and log.
+
+It opens the MLflow runs (or reopens them, resuming), creates the run
+directory with its metric journal, trains through the runner with
+checkpoints and a progress bar, and ends with the summary metrics and the
+results.json artifact; every run ends FINISHED, FAILED or KILLED.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import jax
+import yaml
+
+import harness
+from harness import spec
+from harness.build import Plan
+from harness.console import err_console
+from harness.record import journal, rundir, tracking
+from harness.run import checkpoint, cluster, provenance, results, runner
+from harness.run.progress import ProgressBar
+
+
+def _tags(plan: Plan, fingerprint: dict[str, str], versions: dict[str, str], git: dict[str, str]) -> dict[str, str]:
+    return {
+        "spec_hash": plan.spec_hash,
+        "spec_name": plan.spec.name,
+        "algorithm": plan.spec.algorithm,
+        "harness.version": harness.__version__,
+        **plan.env_info.as_tags(),
+        **tracking.provenance_tags(fingerprint, versions, git),
+    }
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How `train_and_log` runs a plan (what the command line chose)."""
+
+    progress: bool = True  # a progress bar on stderr
+    # Stream per-iteration metrics during training even on a CPU backend
+    # (default there: written when training ends; see harness.record.tracking).
+    live_metrics: bool = False
+    tags: Mapping[str, str] = field(default_factory=dict)  # added to the parent run's
+    checkpoint_dir: Path | None = None  # the checkpoint root; None: beside the store
+    resume: str | bool = False  # True: the newest unfinished run of the spec; or a run id
+    on_chunk: Callable[[runner.ChunkMetrics], None] | None = None  # after each chunk is logged
+
+
+class Logged(NamedTuple):
+    """A finished, logged training run."""
+
+    record: dict  # its results.json
+    parent_id: str  # the MLflow parent run
+    uri: str
+    client: Any  # an MlflowClient on `uri`
+    experiment_id: str
+
+
+def train_and_log(plan: Plan, uri: str, options: RunOptions = RunOptions()) -> Logged | None:
+    """Train every seed of `plan` and log it to MLflow at `uri`: a parent run
+    (with `options.tags` added to the usual ones), a child run per seed, summary
+    metrics and the spec.yaml and results.json artifacts. What `harness run`
+    and `harness reproduce` both do.
+
+    Every invocation has a run directory under `options.checkpoint_dir`
+    (default: `checkpoints/` beside the store; harness.record.rundir) holding the metric
+    journal and the spec's checkpoints. `options.resume` (True: the newest unfinished
+    run of this spec; or a run id) continues that run's MLflow runs from its
+    latest good checkpoint instead of starting new ones. `options.on_chunk` is called
+    with each chunk's metrics after they are logged.
+
+    In a multi-process job only process 0 logs and writes the run directory;
+    the others train their shards, take part in every checkpoint (the state
+    is gathered from all processes; process 0 writes it) and in a resume
+    (process 0 reads the checkpoint and sends it to all), and return None."""
+
+    if not cluster.is_main_process():
+        follower = checkpoint.Follower(plan.spec.checkpoint.every)
+
+        def follow(template):
+            state, iteration = checkpoint.restore(template)
+            follower.continue_after(iteration)
+            return state, iteration, ()
+
+        cluster.wait_for_start()
+        runner.run(
+            plan.algorithm,
+            plan.spec.seeds,
+            plan.num_iterations,
+            plan.spec.logging.interval,
+            start=follow,
+            checkpointer=follower,
+            mesh=plan.mesh,
+        )
+        return None
+    try:
+        return _train_and_log_main(plan, uri, options)
+    except BaseException as error:
+        # The other processes of a job wait for process 0 to start training;
+        # if it cannot, they stop too (with its message) instead of waiting.
+        cluster.announce_start(error=f"{type(error).__name__}: {error}")
+        raise
+
+
+def _train_and_log_main(plan: Plan, uri: str, options: RunOptions) -> Logged:
+    """`train_and_log` in process 0 (or the only process)."""
+    multi_process = jax.process_count() > 1
+    # On a CPU backend the store's work competes with training for the same
+    # cores, so per-iteration metrics are written when training ends.
+    live = options.live_metrics or jax.default_backend() != "cpu"
+    root = Path(options.checkpoint_dir) if options.checkpoint_dir else rundir.default_root(uri)
+    directory = None
+    resume = options.resume
+    if resume:
+        directory = rundir.find_run(root, resume if isinstance(resume, str) else None, plan.spec.name)
+        _check_resumable(directory, plan, uri)
+    # Before anything is compiled: an unusable store is reported at once.
+    tracker = tracking.Tracking(uri, plan.spec.experiment_name, live_metrics=live)
+    fingerprint = provenance.fingerprint(plan.layout)
+    versions, git = provenance.versions(), provenance.git_state()
+    seeds = plan.spec.seeds
+    bar = ProgressBar(
+        plan.spec.name,
+        plan.num_iterations,
+        plan.env_steps_per_iteration,
+        len(seeds),
+        console=err_console,
+        enabled=options.progress,
+    )
+    logged_through = [0]
+
+    def sink(chunk: runner.ChunkMetrics) -> None:
+        # A resumed run recomputes the chunks after its checkpoint; those the
+        # interrupted run logged already (bit-identical) are not logged twice.
+        if chunk.last_iteration > logged_through[0]:
+            tracker.log_chunk(chunk, plan.env_steps_per_iteration)
+        bar.update(chunk)
+        if options.on_chunk is not None:
+            options.on_chunk(chunk)
+
+    def compiled(seconds: float) -> None:
+        bar.compiled(seconds)
+        if not options.progress:
+            err_console.print(
+                f"{plan.spec.name}: compiled in {seconds:.1f} s, training {plan.num_iterations} iterations"
+                f" x {len(seeds)} seeds"
+            )
+
+    started = time.perf_counter()
+    status = "FAILED"
+    ckpt = None
+    try:
+        with tracker:
+            if directory is None:
+                tracker.start(
+                    run_name=f"{plan.spec.name}@{plan.spec_hash[:8]}",
+                    params=spec.flatten(spec.canonical(plan.spec)),
+                    tags={**_tags(plan, fingerprint, versions, git), **options.tags},
+                    seeds=seeds,
+                )
+                directory = rundir.RunDirectory.create(
+                    root,
+                    parent_id=tracker.parent_id,
+                    child_ids=tracker.child_ids,
+                    experiment_id=tracker.experiment_id,
+                    uri=uri,
+                    spec_name=plan.spec.name,
+                    spec_hash=plan.spec_hash,
+                    spec_yaml=spec.to_yaml(plan.spec),
+                )
+                # The resolved spec goes in first, so even a failed run shows what ran.
+                tracker.log_artifacts({"spec.yaml": spec.to_yaml(plan.spec)})
+            else:
+                info = directory.info
+                tracker.reopen(
+                    info["parent_run_id"], {int(k): v for k, v in info["child_run_ids"].items()}, {"resumed": "true"}
+                )
+                directory.update(status="RUNNING")
+            journal_ = journal.Journal(directory.path)
+            tracker.attach(journal_)
+            logged_through[0] = journal_.logged_through()
+            ckpt = checkpoint.Checkpointer(
+                directory.state_dir,
+                every=plan.spec.checkpoint.every,
+                keep=plan.spec.checkpoint.keep,
+                spec_hash=plan.spec_hash,
+            )
+            start = None
+            if resume:
+                start = _resumer(plan, directory, ckpt, journal_, tracker, bar)
+            elif multi_process:  # the other processes wait to hear whether to resume
+                start = lambda template: (*checkpoint.restore(template), ())  # noqa: E731
+            cluster.announce_start()
+            # A NaN/Inf raises out of here: the chunks before it stay logged and
+            # the runs end FAILED with the message; no checkpoint is written
+            # from the chunk that had it on.
+            try:
+                with bar:
+                    result = runner.run(
+                        plan.algorithm,
+                        seeds,
+                        plan.num_iterations,
+                        plan.spec.logging.interval,
+                        sink=sink,
+                        on_compiled=compiled,
+                        start=start,
+                        checkpointer=ckpt,
+                        mesh=plan.mesh,
+                    )
+            finally:
+                ckpt.close()
+            wall = time.perf_counter() - started
+            flush_started = time.perf_counter()
+            tracker.flush()
+            record = results.make_results(plan, result, wall, time.perf_counter() - flush_started, git)
+            finals = {int(seed): values for seed, values in record["per_seed_final"].items()}
+            speed = {
+                "sps": result.sps,
+                "sps_per_device": record["speed"]["sps_per_device"],
+                "compile_seconds": result.compile_seconds,
+                "wall_seconds": wall,
+            }
+            tracker.log_summary(
+                {
+                    None: {**{f"final_{k}": v for k, v in record["final"].items()}, **speed},
+                    **{seed: {f"final_{k}": v for k, v in values.items()} for seed, values in finals.items()},
+                }
+            )
+            tracker.log_artifacts({"results.json": results.to_json(record)})
+            parent_id = directory.run_id
+            status = "FINISHED"
+    except KeyboardInterrupt:
+        status = "KILLED"
+        raise
+    finally:
+        if directory is not None:
+            directory.update(status=status)
+            _report_checkpoints(plan, directory, ckpt, status)
+        if tracker.offline is not None and directory is not None:
+            err_console.print(
+                f"[bold yellow]warning:[/] the MLflow store {uri} could not be reached ({tracker.offline});"
+                f" training went on and its metrics are kept in {directory.path / journal.JOURNAL_FILE}."
+                f" Upload them with: harness sync {directory.run_id}"
+                + (f" --checkpoint-dir {root}" if options.checkpoint_dir else ""),
+                soft_wrap=True,
+            )
+    return Logged(record, parent_id, uri, tracker.client, tracker.experiment_id)
+
+
+def _check_resumable(directory, plan, uri: str) -> None:
+    """Refuse to resume a run of another spec, or of another store."""
+    info = directory.info
+    if info.get("spec_hash") != plan.spec_hash:
+        try:
+            old = spec.canonical(spec.parse(yaml.safe_load(directory.spec_yaml)))
+            listed = "; ".join(
+                f"{key}: {' -> '.join(values)}"
+                for key, values in spec.spec_differences([old, spec.canonical(plan.spec)]).items()
+            )
+        except Exception:  # noqa: BLE001  (the old spec may not even parse any more)
+            listed = ""
+        raise rundir.CheckpointError(
+            f"run {directory.run_id} was made from another spec (spec_hash {str(info.get('spec_hash'))[:12]},"
+            f" {plan.spec.name}'s is now {plan.spec_hash[:12]}): {listed or 'the hashes differ'}."
+            " Its checkpoints cannot be restored under this spec; run it without --resume for a new run"
+        )
+    if info.get("tracking_uri") != uri:
+        raise rundir.CheckpointError(
+            f"run {directory.run_id} is logged to {info.get('tracking_uri')!r}, not {uri!r};"
+            f" pass --tracking-uri {info.get('tracking_uri')}"
+        )
+    if info.get("status") == "FINISHED":
+        raise rundir.CheckpointError(f"run {directory.run_id} finished; nothing to resume")
+
+
+def _resumer(plan, directory, ckpt, journal_, tracker, bar):
+    """The runner's `start`: restore the newest good checkpoint into the
+    freshly initialised state (in a multi-process job: and send it to the
+    other processes), tag the runs, and give the journaled metrics before
+    it."""
+
+    def start(template):
+        chunks = []
+
+        def read():
+            notes: list[str] = []
+            found = ckpt.read_latest(template, notes)
+            for note in notes:
+                err_console.print(f"[bold yellow]warning:[/] {note}", soft_wrap=True)
+            iteration = found[1] if found else 0
+            chunks.extend(journal_.chunks(iteration))
+            covered = chunks[-1][1] if chunks else None
+            if iteration and (covered is None or chunks[-1][0] + len(next(iter(covered.values()))) - 1 != iteration):
+                raise rundir.CheckpointError(
+                    f"the journal of run {directory.run_id} lacks the metrics up to iteration {iteration}"
+                )
+            return found
+
+        state, iteration = checkpoint.restore(template, read)
+        history = [runner.ChunkMetrics(first, metrics, evaluation) for first, metrics, evaluation in chunks]
+        info = directory.info
+        resumes = [*info.get("resumes", []), {"iteration": iteration, "at": datetime.now(UTC).isoformat()}]
+        directory.update(resumes=resumes)
+        count = len(resumes)
+        tags = {"resumed": str(count), f"resumed.{count}": f"from iteration {iteration}"}
+        for run_id in [tracker.parent_id, *tracker.child_ids.values()]:
+            tracking.set_tags(tracker.client, run_id, tags)
+        where = f"the checkpoint at iteration {iteration}" if iteration else "the start (no checkpoint was written)"
+        err_console.print(f"{plan.spec.name}: resuming run {directory.run_id} from {where}")
+        bar.skip(iteration)
+        return state, iteration, history
+
+    return start
+
+
+def _report_checkpoints(plan, directory, ckpt, status: str) -> None:
+    """Where an unfinished run's last checkpoint is, and how to resume it."""
+    if ckpt is None:
+        return
+    steps = rundir.saved_iterations(directory.state_dir)
+    if status == "FINISHED" or not steps and status != "KILLED":
+        return
+    where = f"the last checkpoint is at iteration {steps[-1]} ({directory.state_dir})" if steps else "no checkpoint"
+    if steps:
+        err_console.print(
+            f"{plan.spec.name}: {where}; continue with: harness run SPEC --resume {directory.run_id}", soft_wrap=True
+        )
+    else:
+        err_console.print(f"{plan.spec.name}: {where} was written", soft_wrap=True)

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
+import jax.numpy as jnp
 
 PRNGKey = jax.Array
 State = Any
@@ -43,6 +44,20 @@ class Environment(NamedTuple):
     num_actions: int  # number of discrete actions, or the action dimension
     num_players: int
     discrete_actions: bool
+
+
+def random_legal_action(key: PRNGKey, legal_action_mask: jax.Array) -> jax.Array:
+    """A uniformly random legal action per row of `legal_action_mask [..., A]`."""
+    return jax.random.categorical(key, jnp.where(legal_action_mask, 0.0, -jnp.inf))
+
+
+def random_step(env: Environment, env_state: Any, timestep: TimeStep, key: PRNGKey) -> tuple[jax.Array, Any, TimeStep]:
+    """One step of a batch of envs with uniformly random legal actions:
+    `(action [B], env_state, timestep)` after it."""
+    action_key, env_key = jax.random.split(key)
+    action = random_legal_action(action_key, timestep.legal_action_mask)
+    env_state, timestep = jax.vmap(env.step)(env_state, action, jax.random.split(env_key, action.shape[0]))
+    return action, env_state, timestep
 
 
 class Algorithm(NamedTuple):

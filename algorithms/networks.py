@@ -19,6 +19,20 @@ def _dense(features: int, scale: float) -> nn.Dense:
     return nn.Dense(features, kernel_init=nn.initializers.orthogonal(scale), bias_init=nn.initializers.zeros)
 
 
+def _trunk(x: jax.Array, hidden_sizes: Sequence[int], activation: str) -> jax.Array:
+    """Dense layers (orthogonal, gain sqrt 2) with `activation`, created in
+    the calling module's scope (so their parameters are its Dense_0, ...)."""
+    act = _ACTIVATIONS[activation]
+    for size in hidden_sizes:
+        x = act(_dense(size, np.sqrt(2.0))(x))
+    return x
+
+
+def _flat(obs: jax.Array, observation_ndim: int) -> jax.Array:
+    """`[..., *observation_shape] -> [..., prod(observation_shape)]`."""
+    return obs.reshape(*obs.shape[: obs.ndim - observation_ndim], -1)
+
+
 class MLP(nn.Module):
     hidden_sizes: Sequence[int]
     activation: str
@@ -27,9 +41,7 @@ class MLP(nn.Module):
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
-        act = _ACTIVATIONS[self.activation]
-        for size in self.hidden_sizes:
-            x = act(_dense(size, np.sqrt(2.0))(x))
+        x = _trunk(x, self.hidden_sizes, self.activation)
         return _dense(self.out_features, self.out_scale)(x)
 
 
@@ -48,8 +60,7 @@ class ActorCritic(nn.Module):
 
     @nn.compact
     def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
-        batch_shape = obs.shape[: obs.ndim - self.observation_ndim]
-        x = obs.reshape(*batch_shape, -1)
+        x = _flat(obs, self.observation_ndim)
         logits = MLP(self.hidden_sizes, self.activation, self.num_actions, 0.01, name="actor")(x)
         value = MLP(self.hidden_sizes, self.activation, 1, 1.0, name="critic")(x)
         return logits, jnp.squeeze(value, -1)
@@ -72,11 +83,7 @@ class GRUActorCritic(nn.Module):
 
     @nn.compact
     def __call__(self, carry, obs, reset):
-        act = _ACTIVATIONS[self.activation]
-        batch_shape = obs.shape[: obs.ndim - self.observation_ndim]
-        x = obs.reshape(*batch_shape, -1)
-        for size in self.hidden_sizes:
-            x = act(_dense(size, np.sqrt(2.0))(x))
+        x = _trunk(_flat(obs, self.observation_ndim), self.hidden_sizes, self.activation)
         carry = jnp.where(reset[..., None], jnp.zeros_like(carry), carry)
         carry, y = nn.GRUCell(self.gru_size, name="gru")(carry, x)
         logits = _dense(self.num_actions, 0.01)(y)
@@ -242,11 +249,7 @@ class AZMLP(nn.Module):
 
     @nn.compact
     def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
-        act = _ACTIVATIONS[self.activation]
-        batch_shape = obs.shape[: obs.ndim - self.observation_ndim]
-        x = obs.reshape(*batch_shape, -1)
-        for size in self.hidden_sizes:
-            x = act(_dense(size, np.sqrt(2.0))(x))
+        x = _trunk(_flat(obs, self.observation_ndim), self.hidden_sizes, self.activation)
         logits = _dense(self.num_actions, 0.01)(x)
         value = nn.tanh(_dense(1, 1.0)(x))
         return logits, jnp.squeeze(value, -1)

@@ -27,23 +27,23 @@ import jax.numpy as jnp
 import optax
 
 from algorithms import base, parallel
-from algorithms.networks import make_policy, unroll
+from algorithms.networks import Policy, make_policy, unroll
 from algorithms.returns import vtrace_gae
 from algorithms.rollout import (
+    ActorState,
     Fragment,
-    OnPolicyState,
+    Stages,
     bootstrap_value,
-    collect,
     entropy_of,
     gather,
-    init_actor,
-    learn,
     log_prob_of,
+    make_algorithm,
     make_update,
     minibatch_indices,
     register,
     shard_minibatches,
 )
+from algorithms.rollout import make_stages as make_stages_of
 
 
 class Batch(NamedTuple):
@@ -93,6 +93,42 @@ def make_loss(config: Any, policy: Any, axis_name: str | None = None):
     return loss_fn
 
 
+def make_stages(
+    config: Any,
+    env: base.Environment,
+    *,
+    network: Any,
+    optimizer: optax.GradientTransformation,
+    axis_name: str | None = None,
+) -> tuple[Policy, Stages]:
+    """PPO's policy network and the stages of its iteration (see `make_ppo`):
+    targets are GAE advantages and value targets; minibatches are single
+    steps (feed-forward) or whole env fragments (recurrent)."""
+    policy = make_policy(network, env.num_actions, env.observation_shape)
+    num_envs, num_steps = config.num_envs, config.num_steps
+    update = make_update(make_loss(config, policy, axis_name), optimizer, axis_name)
+
+    def targets(params: Any, actor: ActorState, data: Fragment) -> Batch:
+        bootstrap = bootstrap_value(policy, params, actor)
+        discount = config.gamma * (1.0 - data.done.astype(jnp.float32))
+        gae = jax.vmap(lambda r, d, v, b: vtrace_gae(r, d, v, b, lambda_=config.gae_lambda), (1, 1, 1, 0), 1)
+        advantages = gae(config.reward_scale * data.reward, discount, data.value, bootstrap)
+        # Every shard sees the global batch ([T, num_envs]); see make_ppo.
+        return parallel.all_gather(Batch(data, advantages.advantage, advantages.target), axis_name, axis=1)
+
+    def minibatches(batch: Batch, start_carry: jax.Array, key: jax.Array):
+        if policy.recurrent:
+            # Whole env fragments, replayed from the memory they started with.
+            index = shard_minibatches(minibatch_indices(key, num_envs, config.num_minibatches), axis_name)
+            return gather(batch, index, 1), gather(start_carry, index, 0)
+        flat = jax.tree.map(lambda x: x.reshape(num_steps * num_envs, *x.shape[2:]), batch)
+        index = minibatch_indices(key, num_steps * num_envs, config.num_minibatches)
+        index = shard_minibatches(index, axis_name)
+        return gather(flat, index, 0), jnp.zeros((config.num_minibatches, index.shape[1], 0))
+
+    return policy, make_stages_of(env, policy, config, update, targets, minibatches, axis_name)
+
+
 def make_ppo(
     config: Any,
     env: base.Environment,
@@ -112,44 +148,14 @@ def make_ppo(
         shard collects its envs, minibatches are drawn from the gathered
         global batch, each shard takes the gradient of its part of them and
         gradients are averaged over the axis.
+
+    The state (`rollout.OnPolicyState`), for one seed, with B = num_envs / D
+    envs on this shard of D: parameters and optimizer state (replicated),
+    the actor (B env states and time steps, [B, H] policy memory, [B] reset
+    flags and episode figures), the key and the iteration count.
     """
-    policy = make_policy(network, env.num_actions, env.observation_shape)
-    num_envs, num_steps = config.num_envs, config.num_steps
-
-    def init(key: jax.Array) -> OnPolicyState:
-        key, net_key, env_key = jax.random.split(key, 3)
-        actor = init_actor(env, policy, env_key, num_envs, axis_name)
-        params = policy.init(net_key, actor.timestep.observation[0])
-        return OnPolicyState(params, optimizer.init(params), actor, key, jnp.zeros((), jnp.int32))
-
-    loss_fn = make_loss(config, policy, axis_name)
-    update = make_update(loss_fn, optimizer, axis_name)
-
-    def step(state: OnPolicyState) -> tuple[OnPolicyState, base.Metrics]:
-        key, rollout_key, epoch_key = jax.random.split(state.key, 3)
-        start_carry = state.actor.carry
-        actor, data = collect(env, policy, state.params, state.actor, rollout_key, num_steps, axis_name)
-        bootstrap = bootstrap_value(policy, state.params, actor)
-        discount = config.gamma * (1.0 - data.done.astype(jnp.float32))
-        gae = jax.vmap(lambda r, d, v, b: vtrace_gae(r, d, v, b, lambda_=config.gae_lambda), (1, 1, 1, 0), 1)
-        advantages = gae(config.reward_scale * data.reward, discount, data.value, bootstrap)
-        # Every shard sees the global batch ([T, num_envs]); see make_ppo.
-        batch = parallel.all_gather(Batch(data, advantages.advantage, advantages.target), axis_name, axis=1)
-        start_carry = parallel.all_gather(start_carry, axis_name)
-
-        def minibatches_for(key):
-            if policy.recurrent:
-                # Whole env fragments, replayed from the memory they started with.
-                index = shard_minibatches(minibatch_indices(key, num_envs, config.num_minibatches), axis_name)
-                return gather(batch, index, 1), gather(start_carry, index, 0)
-            flat = jax.tree.map(lambda x: x.reshape(num_steps * num_envs, *x.shape[2:]), batch)
-            index = minibatch_indices(key, num_steps * num_envs, config.num_minibatches)
-            index = shard_minibatches(index, axis_name)
-            return gather(flat, index, 0), jnp.zeros((config.num_minibatches, index.shape[1], 0))
-
-        return learn(update, state, actor, key, epoch_key, config.update_epochs, minibatches_for, axis_name)
-
-    return base.Algorithm(init=init, step=step)
+    policy, stages = make_stages(config, env, network=network, optimizer=optimizer, axis_name=axis_name)
+    return make_algorithm(env, policy, config, optimizer, stages, axis_name)
 
 
 register("ppo", make_ppo, steps_in_minibatches=True)

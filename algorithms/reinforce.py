@@ -33,15 +33,14 @@ from algorithms import base, parallel
 from algorithms.networks import make_policy, unroll
 from algorithms.returns import discounted_returns
 from algorithms.rollout import (
+    ActorState,
     Fragment,
-    OnPolicyState,
     bootstrap_value,
-    collect,
     entropy_of,
     gather,
-    init_actor,
-    learn,
     log_prob_of,
+    make_algorithm,
+    make_stages,
     make_update,
     minibatch_indices,
     register,
@@ -69,12 +68,6 @@ def make_reinforce(
     """
     policy = make_policy(network, env.num_actions, env.observation_shape)
 
-    def init(key: jax.Array) -> OnPolicyState:
-        key, net_key, env_key = jax.random.split(key, 3)
-        actor = init_actor(env, policy, env_key, config.num_envs, axis_name)
-        params = policy.init(net_key, actor.timestep.observation[0])
-        return OnPolicyState(params, optimizer.init(params), actor, key, jnp.zeros((), jnp.int32))
-
     def loss_fn(params, batch: Fragment, carry: jax.Array, returns: jax.Array):
         logits, value = unroll(policy, params, carry, batch.observation, batch.reset)
         log_pi_a, log_pi = log_prob_of(logits, batch.legal_action_mask, batch.action)
@@ -93,34 +86,28 @@ def make_reinforce(
             loss=loss, policy_loss=policy_loss, value_loss=value_loss, entropy=entropy, importance_weight=rho.mean()
         )
 
-    update = make_update(loss_fn, optimizer, axis_name)
-
-    def step(state: OnPolicyState) -> tuple[OnPolicyState, base.Metrics]:
-        key, rollout_key, epoch_key = jax.random.split(state.key, 3)
-        start_carry = state.actor.carry
-        actor, data = collect(env, policy, state.params, state.actor, rollout_key, config.num_steps, axis_name)
+    def targets(params: Any, actor: ActorState, data: Fragment) -> tuple[Fragment, jax.Array]:
         if config.baseline:
-            bootstrap = bootstrap_value(policy, state.params, actor)
+            bootstrap = bootstrap_value(policy, params, actor)
         else:
             bootstrap = jnp.zeros(actor.reset.shape, jnp.float32)
         discount = config.gamma * (1.0 - data.done.astype(jnp.float32))
         returns = jax.vmap(discounted_returns, in_axes=(1, 1, 0), out_axes=1)(data.reward, discount, bootstrap)
-
         # Every shard sees the global batch; each takes the gradient of its
         # part of every minibatch, and gradients are averaged over the axis.
-        data, returns = parallel.all_gather((data, returns), axis_name, axis=1)
-        start_carry = parallel.all_gather(start_carry, axis_name)
+        return parallel.all_gather((data, returns), axis_name, axis=1)
 
-        def minibatches_for(key):
-            # Minibatches split the envs (axis 1 of the fragment, 0 of the
-            # carry), so each keeps whole fragments and its memory.
-            index = minibatch_indices(key, config.num_envs, config.num_minibatches)
-            index = shard_minibatches(index, axis_name)
-            return gather(data, index, 1), gather(start_carry, index, 0), gather(returns, index, 1)
+    def minibatches(batch: tuple[Fragment, jax.Array], start_carry: jax.Array, key: jax.Array):
+        # Minibatches split the envs (axis 1 of the fragment, 0 of the
+        # carry), so each keeps whole fragments and its memory.
+        data, returns = batch
+        index = minibatch_indices(key, config.num_envs, config.num_minibatches)
+        index = shard_minibatches(index, axis_name)
+        return gather(data, index, 1), gather(start_carry, index, 0), gather(returns, index, 1)
 
-        return learn(update, state, actor, key, epoch_key, config.update_epochs, minibatches_for, axis_name)
-
-    return base.Algorithm(init=init, step=step)
+    update = make_update(loss_fn, optimizer, axis_name)
+    stages = make_stages(env, policy, config, update, targets, minibatches, axis_name)
+    return make_algorithm(env, policy, config, optimizer, stages, axis_name)
 
 
 register("reinforce", make_reinforce, steps_in_minibatches=False)

@@ -101,31 +101,81 @@ def make_update(loss_fn: Callable, optimizer: optax.GradientTransformation, axis
     return update
 
 
-def learn(
+class Stages(NamedTuple):
+    """One on-policy iteration, stage by stage: `make_algorithm`'s `step`
+    composes them in this order, and the micro-benchmarks time them one by
+    one (the code that trains, not a copy of it)."""
+
+    # (state, key) -> (actor after the rollout, fragment [T, B, ...])
+    collect: Callable[[OnPolicyState, jax.Array], tuple[ActorState, Fragment]]
+    # (params, actor, fragment) -> the learning batch (the fragment with its
+    # returns or advantages), gathered over the data axis: every shard sees
+    # the global batch
+    targets: Callable[[Any, ActorState, Fragment], Any]
+    # (batch, memory at the fragment's start [B, H], key) -> one epoch's
+    # minibatches, stacked [num_minibatches, ...]: this shard's part of each
+    minibatches: Callable[[Any, jax.Array, jax.Array], Any]
+    # (state, actor, batch, memory at the start, next key, epoch key) ->
+    # (next state, the iteration's metrics): `update_epochs` passes of the
+    # gradient update over freshly drawn minibatches
+    learn: Callable[..., tuple[OnPolicyState, dict[str, jax.Array]]]
+
+
+def make_stages(
+    env: Environment,
+    policy: Policy,
+    config: Any,
     update: Callable,
-    state: OnPolicyState,
-    actor: ActorState,
-    next_key: jax.Array,
-    epoch_key: jax.Array,
-    num_epochs: int,
-    minibatches_for: Callable[[jax.Array], Any],
+    targets: Callable,
+    minibatches: Callable,
     axis_name: str | None = None,
-) -> tuple[OnPolicyState, dict[str, jax.Array]]:
-    """`num_epochs` passes of `update` over the minibatches that
-    `minibatches_for(key)` draws for each epoch; returns the next state (with
-    `actor` after the rollout and `next_key`) and the iteration's metrics,
-    averaged over updates (and over the shards of `axis_name`)."""
+) -> Stages:
+    """The stages of an on-policy algorithm from what sets it apart: its
+    `targets`, its `minibatches` and its gradient `update` (`make_update`)."""
 
-    def epoch(carry, key):
-        return jax.lax.scan(update, carry, minibatches_for(key))
+    def collect_stage(state: OnPolicyState, key: jax.Array) -> tuple[ActorState, Fragment]:
+        return collect(env, policy, state.params, state.actor, key, config.num_steps, axis_name)
 
-    (params, opt_state), aux = jax.lax.scan(
-        epoch, (state.params, state.opt_state), jax.random.split(epoch_key, num_epochs)
-    )
-    metrics = parallel.pmean({name: value.mean() for name, value in aux.items()}, axis_name)
-    metrics["episode_return"] = actor.episodes.last_return
-    metrics["episode_length"] = actor.episodes.last_length
-    return OnPolicyState(params, opt_state, actor, next_key, state.iteration + 1), metrics
+    def learn_stage(state, actor, batch, start_carry, next_key, epoch_key):
+        def epoch(carry, key):
+            return jax.lax.scan(update, carry, minibatches(batch, start_carry, key))
+
+        (params, opt_state), aux = jax.lax.scan(
+            epoch, (state.params, state.opt_state), jax.random.split(epoch_key, config.update_epochs)
+        )
+        metrics = parallel.pmean({name: value.mean() for name, value in aux.items()}, axis_name)
+        metrics["episode_return"] = actor.episodes.last_return
+        metrics["episode_length"] = actor.episodes.last_length
+        return OnPolicyState(params, opt_state, actor, next_key, state.iteration + 1), metrics
+
+    return Stages(collect_stage, targets, minibatches, learn_stage)
+
+
+def make_algorithm(
+    env: Environment,
+    policy: Policy,
+    config: Any,
+    optimizer: optax.GradientTransformation,
+    stages: Stages,
+    axis_name: str | None = None,
+) -> base.Algorithm:
+    """`init` (this shard's part of `num_envs` envs, fresh parameters) and a
+    `step` that runs the stages: collect, targets, then learn."""
+
+    def init(key: jax.Array) -> OnPolicyState:
+        key, net_key, env_key = jax.random.split(key, 3)
+        actor = init_actor(env, policy, env_key, config.num_envs, axis_name)
+        params = policy.init(net_key, actor.timestep.observation[0])
+        return OnPolicyState(params, optimizer.init(params), actor, key, jnp.zeros((), jnp.int32))
+
+    def step(state: OnPolicyState) -> tuple[OnPolicyState, base.Metrics]:
+        key, rollout_key, epoch_key = jax.random.split(state.key, 3)
+        actor, fragment = stages.collect(state, rollout_key)
+        batch = stages.targets(state.params, actor, fragment)
+        start_carry = parallel.all_gather(state.actor.carry, axis_name)
+        return stages.learn(state, actor, batch, start_carry, key, epoch_key)
+
+    return base.Algorithm(init=init, step=step)
 
 
 class Fragment(NamedTuple):

@@ -17,8 +17,9 @@ import pytest
 from conftest import BENCH_SPECS
 
 import algorithms
-from algorithms import alphazero, ppo, returns, rollout
-from algorithms.networks import make_az_network, make_policy
+from algorithms import alphazero, ppo
+from algorithms.base import random_step
+from algorithms.networks import make_az_network
 from harness import build, envs
 from harness import spec as spec_module
 from harness.bench import measure
@@ -67,10 +68,7 @@ def test_env_step(entry, suite, env_id):
     def steps(env_state, timestep, key):
         def one(carry, key):
             env_state, timestep = carry
-            action_key, step_key = jax.random.split(key)
-            logits = jnp.where(timestep.legal_action_mask, 0.0, -jnp.inf)
-            action = jax.random.categorical(action_key, logits)
-            env_state, timestep = jax.vmap(env.step)(env_state, action, jax.random.split(step_key, NUM_ENVS))
+            _, env_state, timestep = random_step(env, env_state, timestep, key)
             return (env_state, timestep), timestep.reward[:, 0].sum()
 
         (env_state, timestep), rewards = jax.lax.scan(one, (env_state, timestep), jax.random.split(key, NUM_STEPS))
@@ -165,47 +163,31 @@ def test_mcts_search(entry):
 
 @pytest.mark.parametrize("spec_name", ["ppo_cartpole", "ppo_game2048"], ids=["cartpole", "game2048"])
 def test_ppo_update(entry, spec_name):
-    """PPO's learning phase of one iteration: `update_epochs x
-    num_minibatches` minibatch gradient steps (as `ppo.step` takes them) on a
-    fragment the initial policy collected, with its GAE advantages."""
+    """PPO's learning stage of one iteration (`ppo.make_stages(...).learn`,
+    the code `step` runs): `update_epochs` passes, each drawing its shuffled
+    minibatches and taking `num_minibatches` gradient steps, on a fragment
+    the initial policy collected, with its GAE advantages."""
     plan = bench_plan(spec_name)
     hp, env = plan.spec.hyperparameters, plan.env
-    policy = make_policy(plan.spec.network, env.num_actions, env.observation_shape)
-    assert not policy.recurrent, "the benchmark's minibatches are single steps (a feed-forward policy)"
     updates = hp.update_epochs * hp.num_minibatches
     size = hp.num_envs * hp.num_steps
+    optimizer = build.make_optimizer(plan.spec.optimizer, plan.num_iterations * updates)
+    policy, stages = ppo.make_stages(hp, env, network=plan.spec.network, optimizer=optimizer)
+    assert not policy.recurrent, "the benchmark's minibatches are single steps (a feed-forward policy)"
     with measure.HostMemoryPeak() as memory:
         state = jax.jit(plan.algorithm.init)(jax.random.key(0))
 
         @jax.jit
-        def minibatches(state, key):
-            collect_key, shuffle_key = jax.random.split(key)
-            actor, data = rollout.collect(env, policy, state.params, state.actor, collect_key, hp.num_steps)
-            bootstrap = rollout.bootstrap_value(policy, state.params, actor)
-            discount = hp.gamma * (1.0 - data.done.astype(jnp.float32))
-            gae = jax.vmap(lambda r, d, v, b: returns.vtrace_gae(r, d, v, b, lambda_=hp.gae_lambda), (1, 1, 1, 0), 1)
-            advantages = gae(hp.reward_scale * data.reward, discount, data.value, bootstrap)
-            batch = ppo.Batch(data, advantages.advantage, advantages.target)
-            flat = jax.tree.map(lambda x: x.reshape(size, *x.shape[2:]), batch)
-            index = jnp.concatenate(
-                [
-                    rollout.minibatch_indices(k, size, hp.num_minibatches)
-                    for k in jax.random.split(shuffle_key, hp.update_epochs)
-                ]
-            )
-            return rollout.gather(flat, index, 0), jnp.zeros((updates, index.shape[1], 0))
+        def collected(state, key):
+            actor, fragment = stages.collect(state, key)
+            return actor, stages.targets(state.params, actor, fragment)
 
-        batches = minibatches(state, jax.random.key(1))
-        optimizer = build.make_optimizer(plan.spec.optimizer, plan.num_iterations * updates)
-        update = rollout.make_update(ppo.make_loss(hp, policy), optimizer, None)
-
-        def learn(params, opt_state, batches):
-            (params, opt_state), metrics = jax.lax.scan(update, (params, opt_state), batches)
-            return params, opt_state, metrics
-
-        compiled, compile_seconds = compile_timed(learn, state.params, state.opt_state, batches)
-        count = count_flops(learn, state.params, state.opt_state, batches)
-        seconds = timed_rounds(entry, lambda: compiled(state.params, state.opt_state, batches), rounds=10)
+        actor, batch = collected(state, jax.random.key(1))
+        keys = jax.random.split(jax.random.key(2))
+        args = (state, actor, batch, state.actor.carry, *keys)
+        compiled, compile_seconds = compile_timed(stages.learn, *args)
+        count = count_flops(stages.learn, *args)
+        seconds = timed_rounds(entry, lambda: compiled(*args), rounds=10)
     entry.record(
         measure.micro_result(
             entry.name,

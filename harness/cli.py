@@ -10,7 +10,6 @@ checkpoint.
 from __future__ import annotations
 
 import argparse
-import json
 import signal
 import sys
 import threading
@@ -22,9 +21,10 @@ from pydantic import ValidationError
 from harness import build, spec
 from harness.console import err_console, out_console, print_table
 from harness.judge import compare, reproduce
+from harness.judge.baselines import random_policy_summary
 from harness.judge.compare import CompareError
 from harness.judge.reproduce import ReproduceError
-from harness.record import rundir, tracking
+from harness.record import rundir, sync, tracking
 from harness.record.rundir import CheckpointError
 from harness.record.tracking import TrackingError
 from harness.run import cluster, results, session
@@ -87,11 +87,11 @@ def _options(args: argparse.Namespace, **extra) -> session.RunOptions:
 
 def _print_summary(plan: build.Plan, logged: session.Logged) -> None:
     print_table(results.final_table(plan, logged.record))
-    speed = logged.record["speed"]
+    speed = logged.record.speed
     out_console.print(
-        f"{speed['sps']:,.0f} env steps/s steady state ({len(plan.spec.seeds)} seeds), "
-        f"compile {speed['compile_seconds']:.1f} s, wall {speed['wall_seconds']:.1f} s, "
-        f"metrics written to MLflow in {speed['metrics_flush_seconds']:.1f} s after training",
+        f"{speed.sps:,.0f} env steps/s steady state ({len(plan.spec.seeds)} seeds), "
+        f"compile {speed.compile_seconds:.1f} s, wall {speed.wall_seconds:.1f} s, "
+        f"metrics written to MLflow in {speed.metrics_flush_seconds:.1f} s after training",
         soft_wrap=True,
     )
     for line in tracking.ui_hints(logged.uri, logged.experiment_id, logged.parent_id):
@@ -120,7 +120,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 0
     _print_summary(plan, logged)
     if args.results_out:
-        Path(args.results_out).write_text(results.to_json(logged.record))
+        Path(args.results_out).write_text(logged.record.to_json())
         out_console.print(f"results written to {args.results_out}")
     return 0
 
@@ -132,12 +132,12 @@ def cmd_sync(args: argparse.Namespace) -> int:
     if args.run_ids:
         directories = [rundir.find_run(root, run_id, "") for run_id in args.run_ids]
     else:
-        directories = [d for d in rundir.run_directories(root) if tracking.needs_sync(d.path)]
+        directories = [d for d in rundir.run_directories(root) if sync.needs_sync(d.path)]
         if not directories:
             out_console.print(f"nothing to sync under {root}")
             return 0
     for directory in directories:
-        report = tracking.sync_run(directory.path, args.tracking_uri)
+        report = sync.sync_run(directory.path, args.tracking_uri)
         out_console.print(
             f"run {report.run_id}: {report.entries} journal entries and {report.calls} end-of-run calls"
             f" uploaded to {report.uri}"
@@ -162,18 +162,20 @@ def cmd_publish(args: argparse.Namespace) -> int:
             return _user_error(f"no finished run of {args.spec} (spec_hash {plan.spec_hash[:12]}) in {uri}")
     if run.data.tags.get("spec_hash") != plan.spec_hash:
         return _user_error(f"run {run.info.run_id} was made from another spec (spec_hash differs)")
-    record = json.loads(tracking.read_text_artifact(client, run.info.run_id, "results.json") or "null")
-    if record is None:
+    text = tracking.read_text_artifact(client, run.info.run_id, "results.json")
+    if text is None:
         return _user_error(f"run {run.info.run_id} has no results.json")
-    record["mlflow_run_id"] = run.info.run_id
+    record = reproduce.parse_reference(
+        text, f"results.json of run {run.info.run_id}", plan.spec_hash, spec.canonical(plan.spec)
+    )
+    record.mlflow_run_id = run.info.run_id
     if args.random_baseline:
-        from harness.judge.baselines import random_policy_summary
-
-        record["baselines"] = {"random_policy": random_policy_summary(plan.env, plan.spec.seeds)}
-        out_console.print(f"random policy: mean return {record['baselines']['random_policy']['mean_return']:.2f}")
+        baseline = random_policy_summary(plan.env, plan.spec.seeds)
+        record.baselines = {"random_policy": baseline}
+        out_console.print(f"random policy: mean return {baseline['mean_return']:.2f}")
     out = Path(args.out) if args.out else reproduce.reference_path(args.spec)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(record, indent=2) + "\n")
+    out.write_text(record.to_json())
     out_console.print(f"published run {run.info.run_id} to {out}")
     return 0
 
@@ -205,7 +207,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         reference = reproduce.parse_reference(
             logged_results, f"results.json of {label}", plan.spec_hash, spec.canonical(plan.spec)
         )
-        reference.setdefault("mlflow_run_id", run_id)
+        reference.mlflow_run_id = reference.mlflow_run_id or run_id
     else:
         plan = _load_plan(args.spec, args)
         source = args.spec
@@ -215,9 +217,9 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         label = str(path)
     if args.seeds:
         plan = build.with_seeds(plan, args.seeds, source)
-    tags = {"reproduces": label, "reproduces.spec_hash": reference["spec_hash"]}
-    if reference.get("mlflow_run_id"):
-        tags["reproduces.run_id"] = reference["mlflow_run_id"]
+    tags = {"reproduces": label, "reproduces.spec_hash": reference.spec_hash}
+    if reference.mlflow_run_id:
+        tags["reproduces.run_id"] = reference.mlflow_run_id
     logged = session.train_and_log(plan, uri, _options(args, tags=tags))
     if logged is None:  # not process 0 of a multi-process job: it judges
         return 0

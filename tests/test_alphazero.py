@@ -274,7 +274,7 @@ def test_alphazero_reproduction_is_judged_on_its_evaluation_curves(tiny_az_runs)
     verdict = reproduce.judge(reference, results.make_results(plan, second, 1.0, 0.0), "reference")
     assert verdict.mode == "exact" and verdict.passed
     assert [m.name for m in verdict.metrics if m.name == "eval_random_win" and m.gates]
-    curve = reference["evaluation_curves"]["metrics"]["eval_random_win"]["1"]
+    curve = reference.evaluation_curves.metrics["eval_random_win"]["1"]
     curve[0] = curve[0] + 0.25  # a planted change in one seed's evaluation curve
     verdict = reproduce.judge(reference, results.make_results(plan, second, 1.0, 0.0), "reference")
     failed = [m.name for m in verdict.metrics if not m.passed]

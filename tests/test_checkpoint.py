@@ -153,7 +153,7 @@ def test_resume_continues_the_same_runs_bit_identically(trained):
         ]
         assert trained.client.get_run(resumed[seed]).info.status == "FINISHED"
     whole_finals = {str(seed): v for seed, v in results.per_seed_final(trained.whole_plan, trained.whole).items()}
-    assert trained.resumed.record["per_seed_final"] == whole_finals
+    assert trained.resumed.record.per_seed_final == whole_finals
 
 
 def _corrupt(step_dir: Path, how: str) -> None:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import importlib.metadata
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from algorithms.base import random_step
 from harness import envs
 
 ENVS = [
@@ -29,10 +29,7 @@ def random_rollout(env, seed=0):
 
     def step(carry, key):
         state, ts = carry
-        action_key, env_key = jax.random.split(key)
-        logits = jnp.where(ts.legal_action_mask, 0.0, -jnp.inf)
-        action = jax.random.categorical(action_key, logits)
-        state, next_ts = jax.vmap(env.step)(state, action, jax.random.split(env_key, NUM_ENVS))
+        action, state, next_ts = random_step(env, state, ts, key)
         return (state, next_ts), (ts, action, next_ts)
 
     @jax.jit

@@ -14,16 +14,18 @@ from mlflow.tracking import MlflowClient
 
 from harness import spec as S
 from harness.judge import reproduce
+from harness.record import schema
+from harness.record.schema import Results
 from harness.run import results
 
 
-def record_of(plan, result) -> dict:
-    """The results.json a run of `plan` would log, read back as JSON."""
-    return json.loads(results.to_json(results.make_results(plan, result, 1.0, 0.0)))
+def record_of(plan, result) -> Results:
+    """The results.json a run of `plan` would log, read back."""
+    return schema.parse(results.make_results(plan, result, 1.0, 0.0).to_json(), "results.json")
 
 
 @pytest.fixture(scope="module")
-def tiny_record(tiny_run) -> dict:
+def tiny_record(tiny_run) -> Results:
     return record_of(*tiny_run)
 
 
@@ -31,21 +33,21 @@ def tiny_record(tiny_run) -> dict:
 
 
 def test_the_same_record_is_judged_exact_and_passes(tiny_record):
-    verdict = reproduce.judge(tiny_record, copy.deepcopy(tiny_record), "reference.json")
+    verdict = reproduce.judge(tiny_record, tiny_record.model_copy(deep=True), "reference.json")
     assert verdict.mode == "exact" and verdict.not_exact_because == []
     assert verdict.passed and all(m.passed and m.gates for m in verdict.metrics)
-    assert {m.name for m in verdict.metrics} == set(tiny_record["final"])
+    assert {m.name for m in verdict.metrics} == set(tiny_record.final)
 
 
 def test_a_planted_change_of_one_seeds_curve_fails_the_exact_verdict(tiny_record):
-    reference = copy.deepcopy(tiny_record)
-    curve = reference["curves"]["metrics"]["episode_return"]["1"]
+    reference = tiny_record.model_copy(deep=True)
+    curve = reference.curves.metrics["episode_return"]["1"]
     curve[7] = curve[7] + 1e-3
     verdict = reproduce.judge(reference, tiny_record, "reference.json")
     assert verdict.mode == "exact" and not verdict.passed
     failed = [m for m in verdict.metrics if not m.passed]
     assert [m.name for m in failed] == ["episode_return"]
-    step = tiny_record["curves"]["env_steps"][7]
+    step = tiny_record.curves.env_steps[7]
     assert failed[0].first_difference["seed"] == 1 and failed[0].first_difference["env_step"] == step
     assert f"seed 1 differs first at env step {step}" in failed[0].detail
     # The interval barely moves: bit for bit, not statistics, decides here.
@@ -53,8 +55,8 @@ def test_a_planted_change_of_one_seeds_curve_fails_the_exact_verdict(tiny_record
 
 
 def test_a_changed_final_value_fails_the_exact_verdict(tiny_record):
-    reference = copy.deepcopy(tiny_record)
-    reference["per_seed_final"]["0"]["loss"] += 1e-6
+    reference = tiny_record.model_copy(deep=True)
+    reference.per_seed_final["0"]["loss"] += 1e-6
     verdict = reproduce.judge(reference, tiny_record, "reference.json")
     failed = {m.name: m for m in verdict.metrics if not m.passed}
     assert list(failed) == ["loss"] and "the final value" in failed["loss"].detail
@@ -69,8 +71,8 @@ def test_a_changed_final_value_fails_the_exact_verdict(tiny_record):
     ],
 )
 def test_another_machine_or_version_is_judged_statistically(tiny_record, where, key, value, reason):
-    reference = copy.deepcopy(tiny_record)
-    reference[where][key] = value
+    reference = tiny_record.model_copy(deep=True)
+    getattr(reference, where)[key] = value
     verdict = reproduce.judge(reference, tiny_record, "reference.json")
     assert verdict.mode == "statistical" and any(reason in r for r in verdict.not_exact_because)
     assert verdict.passed
@@ -78,23 +80,23 @@ def test_another_machine_or_version_is_judged_statistically(tiny_record, where, 
 
 
 def test_the_host_name_does_not_matter(tiny_record):
-    reference = copy.deepcopy(tiny_record)
-    reference["fingerprint"]["host"] = "another-box"
+    reference = tiny_record.model_copy(deep=True)
+    reference.fingerprint["host"] = "another-box"
     verdict = reproduce.judge(reference, tiny_record, "reference.json")
     assert verdict.mode == "exact" and verdict.speed.hardware == "same device kind"
 
 
 def test_a_reference_without_the_cpu_model_is_not_judged_bit_for_bit(tiny_record):
-    reference = copy.deepcopy(tiny_record)
-    del reference["fingerprint"]["cpu_model"]
+    reference = tiny_record.model_copy(deep=True)
+    del reference.fingerprint["cpu_model"]
     verdict = reproduce.judge(reference, tiny_record, "reference.json")
     assert verdict.not_exact_because == ["device.cpu_model is not recorded in the reference"]
 
 
 def test_speed_is_reported_with_both_devices_and_never_judged(tiny_record):
-    reference = copy.deepcopy(tiny_record)
-    reference["fingerprint"].update(platform="gpu", device_kind="NVIDIA A100", host="gpu-box")
-    reference["speed"]["sps"] = tiny_record["speed"]["sps"] * 100
+    reference = tiny_record.model_copy(deep=True)
+    reference.fingerprint.update(platform="gpu", device_kind="NVIDIA A100", host="gpu-box")
+    reference.speed.sps = tiny_record.speed.sps * 100
     verdict = reproduce.judge(reference, tiny_record, "reference.json")
     assert verdict.passed, "a 100x slower reproduction is not a failure"
     assert verdict.speed.hardware == "different hardware"
@@ -152,7 +154,7 @@ def test_published_specs_have_their_references_where_reproduce_looks():
         loaded = S.load(spec_path)
         path = reproduce.reference_path(spec_path)
         reference = reproduce.load_reference(path, str(spec_path), S.spec_hash(loaded), S.canonical(loaded))
-        assert reference["spec_hash"] == S.spec_hash(loaded)
+        assert reference.spec_hash == S.spec_hash(loaded)
 
 
 # ----------------------------------------------------------------- bad input
@@ -179,7 +181,7 @@ def test_spec_without_a_reference(tmp_path, monkeypatch, tiny_spec_data):
 
 def test_reference_of_another_spec_lists_the_changed_keys(tmp_path, tiny_spec_data, tiny_record):
     reference = tmp_path / "reference.json"
-    reference.write_text(json.dumps(tiny_record))
+    reference.write_text(tiny_record.to_json())
     tiny_spec_data["optimizer"]["learning_rate"] = 0.001
     path = write_spec(tmp_path, tiny_spec_data)
     code, out, err = run_cli(
@@ -236,7 +238,7 @@ def test_run_whose_results_are_of_another_spec(store, tmp_path, tiny_record):
     data = copy.deepcopy(TINY_SPEC)
     data["hyperparameters"]["gamma"] = 0.9
     (tmp_path / "spec.yaml").write_text(S.to_yaml(S.parse(data)))
-    (tmp_path / "results.json").write_text(json.dumps(tiny_record))
+    (tmp_path / "results.json").write_text(tiny_record.to_json())
     client.log_artifact(run_id, str(tmp_path / "spec.yaml"))
     client.log_artifact(run_id, str(tmp_path / "results.json"))
     code, out, err = run_cli("reproduce", "--run-id", run_id, "--tracking-uri", uri)

@@ -208,10 +208,10 @@ def test_compare_plot_overlays_mean_curves_with_bands(reproductions, published, 
         assert len(lines) == 2 and len(ax.collections) == 2, "one mean line and one shaded band per run"
         for line, run in zip(lines, runs, strict=True):
             assert line.get_label().startswith(run.run_id[:8])
-            assert f"{len(run.record['seeds'])} seeds" in line.get_label()
-            curves = run.record["curves"]
-            assert list(line.get_xdata()) == curves["env_steps"]
-            per_seed = [curves["metrics"][metric][str(s)] for s in run.record["seeds"]]
+            assert f"{len(run.record.seeds)} seeds" in line.get_label()
+            curves = run.record.curves
+            assert list(line.get_xdata()) == curves.env_steps
+            per_seed = [curves.metrics[metric][str(s)] for s in run.record.seeds]
             expected = [sum(column) / len(column) for column in zip(*per_seed, strict=True)]
             assert list(line.get_ydata()) == pytest.approx(expected)
         assert ax.get_xlabel() == "env steps per seed"

@@ -108,4 +108,7 @@ def test_batch_rules_are_the_algorithms_and_name_the_key_and_its_line():
     with pytest.raises(S.SpecError) as info:
         build.build(parse_text(text), "demo.yaml", S.key_lines(text))
     message = str(info.value)
-    assert "demo.yaml: hyperparameters.num_minibatches (line 9): num_envs (10) does not divide into num_minibatches (4)" in message
+    assert (
+        "demo.yaml: hyperparameters.num_minibatches (line 9): num_envs (10) does not divide into num_minibatches (4)"
+        in message
+    )

@@ -11,15 +11,14 @@ import jax.numpy as jnp
 
 from algorithms import parallel
 from algorithms.alphazero.search import Games
-from algorithms.base import Environment
+from algorithms.base import Environment, random_legal_action
 
 ELO_RANGE = 100_000.0  # ratings are searched in [-ELO_RANGE, ELO_RANGE]
 
 
 def random_player(env: Environment):
     def act(key, games: Games):
-        logits = jnp.where(games.timestep.legal_action_mask, 0.0, -jnp.inf)
-        return jax.random.categorical(key, logits)
+        return random_legal_action(key, games.timestep.legal_action_mask)
 
     return act
 

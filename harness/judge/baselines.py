@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from algorithms.base import Environment
+from algorithms.base import Environment, random_step
 
 
 def random_policy_return(env: Environment, seed: int, *, num_envs: int = 64, num_steps: int = 2000) -> dict:
@@ -15,10 +15,7 @@ def random_policy_return(env: Environment, seed: int, *, num_envs: int = 64, num
 
     def step(carry, key):
         state, ts, running, total, count = carry
-        action_key, env_key = jax.random.split(key)
-        logits = jnp.where(ts.legal_action_mask, 0.0, -jnp.inf)
-        action = jax.random.categorical(action_key, logits)
-        state, ts = jax.vmap(env.step)(state, action, jax.random.split(env_key, num_envs))
+        _, state, ts = random_step(env, state, ts, key)
         running = running + ts.reward[:, 0]
         done = ts.terminated | ts.truncated
         total = total + jnp.where(done, running, 0.0).sum()

@@ -20,18 +20,12 @@ import numpy as np
 
 from harness.judge import stats
 from harness.judge.reproduce import LEARNING_METRICS, device_label
-from harness.record import tracking
+from harness.record import schema, tracking
+from harness.record.schema import EMPTY_CURVES, Results
 from harness.spec import spec_differences
 
 # AlphaZero's two-player games plot the win rate against a random player.
 PLOTTED_METRICS = ("episode_return", "eval_return", "eval_random_win", "loss")
-
-
-def _curve_block(record: dict, metric: str) -> dict:
-    """The curves section holding `metric`: per-iteration or evaluation curves."""
-    if metric in record["curves"]["metrics"]:
-        return record["curves"]
-    return record.get("evaluation_curves", {"env_steps": [], "metrics": {}})
 
 
 class CompareError(Exception):
@@ -43,7 +37,7 @@ class ComparedRun(NamedTuple):
     run_name: str
     experiment_id: str
     tags: dict[str, str]
-    record: dict[str, Any]  # the run's results.json
+    record: Results  # the run's results.json
 
 
 # -------------------------------------------------------------------- fetching
@@ -53,9 +47,11 @@ def _load(client, run) -> ComparedRun | None:
     text = tracking.read_text_artifact(client, run.info.run_id, "results.json")
     if text is None:
         return None
-    return ComparedRun(
-        run.info.run_id, run.info.run_name or "", run.info.experiment_id, run.data.tags, json.loads(text)
-    )
+    try:
+        record = schema.parse(text, f"results.json of run {run.info.run_id}")
+    except ValueError as error:
+        raise CompareError(str(error)) from None
+    return ComparedRun(run.info.run_id, run.info.run_name or "", run.info.experiment_id, run.data.tags, record)
 
 
 def fetch(client, uri: str, *, experiment: str | None = None, run_ids: list[str] | None = None):
@@ -108,21 +104,20 @@ def fetch(client, uri: str, *, experiment: str | None = None, run_ids: list[str]
 
 
 def learning_metrics(runs: list[ComparedRun]) -> list[str]:
-    names = set.intersection(*(set(r.record["final"]) for r in runs))
+    names = set.intersection(*(set(r.record.final) for r in runs))
     return [name for name in LEARNING_METRICS if name in names]
 
 
 def final_estimate(run: ComparedRun, metric: str) -> stats.Estimate:
-    record = run.record
-    return stats.stratified_bootstrap_iqm([record["per_seed_final"][str(s)][metric] for s in record["seeds"]])
+    return stats.stratified_bootstrap_iqm(run.record.finals(metric))
 
 
 def provenance_differences(runs: list[ComparedRun]) -> dict[str, list[str]]:
     """Device and version keys whose values differ between the runs."""
     keyed = [
         {
-            **{f"device.{k}": v for k, v in r.record["fingerprint"].items()},
-            **{f"version.{k}": v for k, v in r.record["versions"].items()},
+            **{f"device.{k}": v for k, v in r.record.fingerprint.items()},
+            **{f"version.{k}": v for k, v in r.record.versions.items()},
         }
         for r in runs
     ]
@@ -140,15 +135,15 @@ def rows(runs: list[ComparedRun]) -> list[dict[str, Any]]:
             {
                 "run_id": run.run_id,
                 "run_name": run.run_name,
-                "spec_hash": record["spec_hash"],
-                "device": device_label(record["fingerprint"]),
-                "jax": record["versions"].get("jax"),
-                "jaxlib": record["versions"].get("jaxlib"),
-                "git": record["git"]["commit"][:8] + ("*" if record["git"]["dirty"] == "true" else ""),
-                "seeds": len(record["seeds"]),
-                "sps": record["speed"]["sps"],
-                "sps_per_seed": record["speed"]["sps_per_seed"],
-                "compile_seconds": record["speed"]["compile_seconds"],
+                "spec_hash": record.spec_hash,
+                "device": device_label(record.fingerprint),
+                "jax": record.versions.get("jax"),
+                "jaxlib": record.versions.get("jaxlib"),
+                "git": record.git["commit"][:8] + ("*" if record.git["dirty"] == "true" else ""),
+                "seeds": len(record.seeds),
+                "sps": record.speed.sps,
+                "sps_per_seed": record.speed.sps_per_seed,
+                "compile_seconds": record.speed.compile_seconds,
                 "final": {m: final_estimate(run, m).as_dict() for m in metrics},
                 "verdict": run.tags.get("verdict"),
             }
@@ -156,59 +151,47 @@ def rows(runs: list[ComparedRun]) -> list[dict[str, Any]]:
     return out
 
 
+def _columns(summaries: list[dict[str, Any]], markdown: bool) -> list[tuple[str, str, Any]]:
+    """The comparison's columns, for the terminal and for compare.md alike:
+    (header, justification, cell of a summary)."""
+    metrics = list(summaries[0]["final"])
+    run = (
+        (lambda s: f"{s['run_name']} `{s['run_id']}`")
+        if markdown
+        else (lambda s: f"{s['run_name']}\n{s['run_id'][:12]}")
+    )
+    columns = [
+        ("run", "left", run),
+        ("device", "left", lambda s: s["device"]),
+        ("jax / jaxlib", "left", lambda s: f"{s['jax']} / {s['jaxlib']}"),
+        ("git", "left", lambda s: s["git"]),
+        ("seeds", "right", lambda s: str(s["seeds"])),
+        ("env steps/s", "right", lambda s: f"{s['sps']:,.0f}"),
+        ("per seed", "right", lambda s: f"{s['sps_per_seed']:,.0f}"),
+        ("compile s", "right", lambda s: f"{s['compile_seconds']:.1f}"),
+        *[(f"final {m} IQM [95% CI]", "right", lambda s, m=m: f"{stats.Estimate(**s['final'][m])}") for m in metrics],
+    ]
+    if not markdown and any(s["verdict"] for s in summaries):
+        columns.append(("verdict", "left", lambda s: s["verdict"] or "-"))
+    return columns
+
+
 def table(summaries: list[dict[str, Any]], title: str):
     from rich.table import Table
 
-    metrics = list(summaries[0]["final"])
-    with_verdict = any(s["verdict"] for s in summaries)
+    columns = _columns(summaries, markdown=False)
     out = Table(title=title, title_justify="left")
-    for name, justify in [
-        ("run", "left"),
-        ("device", "left"),
-        ("jax / jaxlib", "left"),
-        ("git", "left"),
-        ("seeds", "right"),
-        ("env steps/s", "right"),
-        ("per seed", "right"),
-        ("compile s", "right"),
-        *[(f"final {m} IQM [95% CI]", "right") for m in metrics],
-        *([("verdict", "left")] if with_verdict else []),
-    ]:
+    for name, justify, _ in columns:
         out.add_column(name, justify=justify)
     for s in summaries:
-        out.add_row(
-            f"{s['run_name']}\n{s['run_id'][:12]}",
-            s["device"],
-            f"{s['jax']} / {s['jaxlib']}",
-            s["git"],
-            str(s["seeds"]),
-            f"{s['sps']:,.0f}",
-            f"{s['sps_per_seed']:,.0f}",
-            f"{s['compile_seconds']:.1f}",
-            *[f"{stats.Estimate(**s['final'][m])}" for m in metrics],
-            *([s["verdict"] or "-"] if with_verdict else []),
-        )
+        out.add_row(*[cell(s) for _, _, cell in columns])
     return out
 
 
 def to_markdown(summaries: list[dict[str, Any]], differences: dict[str, dict[str, list[str]]]) -> str:
-    metrics = list(summaries[0]["final"])
-    head = ["run", "device", "jax / jaxlib", "git", "seeds", "env steps/s", "per seed", "compile s"]
-    head += [f"final {m} IQM [95% CI]" for m in metrics]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for s in summaries:
-        cells = [
-            f"{s['run_name']} `{s['run_id']}`",
-            s["device"],
-            f"{s['jax']} / {s['jaxlib']}",
-            s["git"],
-            str(s["seeds"]),
-            f"{s['sps']:,.0f}",
-            f"{s['sps_per_seed']:,.0f}",
-            f"{s['compile_seconds']:.1f}",
-            *[f"{stats.Estimate(**s['final'][m])}" for m in metrics],
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
+    columns = _columns(summaries, markdown=True)
+    lines = ["| " + " | ".join(name for name, _, _ in columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(cell(s) for _, _, cell in columns) + " |" for s in summaries]
     for title, diff in differences.items():
         if diff:
             lines += ["", f"{title}:", ""]
@@ -222,8 +205,8 @@ def to_markdown(summaries: list[dict[str, Any]], differences: dict[str, dict[str
 def run_label(run: ComparedRun) -> str:
     record = run.record
     return (
-        f"{run.run_id[:8]}: {device_label(record['fingerprint'])}, jax {record['versions'].get('jax')},"
-        f" {len(record['seeds'])} seeds"
+        f"{run.run_id[:8]}: {device_label(record.fingerprint)}, jax {record.versions.get('jax')},"
+        f" {len(record.seeds)} seeds"
     )
 
 
@@ -236,10 +219,7 @@ def plot(runs: list[ComparedRun], path: Path, title: str):
     from matplotlib.figure import Figure
 
     names = set.intersection(
-        *(
-            set(r.record["curves"]["metrics"]) | set(r.record.get("evaluation_curves", {}).get("metrics", {}))
-            for r in runs
-        )
+        *(set(r.record.curves.metrics) | set((r.record.evaluation_curves or EMPTY_CURVES).metrics) for r in runs)
     )
     metrics = [m for m in PLOTTED_METRICS if m in names]
     if not metrics:
@@ -249,12 +229,12 @@ def plot(runs: list[ComparedRun], path: Path, title: str):
     axes = figure.subplots(1, len(metrics), squeeze=False)[0]
     for ax, metric in zip(axes, metrics, strict=True):
         for index, run in enumerate(runs):
-            curves = _curve_block(run.record, metric)
-            values = np.array([curves["metrics"][metric][str(s)] for s in run.record["seeds"]])  # [seeds, points]
+            curves = run.record.curves_of(metric)
+            values = np.array([curves.metrics[metric][str(s)] for s in run.record.seeds])  # [seeds, points]
             mean, low, high = stats.bootstrap_mean_band(values)
             color = f"C{index % 10}"
-            ax.plot(curves["env_steps"], mean, color=color, label=run_label(run))
-            ax.fill_between(curves["env_steps"], low, high, color=color, alpha=0.2, linewidth=0)
+            ax.plot(curves.env_steps, mean, color=color, label=run_label(run))
+            ax.fill_between(curves.env_steps, low, high, color=color, alpha=0.2, linewidth=0)
         ax.set_title(metric)
         ax.set_xlabel("env steps per seed")
         ax.set_ylabel(f"{metric} (mean over seeds, 95% CI)")
@@ -278,7 +258,7 @@ def log(client, runs: list[ComparedRun], files: dict[str, str], png: Path) -> st
         tags={
             "harness.kind": "compare",
             "compare.run_ids": ",".join(r.run_id for r in runs),
-            "compare.spec_hashes": ",".join(sorted({r.record["spec_hash"] for r in runs})),
+            "compare.spec_hashes": ",".join(sorted({r.record.spec_hash for r in runs})),
         },
     )
     run_id = run.info.run_id
@@ -308,15 +288,15 @@ class Comparison(NamedTuple):
 def compare(runs: list[ComparedRun], *, allow_different_specs: bool) -> Comparison:
     """Compare `runs`; runs of different specs only when allowed (else a
     CompareError listing the keys that differ, in run order)."""
-    hashes = {r.record["spec_hash"] for r in runs}
-    spec_diff = spec_differences([r.record["spec"] for r in runs])
+    hashes = {r.record.spec_hash for r in runs}
+    spec_diff = spec_differences([r.record.spec for r in runs])
     if len(hashes) > 1 and not allow_different_specs:
         raise CompareError(
             f"the runs were made from {len(hashes)} different specs (spec_hash "
             f"{', '.join(sorted(h[:12] for h in hashes))}); the keys that differ, in run order:\n"
             f"{listed(spec_diff)}\npass --allow-different-specs to compare them anyway"
         )
-    names = ", ".join(sorted({r.record["spec_name"] for r in runs}))
+    names = ", ".join(sorted({r.record.spec_name for r in runs}))
     title = f"{names} ({next(iter(hashes))[:12]})" if len(hashes) == 1 else f"{names} (different specs)"
     return Comparison(title, rows(runs), spec_diff, provenance_differences(runs), len(hashes))
 

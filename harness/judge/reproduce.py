@@ -32,9 +32,9 @@ import os
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import numpy as np
-
 from harness.judge import stats
+from harness.record import schema
+from harness.record.schema import EMPTY_CURVES, Results
 from harness.spec import spec_differences
 
 # Fingerprint keys that change the bits a run produces. The host name does
@@ -62,7 +62,6 @@ NUMERICS_PACKAGES = ("jax", "jaxlib", "flax", "optax", "pgx", "jumanji", "gymnax
 # metric is the win rate against a random player; single-player tasks report
 # the evaluation return too.
 LEARNING_METRICS = ("episode_return", "eval_return", "eval_random_win")
-REFERENCE_KEYS = ("spec_hash", "spec", "seeds", "per_seed_final", "curves", "speed", "fingerprint", "versions")
 
 RULES = {
     "exact": "same fingerprint, numerics versions and seeds as the reference: every curve point and per-seed "
@@ -94,21 +93,18 @@ def reference_path(spec_path: str | Path) -> Path:
         return path
 
 
-def check_reference(reference: dict[str, Any], spec_hash: str, canonical: dict[str, Any], source: str) -> None:
+def check_reference(reference: Results, spec_hash: str, canonical: dict[str, Any], source: str) -> None:
     """Raise ReproduceError unless `reference` is a results record of this spec."""
-    missing = [key for key in REFERENCE_KEYS if key not in reference]
-    if missing:
-        raise ReproduceError(f"{source} is not a harness results record (missing {', '.join(missing)})")
-    if reference["spec_hash"] != spec_hash:
-        differences = spec_differences([reference["spec"], canonical])
+    if reference.spec_hash != spec_hash:
+        differences = spec_differences([reference.spec, canonical])
         listed = "; ".join(f"{key}: {ref} in the reference, {new} now" for key, (ref, new) in differences.items())
         raise ReproduceError(
-            f"{source} was made from another spec (spec_hash {reference['spec_hash'][:12]}, the spec's is "
+            f"{source} was made from another spec (spec_hash {reference.spec_hash[:12]}, the spec's is "
             f"{spec_hash[:12]}): {listed or 'the hashes differ'}. Publish a new reference from a run of this spec."
         )
 
 
-def load_reference(path: Path, spec_source: str, spec_hash: str, canonical: dict[str, Any]) -> dict[str, Any]:
+def load_reference(path: Path, spec_source: str, spec_hash: str, canonical: dict[str, Any]) -> Results:
     """Read the reference at `path` and check it belongs to the spec."""
     try:
         text = path.read_text()
@@ -122,14 +118,12 @@ def load_reference(path: Path, spec_source: str, spec_hash: str, canonical: dict
     return parse_reference(text, str(path), spec_hash, canonical)
 
 
-def parse_reference(text: str, source: str, spec_hash: str, canonical: dict[str, Any]) -> dict[str, Any]:
+def parse_reference(text: str, source: str, spec_hash: str, canonical: dict[str, Any]) -> Results:
     """A results.json given as text, checked to belong to the spec."""
     try:
-        reference = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise ReproduceError(f"{source} is not valid JSON: {error}") from None
-    if not isinstance(reference, dict):
-        raise ReproduceError(f"{source} is not a harness results record")
+        reference = schema.parse(text, source)
+    except ValueError as error:
+        raise ReproduceError(str(error)) from None
     check_reference(reference, spec_hash, canonical, source)
     return reference
 
@@ -200,22 +194,22 @@ def device_label(fingerprint: dict[str, str]) -> str:
     return f"{count}x {kind} on {fingerprint.get('host', '?')}"
 
 
-def not_exact_because(reference: dict[str, Any], record: dict[str, Any]) -> list[str]:
+def not_exact_because(reference: Results, record: Results) -> list[str]:
     """Why bit-identical curves cannot be expected; empty when they can."""
     reasons = []
     for key in EXACT_FINGERPRINT:
-        ref = reference["fingerprint"].get(key, FINGERPRINT_DEFAULTS.get(key))
-        new = record["fingerprint"].get(key)
+        ref = reference.fingerprint.get(key, FINGERPRINT_DEFAULTS.get(key))
+        new = record.fingerprint.get(key)
         if ref is None:
             reasons.append(f"device.{key} is not recorded in the reference")
         elif ref != new:
             reasons.append(f"device.{key}: {ref!r} in the reference, {new!r} here")
     for package in NUMERICS_PACKAGES:
-        ref, new = reference["versions"].get(package), record["versions"].get(package)
+        ref, new = reference.versions.get(package), record.versions.get(package)
         if ref != new:
             reasons.append(f"{package} {ref} in the reference, {new} here")
-    if list(reference["seeds"]) != list(record["seeds"]):
-        reasons.append(f"seeds {_seeds(reference['seeds'])} in the reference, {_seeds(record['seeds'])} here")
+    if reference.seeds != record.seeds:
+        reasons.append(f"seeds {_seeds(reference.seeds)} in the reference, {_seeds(record.seeds)} here")
     return reasons
 
 
@@ -226,34 +220,27 @@ def _seeds(seeds: list[int]) -> str:
     return ",".join(map(str, seeds))
 
 
-def _finals(record: dict[str, Any], metric: str) -> np.ndarray | None:
-    per_seed = record["per_seed_final"]
-    if any(metric not in per_seed[str(seed)] for seed in record["seeds"]):
-        return None
-    return np.array([per_seed[str(seed)][metric] for seed in record["seeds"]], dtype=np.float64)
-
-
-def first_difference(reference: dict[str, Any], record: dict[str, Any], metric: str) -> dict[str, Any] | None:
+def first_difference(reference: Results, record: Results, metric: str) -> dict[str, Any] | None:
     """Where `metric` first differs (earliest env step, then lowest seed), with
     the number of differing values; None when every value is bit-identical."""
     # Per-iteration metrics are in "curves"; evaluations (kept after whole
     # logging chunks) in "evaluation_curves".
-    section = "curves" if metric in reference["curves"]["metrics"] else "evaluation_curves"
-    ref_block = reference.get(section, {"env_steps": [], "metrics": {}})
-    new_block = record.get(section, {"env_steps": [], "metrics": {}})
-    steps = ref_block["env_steps"]
-    if new_block["env_steps"] != steps:
+    section = "curves" if metric in reference.curves.metrics else "evaluation_curves"
+    ref_block = getattr(reference, section) or EMPTY_CURVES
+    new_block = getattr(record, section) or EMPTY_CURVES
+    steps = ref_block.env_steps
+    if new_block.env_steps != steps:
         return {"what": "the curves are kept at other env steps", "count": None}
-    ref_curves = ref_block["metrics"].get(metric, {})
-    new_curves = new_block["metrics"].get(metric)
+    ref_curves = ref_block.metrics.get(metric, {})
+    new_curves = new_block.metrics.get(metric)
     if new_curves is None:
         return {"what": "the reproduction does not report this metric", "count": None}
     differences = []
-    for seed in reference["seeds"]:
+    for seed in reference.seeds:
         ref, new = ref_curves[str(seed)], new_curves[str(seed)]
         differences += [(i, seed, a, b) for i, (a, b) in enumerate(zip(ref, new, strict=True)) if a != b]
-        ref_final = reference["per_seed_final"][str(seed)][metric]
-        new_final = record["per_seed_final"][str(seed)][metric]
+        ref_final = reference.per_seed_final[str(seed)][metric]
+        new_final = record.per_seed_final[str(seed)][metric]
         if ref_final != new_final:
             differences.append((len(steps), seed, ref_final, new_final))
     if not differences:
@@ -270,17 +257,17 @@ def first_difference(reference: dict[str, Any], record: dict[str, Any], metric: 
     }
 
 
-def judge(reference: dict[str, Any], record: dict[str, Any], source: str) -> Verdict:
+def judge(reference: Results, record: Results, source: str) -> Verdict:
     """The verdict on `record` (a reproduction's results.json) against
     `reference` (a published or logged results.json of the same spec)."""
     reasons = not_exact_because(reference, record)
     mode = "statistical" if reasons else "exact"
-    names = list(reference["per_seed_final"][str(reference["seeds"][0])])
+    names = reference.metric_names()
     learning = [n for n in names if n in LEARNING_METRICS] or names
     verdicts = []
     for name in names:
-        ref_estimate = stats.stratified_bootstrap_iqm(_finals(reference, name))
-        finals = _finals(record, name)
+        ref_estimate = stats.stratified_bootstrap_iqm(reference.finals(name))
+        finals = record.finals(name)
         new_estimate = None if finals is None else stats.stratified_bootstrap_iqm(finals)
         overlap = new_estimate is not None and ref_estimate.overlaps(new_estimate)
         if new_estimate is None:
@@ -305,33 +292,33 @@ def judge(reference: dict[str, Any], record: dict[str, Any], source: str) -> Ver
         gates = mode == "exact" or name in learning
         verdicts.append(MetricVerdict(name, gates, passed, detail, ref_estimate, new_estimate, difference))
     return Verdict(
-        spec_name=reference["spec"].get("name", ""),
-        spec_hash=reference["spec_hash"],
+        spec_name=reference.spec.get("name", ""),
+        spec_hash=reference.spec_hash,
         mode=mode,
         not_exact_because=reasons,
         metrics=verdicts,
         speed=_speed(reference, record),
         reference_source=source,
-        reference_run_id=reference.get("mlflow_run_id"),
-        reference_seeds=list(reference["seeds"]),
-        reproduction_seeds=list(record["seeds"]),
+        reference_run_id=reference.mlflow_run_id,
+        reference_seeds=list(reference.seeds),
+        reproduction_seeds=list(record.seeds),
     )
 
 
-def _speed(reference: dict[str, Any], record: dict[str, Any]) -> Speed:
-    ref_fp, new_fp = reference["fingerprint"], record["fingerprint"]
+def _speed(reference: Results, record: Results) -> Speed:
+    ref_fp, new_fp = reference.fingerprint, record.fingerprint
     devices = ("platform", "device_kind", "device_count", "cpu_model")
     if all(ref_fp.get(k) == new_fp.get(k) for k in devices):
         hardware = "same machine" if ref_fp.get("host") == new_fp.get("host") else "same device kind"
     else:
         hardware = "different hardware"
     return Speed(
-        reference_sps=reference["speed"]["sps"],
-        reproduction_sps=record["speed"]["sps"],
-        reference_seeds=len(reference["seeds"]),
-        reproduction_seeds=len(record["seeds"]),
-        reference_compile_seconds=reference["speed"]["compile_seconds"],
-        reproduction_compile_seconds=record["speed"]["compile_seconds"],
+        reference_sps=reference.speed.sps,
+        reproduction_sps=record.speed.sps,
+        reference_seeds=len(reference.seeds),
+        reproduction_seeds=len(record.seeds),
+        reference_compile_seconds=reference.speed.compile_seconds,
+        reproduction_compile_seconds=record.speed.compile_seconds,
         reference_device=device_label(ref_fp),
         reproduction_device=device_label(new_fp),
         hardware=hardware,

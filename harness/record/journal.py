@@ -7,7 +7,7 @@ kind: `{"seq": n, "kind": "iterations" | "evaluation", "first": i, "steps": s,
 "metrics": {name: [[value per seed] per iteration]}}`. It is appended to by
 the training process before the chunk is handed to the writer; the writer
 records in `uploaded.json` the last sequence number that reached the store.
-What lies past it is uploaded by `harness sync` (`upload_pending`), which
+What lies past it is uploaded by `harness sync` (harness.record.sync), which
 also delivers the end-of-run calls (summary metrics, artifacts, tags,
 statuses) that a dead server refused, kept in `pending.json`.
 

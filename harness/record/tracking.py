@@ -30,7 +30,7 @@ import time
 import traceback
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from harness.record import store
 from harness.record.journal import Journal, add_pending
@@ -76,7 +76,8 @@ class Tracking:
         with Tracking(uri, experiment) as tracking:
             tracking.start(run_name, params, tags, seeds)
             tracking.log_chunk(...)        # any number of times, non-blocking
-            tracking.finish(summary, artifacts)
+            tracking.flush()               # every chunk reached the store
+            tracking.log_summary(...); tracking.log_artifacts(...)
     """
 
     def __init__(self, uri: str, experiment: str, *, live_metrics: bool = True):
@@ -86,7 +87,7 @@ class Tracking:
             self.client = store.open_client(uri)
             self.experiment_id = store.get_or_create_experiment(self.client, uri, experiment)
         except Exception as error:  # noqa: BLE001  (MLflow raises many kinds)
-            raise TrackingError(f"cannot use the MLflow tracking store {uri!r}: {_first_line(error)}") from None
+            raise TrackingError(f"cannot use the MLflow tracking store {uri!r}: {first_line(error)}") from None
         self.parent_id: str | None = None
         self.child_ids: dict[int, str] = {}
         self._writer: subprocess.Popen | None = None  # harness.record.metric_writer, while runs are open
@@ -217,7 +218,7 @@ class Tracking:
                 store.retry_locked(fn, *args, **kwargs)
                 return
             except Exception as error:  # noqa: BLE001  (the store is gone, or refuses)
-                self.offline = _first_line(error)
+                self.offline = first_line(error)
         add_pending(self.journal.directory, kind, run_id, values)
 
     # -------------------------------------------------------------- metrics
@@ -302,7 +303,7 @@ class Tracking:
             raise TrackingError(f"logging metrics to {self.uri!r} failed: {self._feed_error}")
 
 
-def _first_line(error: BaseException) -> str:
+def first_line(error: BaseException) -> str:
     text = str(error).strip()
     return text.splitlines()[0][:1000] if text else type(error).__name__
 
@@ -345,7 +346,7 @@ def open_client(uri: str):
     try:
         return store.open_client(uri)
     except Exception as error:  # noqa: BLE001  (MLflow raises many kinds)
-        raise TrackingError(f"cannot use the MLflow tracking store {uri!r}: {_first_line(error)}") from None
+        raise TrackingError(f"cannot use the MLflow tracking store {uri!r}: {first_line(error)}") from None
 
 
 def get_parent_run(client, uri: str, run_id: str):
@@ -376,72 +377,6 @@ def read_text_artifact(client, run_id: str, name: str) -> str | None:
 
 
 # ----------------------------------------------------------------- syncing
-
-
-class SyncReport(NamedTuple):
-    run_id: str
-    uri: str
-    entries: int  # journal entries uploaded
-    calls: int  # end-of-run calls delivered (summary, artifacts, tags, statuses)
-
-
-def sync_run(directory: Path, uri: str | None = None) -> SyncReport:
-    """Upload what a run directory's journal holds that its MLflow runs do
-    not: journal entries past uploaded.json (points the store already has, at
-    the same metric and step, are not written twice), then the end-of-run
-    calls kept in pending.json. Raises TrackingError when the store cannot
-    be reached; what was uploaded stays recorded, so it can be run again."""
-    from mlflow.entities import Metric, RunTag
-
-    from harness.record.journal import PENDING_FILE, mark_uploaded, read_pending
-    from harness.record.metric_writer import upload_entry
-
-    info = json.loads((Path(directory) / "run.json").read_text())
-    uri = uri or info["tracking_uri"]
-    client = open_client(uri)
-    journal = Journal(Path(directory))
-    run_ids = list(info["child_run_ids"].values())
-    pending = journal.pending()
-    try:
-        if pending:
-            names = {name for entry in pending for name in entry["metrics"]}
-            stored = {
-                run_id: {
-                    (name, m.step)
-                    for name in names
-                    for m in store.retry_locked(client.get_metric_history, run_id, name)
-                }
-                for run_id in run_ids
-            }
-            for entry in pending:
-                upload_entry(client, run_ids, entry, stored)
-                mark_uploaded(journal.directory, entry["seq"])
-        calls = read_pending(directory)
-        delivered = 0
-        timestamp = int(time.time() * 1000)
-        for run_id, values in calls.get("metrics", {}).items():
-            metrics = [Metric(k, float(v), timestamp, 0) for k, v in values.items()]
-            store.retry_locked(client.log_batch, run_id, metrics=metrics)
-            delivered += 1
-        for run_id, files in calls.get("artifacts", {}).items():
-            log_texts(client, run_id, files)
-            delivered += 1
-        for run_id, tags in calls.get("tags", {}).items():
-            store.retry_locked(client.log_batch, run_id, tags=[RunTag(k, v) for k, v in tags.items()])
-            delivered += 1
-        for run_id, status in calls.get("status", {}).items():
-            store.retry_locked(client.set_terminated, run_id, status["status"])
-            delivered += 1
-    except Exception as error:  # noqa: BLE001  (the store is gone, or refuses)
-        raise TrackingError(f"syncing run {Path(directory).name} to {uri!r} failed: {_first_line(error)}") from None
-    (Path(directory) / PENDING_FILE).unlink(missing_ok=True)
-    return SyncReport(Path(directory).name, uri, len(pending), delivered)
-
-
-def needs_sync(directory: Path) -> bool:
-    from harness.record.journal import PENDING_FILE
-
-    return bool(Journal(Path(directory)).pending()) or (Path(directory) / PENDING_FILE).exists()
 
 
 def latest_finished_run(client, experiment_id: str, spec_hash: str):

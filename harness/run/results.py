@@ -1,16 +1,16 @@
-"""The record of a finished run (`results.json`), written as an MLflow
-artifact and, for published specs, kept in `results/` as the reference."""
+"""Making the record of a finished run (`results.json`, the typed
+`harness.record.schema.Results`) from what the runner returned, and the
+end-of-run table."""
 
 from __future__ import annotations
 
-import json
 import math
-from typing import Any
 
 import numpy as np
 
 from harness.build import Plan
 from harness.console import fitting_table
+from harness.record.schema import Curves, Results, Speed
 from harness.run import provenance
 from harness.run.runner import RunResult
 from harness.spec import canonical
@@ -46,14 +46,14 @@ def per_seed_final(plan: Plan, result: RunResult) -> dict[int, dict[str, float]]
     }
 
 
-def _curves(values_by_name: dict[str, np.ndarray], rows: list[int], env_steps: list[int], seeds) -> dict[str, Any]:
-    return {
-        "env_steps": env_steps,
-        "metrics": {
+def _curves(values_by_name: dict[str, np.ndarray], rows: list[int], env_steps: list[int], seeds) -> Curves:
+    return Curves(
+        env_steps=env_steps,
+        metrics={
             name: {str(seed): [float(values[i, s]) for i in rows] for s, seed in enumerate(seeds)}
             for name, values in values_by_name.items()
         },
-    }
+    )
 
 
 def summary(finals: dict[int, dict[str, float]]) -> dict[str, float]:
@@ -67,48 +67,45 @@ def make_results(
     wall_seconds: float,
     metrics_flush_seconds: float,
     git: dict[str, str] | None = None,
-) -> dict[str, Any]:
+) -> Results:
     """The record of a finished run. `git` is the checkout's state when the
     run started (the code that ran); read now when not given."""
     finals = per_seed_final(plan, result)
     index = curve_indices(plan.num_iterations)
-    record = {
-        "format": 1,
-        "spec_name": plan.spec.name,
-        "spec_hash": plan.spec_hash,
-        "spec": canonical(plan.spec),
-        "env": plan.env_info._asdict(),
-        "seeds": list(plan.spec.seeds),
-        "iterations": plan.num_iterations,
-        "env_steps_per_seed": plan.env_steps,
-        "final_fraction": FINAL_FRACTION,
-        "final": {name: value for name, value in summary(finals).items()},
-        "per_seed_final": {str(seed): values for seed, values in finals.items()},
-        "curves": _curves(
-            result.metrics, index, [(i + 1) * plan.env_steps_per_iteration for i in index], plan.spec.seeds
-        ),
-        "speed": {
-            "sps": result.sps,
-            "sps_per_seed": result.sps / len(plan.spec.seeds),
-            "sps_per_device": result.sps / (plan.layout.count if plan.layout else 1),
-            "compile_seconds": result.compile_seconds,
-            "wall_seconds": wall_seconds,
-            # Waiting for per-iteration metrics to reach MLflow after training.
-            "metrics_flush_seconds": metrics_flush_seconds,
-            "chunk_seconds_median": float(np.median(result.chunk_seconds)),
-        },
-        "fingerprint": provenance.fingerprint(plan.layout),
-        "versions": provenance.versions(),
-        "git": git if git is not None else provenance.git_state(),
-    }
+    evaluation_curves = None
     if result.evaluation:
         # Evaluations follow whole chunks; kept at up to CURVE_POINTS of them.
         rows = curve_indices(len(result.evaluation_iterations))
         iterations = [result.evaluation_iterations[r] for r in rows]
-        record["evaluation_curves"] = _curves(
+        evaluation_curves = _curves(
             result.evaluation, rows, [i * plan.env_steps_per_iteration for i in iterations], plan.spec.seeds
         )
-    return record
+    return Results(
+        spec_name=plan.spec.name,
+        spec_hash=plan.spec_hash,
+        spec=canonical(plan.spec),
+        env=plan.env_info._asdict(),
+        seeds=list(plan.spec.seeds),
+        iterations=plan.num_iterations,
+        env_steps_per_seed=plan.env_steps,
+        final_fraction=FINAL_FRACTION,
+        final=summary(finals),
+        per_seed_final={str(seed): values for seed, values in finals.items()},
+        curves=_curves(result.metrics, index, [(i + 1) * plan.env_steps_per_iteration for i in index], plan.spec.seeds),
+        evaluation_curves=evaluation_curves,
+        speed=Speed(
+            sps=result.sps,
+            sps_per_seed=result.sps / len(plan.spec.seeds),
+            sps_per_device=result.sps / (plan.layout.count if plan.layout else 1),
+            compile_seconds=result.compile_seconds,
+            wall_seconds=wall_seconds,
+            metrics_flush_seconds=metrics_flush_seconds,
+            chunk_seconds_median=float(np.median(result.chunk_seconds)),
+        ),
+        fingerprint=provenance.fingerprint(plan.layout),
+        versions=provenance.versions(),
+        git=git if git is not None else provenance.git_state(),
+    )
 
 
 # What the end-of-run table shows, when the run has it.
@@ -127,16 +124,12 @@ SHOWN = (
 )
 
 
-def final_table(plan: Plan, record: dict[str, Any]):
+def final_table(plan: Plan, record: Results):
     """The end-of-run table: final metrics per seed and their mean, seeds
     as rows, or as columns where the metrics' names would not fit."""
-    names = [n for n in SHOWN if n in record["final"]]
-    seeds = list(record["per_seed_final"])
-    cells = [[f"{record['per_seed_final'][s][n]:.3f}" for n in names] for s in seeds]
-    cells.append([f"{record['final'][n]:.3f}" for n in names])
-    title = f"{plan.spec.name} ({plan.spec_hash[:12]}): final metrics (last {FINAL_FRACTION:.0%} of iterations)"
+    names = [n for n in SHOWN if n in record.final]
+    seeds = list(record.per_seed_final)
+    cells = [[f"{record.per_seed_final[s][n]:.3f}" for n in names] for s in seeds]
+    cells.append([f"{record.final[n]:.3f}" for n in names])
+    title = f"{plan.spec.name}: final metrics (last {FINAL_FRACTION:.0%} of iterations)"
     return fitting_table(title, "seed", [*seeds, "mean"], names, cells, bold_last_row=True)
-
-
-def to_json(results: dict[str, Any]) -> str:
-    return json.dumps(results, indent=2, allow_nan=False) + "\n"

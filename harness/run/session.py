@@ -24,6 +24,7 @@ from harness import spec
 from harness.build import Plan
 from harness.console import err_console
 from harness.record import journal, rundir, tracking
+from harness.record.schema import Results
 from harness.run import checkpoint, cluster, provenance, results, runner
 from harness.run.progress import ProgressBar
 
@@ -56,7 +57,7 @@ class RunOptions:
 class Logged(NamedTuple):
     """A finished, logged training run."""
 
-    record: dict  # its results.json
+    record: Results  # its results.json
     parent_id: str  # the MLflow parent run
     uri: str
     client: Any  # an MlflowClient on `uri`
@@ -220,20 +221,22 @@ def _train_and_log_main(plan: Plan, uri: str, options: RunOptions) -> Logged:
             flush_started = time.perf_counter()
             tracker.flush()
             record = results.make_results(plan, result, wall, time.perf_counter() - flush_started, git)
-            finals = {int(seed): values for seed, values in record["per_seed_final"].items()}
             speed = {
                 "sps": result.sps,
-                "sps_per_device": record["speed"]["sps_per_device"],
+                "sps_per_device": record.speed.sps_per_device,
                 "compile_seconds": result.compile_seconds,
                 "wall_seconds": wall,
             }
             tracker.log_summary(
                 {
-                    None: {**{f"final_{k}": v for k, v in record["final"].items()}, **speed},
-                    **{seed: {f"final_{k}": v for k, v in values.items()} for seed, values in finals.items()},
+                    None: {**{f"final_{k}": v for k, v in record.final.items()}, **speed},
+                    **{
+                        int(seed): {f"final_{k}": v for k, v in values.items()}
+                        for seed, values in record.per_seed_final.items()
+                    },
                 }
             )
-            tracker.log_artifacts({"results.json": results.to_json(record)})
+            tracker.log_artifacts({"results.json": record.to_json()})
             parent_id = directory.run_id
             status = "FINISHED"
     except KeyboardInterrupt:

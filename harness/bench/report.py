@@ -167,52 +167,82 @@ def _percent(value: float | None, ceiling: float | None, prefix: str = "") -> st
 
 
 def table(results: list[Result], changes: dict[str, Change], ceiling: Ceiling | None, title: str):
-    """The report as a rich Table, one row per entry."""
+    """The report as rich tables of a row per entry (speed; work; against
+    the device ceiling; memory and the learning figure), each narrow enough
+    for an 80-column terminal."""
+    from rich.console import Group
     from rich.table import Table
     from rich.text import Text
 
-    # Text, not markup: entry names hold brackets ("spec[ppo_cartpole-1seed]").
-    out = Table(title=Text(title), title_justify="left")
-    for name, justify in (
-        ("entry", "left"),
-        ("rate (median)", "right"),
-        ("min-max", "right"),
-        ("vs last", "right"),
-        ("compile s", "right"),
-        ("sims/s", "right"),
-        ("updates/s", "right"),
-        ("FLOP/iter", "right"),
-        ("GFLOP/s", "right"),
-        ("% matmul", "right"),
-        ("% BW", "right"),
-        ("peak RSS MB", "right"),
-        ("device MB", "right"),
-        ("final metric / note", "left"),
-    ):
-        out.add_column(name, justify=justify)
     matmul = ceiling.matmul_gflops[0] if ceiling else None
     bandwidth = ceiling.bandwidth_gbs[0] if ceiling else None
-    for r in results:
-        change = changes.get(r.name, Change("new"))
-        lower_bound = "≥" if r.unbounded_loops else ""
-        out.add_row(
-            Text(r.name),
-            f"{_si(r.rate[0])} {_SHORT_UNITS.get(r.unit, r.unit)}",
-            f"{_si(r.rate[1])}-{_si(r.rate[2])}",
-            change.label(),
-            f"{r.compile_seconds:.1f}" if r.compile_seconds is not None else "-",
-            _si(r.simulations_per_second),
-            _si(r.updates_per_second),
-            f"{lower_bound}{_si(r.flops_per_iteration)}" if r.flops_per_iteration is not None else "-",
-            f"{lower_bound}{r.gflops_per_second:.3g}" if r.gflops_per_second is not None else "-",
-            _percent(r.gflops_per_second, matmul, lower_bound),
-            _percent(r.gbytes_per_second, bandwidth, "≤"),
-            f"{r.peak_host_bytes / 2**20:,.0f}" if r.peak_host_bytes is not None else "-",
-            f"{r.peak_device_bytes / 2**20:,.0f}" if r.peak_device_bytes is not None else "-",
-            Text(f"{r.final_metric} {r.final_value:.3g}" if r.final_metric else r.note or "-"),
-            style="bold red" if change.regression else None,
-        )
-    return out
+
+    def mb(value: float | None) -> str:
+        return f"{value / 2**20:,.0f}" if value is not None else "-"
+
+    def lower_bound(r: Result) -> str:
+        return "≥" if r.unbounded_loops else ""
+
+    groups = (
+        (
+            title,
+            [
+                ("rate (median)", lambda r: f"{_si(r.rate[0])} {_SHORT_UNITS.get(r.unit, r.unit)}"),
+                ("min-max", lambda r: f"{_si(r.rate[1])}-{_si(r.rate[2])}"),
+                ("vs last", lambda r: changes.get(r.name, Change("new")).label()),
+                ("compile s", lambda r: f"{r.compile_seconds:.1f}" if r.compile_seconds is not None else "-"),
+            ],
+        ),
+        (
+            "work",
+            [
+                ("sims/s", lambda r: _si(r.simulations_per_second)),
+                ("updates/s", lambda r: _si(r.updates_per_second)),
+                (
+                    "FLOP/iter",
+                    lambda r: (
+                        f"{lower_bound(r)}{_si(r.flops_per_iteration)}" if r.flops_per_iteration is not None else "-"
+                    ),
+                ),
+            ],
+        ),
+        (
+            "against the device ceiling",
+            [
+                (
+                    "GFLOP/s",
+                    lambda r: f"{lower_bound(r)}{r.gflops_per_second:.3g}" if r.gflops_per_second is not None else "-",
+                ),
+                ("% matmul", lambda r: _percent(r.gflops_per_second, matmul, lower_bound(r))),
+                ("% BW", lambda r: _percent(r.gbytes_per_second, bandwidth, "≤")),
+            ],
+        ),
+        (
+            "memory and result",
+            [
+                ("peak RSS MB", lambda r: mb(r.peak_host_bytes)),
+                ("device MB", lambda r: mb(r.peak_device_bytes)),
+                (
+                    "final metric / note",
+                    lambda r: f"{r.final_metric} {r.final_value:.3g}" if r.final_metric else r.note or "-",
+                ),
+            ],
+        ),
+    )
+    tables = []
+    longest = max((len(r.name) for r in results), default=5)
+    for heading, columns in groups:
+        # Text, not markup: entry names hold brackets ("spec[ppo_cartpole-1seed]").
+        out = Table(title=Text(heading), title_justify="left")
+        # Long entry names fold onto a second line rather than being cut.
+        out.add_column("entry", justify="left", overflow="fold", min_width=min(26, longest))
+        for name, _ in columns:
+            out.add_column(name, justify="left" if name.startswith("final") else "right")
+        for r in results:
+            regression = changes.get(r.name, Change("new")).regression
+            out.add_row(Text(r.name), *[Text(cell(r)) for _, cell in columns], style="bold red" if regression else None)
+        tables.append(out)
+    return Group(*tables)
 
 
 def header(info: dict[str, Any], ceiling: Ceiling | None, previous_ceiling: dict[str, Any] | None) -> list[str]:
@@ -268,7 +298,7 @@ def notes(results: list[Result], ceiling: Ceiling | None, previous_started: set[
     return lines
 
 
-def render(*renderables: Any, width: int = 250) -> str:
+def render(*renderables: Any, width: int = 80) -> str:
     """Plain text (no colour codes) of rich renderables and strings."""
     from rich.console import Console
 

@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -46,6 +47,38 @@ TINY_SPEC = {
 }
 
 
+TINY_PPO = {
+    "name": "tiny_ppo",
+    "algorithm": "ppo",
+    "env": {"suite": "gymnax", "id": "CartPole-v1"},
+    "seeds": [0, 1],
+    "budget": {"env_steps": 60 * 4 * 128},
+    "hyperparameters": {"num_envs": 4, "num_steps": 128},
+    "optimizer": {"learning_rate": 0.001, "max_grad_norm": 0.5, "adam_eps": 1e-5},
+    "logging": {"interval": 20},
+}
+
+TINY_AZ = {
+    "name": "tiny_alphazero",
+    "algorithm": "alphazero",
+    "env": {"suite": "pgx", "id": "tic_tac_toe"},
+    "seeds": [0, 1],
+    "budget": {"env_steps": 6 * 32 * 12},
+    "network": {"kind": "mlp", "hidden_sizes": [32], "activation": "relu"},
+    "optimizer": {"learning_rate": 0.003},
+    "hyperparameters": {
+        "num_envs": 32,
+        "collection_steps": 12,
+        "num_simulations": 8,
+        "train_steps": 2,
+        "train_batch_size": 64,
+        "capacity": 24,
+        "evaluation": {"games": 4, "pool_size": 2},
+    },
+    "logging": {"interval": 3},
+}
+
+
 @pytest.fixture
 def tiny_spec_data() -> dict:
     return copy.deepcopy(TINY_SPEC)
@@ -65,7 +98,69 @@ def train(data: dict) -> tuple[build.Plan, runner.RunResult]:
 
 @pytest.fixture(scope="session")
 def tiny_run() -> tuple[build.Plan, runner.RunResult]:
+    """The tiny REINFORCE spec, trained once for the session."""
     return train(copy.deepcopy(TINY_SPEC))
+
+
+@pytest.fixture(scope="session")
+def tiny_ppo_run() -> tuple[build.Plan, runner.RunResult]:
+    """The tiny PPO spec, trained once for the session."""
+    return train(copy.deepcopy(TINY_PPO))
+
+
+@pytest.fixture(scope="session")
+def tiny_az_runs() -> tuple[tuple[build.Plan, runner.RunResult], ...]:
+    """The tiny AlphaZero spec, trained twice (its bit-identity is tested)."""
+    return train(copy.deepcopy(TINY_AZ)), train(copy.deepcopy(TINY_AZ))
+
+
+# ------------------------------------------------- work started in the background
+
+
+class Background:
+    """A module's slow fixture whose work is mostly subprocesses (device
+    layouts, a multi-process job), started in a thread when the session
+    starts so that it runs beside the in-process tests, whose compiles keep
+    one core busy at a time. `result()` waits for it (re-raising its error)."""
+
+    def __init__(self, name: str, work, tmp_path_factory: pytest.TempPathFactory):
+        self.name, self.value, self.error = name, None, None
+        self.thread = threading.Thread(target=self._run, args=(work, tmp_path_factory), name=name, daemon=True)
+        self.thread.start()
+
+    def _run(self, work, tmp_path_factory) -> None:
+        try:
+            self.value = work(tmp_path_factory)
+        except BaseException as error:  # noqa: BLE001  (re-raised in the test that needs it)
+            self.error = error
+
+    def result(self):
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+
+_BACKGROUND: dict[str, Background] = {}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _background_work(request, tmp_path_factory):
+    """Start the `BACKGROUND` work of the selected test modules (fixture
+    name -> work(tmp_path_factory)) that a selected test uses; the session
+    ends after it (no subprocess outlives the suite)."""
+    for item in request.session.items:
+        for name, work in getattr(item.module, "BACKGROUND", {}).items():
+            if name in item.fixturenames and name not in _BACKGROUND:
+                _BACKGROUND[name] = Background(name, work, tmp_path_factory)
+    yield
+    for work in _BACKGROUND.values():
+        work.thread.join()
+
+
+def background_result(name: str):
+    """The result of the background work `name` (waiting for it)."""
+    return _BACKGROUND[name].result()
 
 
 # ------------------------------------------------------------- the harness
@@ -168,11 +263,12 @@ class MlflowServer:
         self.proc = None
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """A real MLflow tracking server for the module; its URI."""
+@pytest.fixture(scope="session")
+def server(tmp_path_factory) -> MlflowServer:
+    """One real MLflow tracking server for the session (a test that stops it
+    starts it again)."""
     running = MlflowServer(tmp_path_factory.mktemp("mlflow-server")).start()
     try:
-        yield running.uri
+        yield running
     finally:
         running.stop()

@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
-from conftest import train
+from conftest import TINY_AZ, train
 
 from algorithms import alphazero
 from algorithms.base import Environment
@@ -16,26 +16,6 @@ from algorithms.networks import make_az_network
 from harness import envs
 from harness.run import runner
 from harness.spec import AlphaZeroHyperparameters, NetworkSpec, SpecError
-
-TINY_AZ = {
-    "name": "tiny_alphazero",
-    "algorithm": "alphazero",
-    "env": {"suite": "pgx", "id": "tic_tac_toe"},
-    "seeds": [0, 1],
-    "budget": {"env_steps": 6 * 32 * 12},
-    "network": {"kind": "mlp", "hidden_sizes": [32], "activation": "relu"},
-    "optimizer": {"learning_rate": 0.003},
-    "hyperparameters": {
-        "num_envs": 32,
-        "collection_steps": 12,
-        "num_simulations": 8,
-        "train_steps": 2,
-        "train_batch_size": 64,
-        "capacity": 24,
-        "evaluation": {"games": 4, "pool_size": 2},
-    },
-    "logging": {"interval": 3},
-}
 
 
 def tic_tac_toe() -> Environment:
@@ -169,11 +149,6 @@ def test_self_play_never_plays_an_illegal_move(env_id):
     games_finished = int(np.asarray(metrics["games_finished"]).sum())
     assert games_finished > 100  # many complete random-ish games per seed
     assert int(np.asarray(state.games.env_state[2]).sum()) == 0
-
-
-@pytest.fixture(scope="session")
-def tiny_az_runs():
-    return train(TINY_AZ), train(TINY_AZ)
 
 
 def test_tiny_alphazero_runs_are_bit_identical(tiny_az_runs):

@@ -71,11 +71,14 @@ def test_a_tiny_entry_writes_its_table_row_json_and_mlflow_run(tiny_bench):
     proc, tmp = tiny_bench
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
 
-    # The table row, printed at the end and kept in report.txt.
+    # The entry's row in each of the report's four tables, printed at the end
+    # and kept in report.txt, none wider than a terminal.
     rows = [line for line in proc.stdout.splitlines() if ENTRY in line]
-    assert len(rows) == 1, proc.stdout[-4000:]
-    assert "steps/s" in rows[0] and "new" in rows[0] and "episode_return" in rows[0]
-    assert rows[0] in (tmp / "bench" / "report.txt").read_text()
+    assert len(rows) == 4, proc.stdout[-4000:]
+    assert "steps/s" in rows[0] and "new" in rows[0] and "episode_return" in rows[3]
+    report = (tmp / "bench" / "report.txt").read_text()
+    assert all(row in report for row in rows)
+    assert max(len(line) for line in report.splitlines() if "│" in line) <= 80
     assert "device ceiling:" in proc.stdout
 
     # The saved JSON: pytest-benchmark's document, filed under the device key.

@@ -19,10 +19,8 @@ from pathlib import Path
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import TINY_SPEC, start_harness, train, wait_for_training, write_spec
+from conftest import TINY_AZ, TINY_PPO, TINY_SPEC, start_harness, train, wait_for_training, write_spec
 from mlflow.tracking import MlflowClient
-from test_alphazero import TINY_AZ
-from test_ppo import TINY_PPO
 
 from harness import build, cli
 from harness import spec as S
@@ -37,6 +35,7 @@ SPECS = {
     # the interrupt; the compiled chunk is the same.
     "alphazero": copy.deepcopy(TINY_AZ) | {"budget": {"env_steps": 12 * 32 * 12}},
 }
+SESSION_RUNS = {"reinforce": "tiny_run", "ppo": "tiny_ppo_run"}
 for name, data in SPECS.items():
     data["name"] = f"ckpt_{name}"
     data["checkpoint"] = {"every": data["logging"]["interval"], "keep": 3}
@@ -93,10 +92,11 @@ class Trained:
 @pytest.fixture(scope="module", params=list(SPECS))
 def trained(request, tmp_path_factory):
     t = Trained(tmp_path_factory.mktemp(f"ckpt-{request.param}"), SPECS[request.param])
-    # The uninterrupted run: the runner alone (as `harness run` trains);
-    # the reinforce one is the session's tiny run of the same spec.
-    if request.param == "reinforce":
-        t.whole_plan, t.whole = request.getfixturevalue("tiny_run")
+    # The uninterrupted run: the runner alone (as `harness run` trains); the
+    # session's tiny run of the same spec where there is one (the name and
+    # checkpoint sections change nothing it computes).
+    if request.param in SESSION_RUNS:
+        t.whole_plan, t.whole = request.getfixturevalue(SESSION_RUNS[request.param])
     else:
         t.whole_plan, t.whole = train(copy.deepcopy(t.data))
     t.expected = _expected(t.whole, t.plan.spec.seeds, t.plan.env_steps_per_iteration)

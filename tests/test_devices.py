@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import free_port, start_harness, wait_for_training, write_spec
+from conftest import background_result, free_port, start_harness, wait_for_training, write_spec
 from device_runs import LAYOUTS
 from mlflow.tracking import MlflowClient
 
@@ -43,10 +43,10 @@ def _env(device_count: int) -> dict[str, str]:
 # ------------------------------------------------------------ invariance
 
 
-@pytest.fixture(scope="module")
-def layouts_run():
+def run_layouts(tmp_path_factory) -> dict:
     """Every algorithm's tiny spec on the plain path and on meshes of 1, 2
     and 4 devices (data-parallel, and seeds split as well)."""
+    del tmp_path_factory
     out = subprocess.run(
         [sys.executable, str(ROOT / "tests" / "device_runs.py")],
         env=_env(4),
@@ -57,6 +57,11 @@ def layouts_run():
     )
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout)
+
+
+@pytest.fixture(scope="module")
+def layouts_run():
+    return background_result("layouts_run")
 
 
 def _differences(curves: dict[str, list], reference: dict[str, list]) -> list[str]:
@@ -261,8 +266,7 @@ def _finish(processes: list[subprocess.Popen]) -> tuple[list[int], str]:
     )
 
 
-@pytest.fixture(scope="module")
-def two_process_job(tmp_path_factory):
+def run_two_process_job(tmp_path_factory) -> Job:
     """The job interrupted by a SIGTERM to process 1 (not the one that logs
     and writes checkpoints), then resumed; the job uninterrupted; and one
     process with 4 devices."""
@@ -298,6 +302,15 @@ def two_process_job(tmp_path_factory):
     )
     job.alone = _finish([alone])
     return job
+
+
+@pytest.fixture(scope="module")
+def two_process_job():
+    return background_result("two_process_job")
+
+
+# Subprocess work started when the session starts (conftest.Background).
+BACKGROUND = {"layouts_run": run_layouts, "two_process_job": run_two_process_job}
 
 
 def test_an_interrupt_of_one_process_stops_the_job_with_a_final_checkpoint(two_process_job):

@@ -13,13 +13,30 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import TINY_SPEC, MlflowServer, run_cli, write_spec
+from conftest import TINY_SPEC, run_cli, train, write_spec
 from mlflow.tracking import MlflowClient
 
 from harness import cli
 from harness.record.journal import Journal
 
 METRICS = ("loss", "policy_loss", "value_loss", "entropy", "grad_norm", "episode_return")
+# Concurrent runs check that every point reaches the store, not learning:
+# the tiny spec, made cheaper still (a small network, 32 env steps an iteration).
+FAULT_SPEC = copy.deepcopy(TINY_SPEC) | {
+    "hyperparameters": {"num_envs": 4, "num_steps": 8},
+    "network": {"kind": "mlp", "hidden_sizes": [16]},
+}
+STEPS = 4 * 8  # env steps per iteration
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _compiled():
+    """The spec's programs compiled once here, into the session's persistent
+    compilation cache, so that the `harness run` processes load them rather
+    than each compile them at once on the same cores."""
+    data = copy.deepcopy(FAULT_SPEC)
+    data["budget"] = {"env_steps": data["logging"]["interval"] * STEPS}
+    train(data)
 
 
 def _harness(*argv: str, cwd: Path) -> subprocess.Popen:
@@ -49,28 +66,18 @@ def _check_complete(client: MlflowClient, experiment: str, iterations: int, step
             assert sorted(history) == [i * steps for i in range(1, iterations + 1)], (child.info.run_id, name)
 
 
-@pytest.fixture(scope="module")
-def mlflow_server(tmp_path_factory):
-    """One real server for the module; the last test stops and restarts it."""
-    running = MlflowServer(tmp_path_factory.mktemp("mlflow-server")).start()
-    try:
-        yield running
-    finally:
-        running.stop()
-
-
 @pytest.mark.parametrize("store", ["sqlite", "server"])
-def test_concurrent_runs_into_one_store_all_complete(tmp_path, store, mlflow_server):
+def test_concurrent_runs_into_one_store_all_complete(tmp_path, store, server):
     """Four `harness run` processes at once, streaming metrics into one store:
     a SQLite file none of them finds (so all four create it), or a local
     server; the same experiment, created by whichever comes first."""
     if store == "server":
-        uri = mlflow_server.uri
+        uri = server.uri
         name = "concurrent_server"
     else:
         uri = f"sqlite:///{tmp_path / 'shared.db'}"
         name = "concurrent_sqlite"
-    data = copy.deepcopy(TINY_SPEC) | {"name": name}
+    data = copy.deepcopy(FAULT_SPEC) | {"name": name}
     spec = write_spec(tmp_path, data)
     procs = [
         _harness(
@@ -84,14 +91,15 @@ def test_concurrent_runs_into_one_store_all_complete(tmp_path, store, mlflow_ser
     for proc, (_, err) in zip(procs, outputs, strict=True):
         assert proc.returncode == 0, err
         assert "locked" not in err and "Traceback" not in err, err
-    _check_complete(MlflowClient(tracking_uri=uri), name, 80, 16 * 32, runs=4)
+    _check_complete(MlflowClient(tracking_uri=uri), name, 80, STEPS, runs=4)
 
 
-def test_server_going_away_mid_run_loses_nothing(tmp_path, mlflow_server):
-    server = mlflow_server
+def test_server_going_away_mid_run_loses_nothing(tmp_path, server):
+    # The session's tiny spec (compiled already): its chunks take long enough
+    # for the server to go away while metrics are still on their way.
     data = copy.deepcopy(TINY_SPEC) | {"name": "server_goes_away"}
-    iterations = 400
-    data["budget"] = {"env_steps": iterations * 16 * 32}
+    iterations, steps = 400, 16 * 32
+    data["budget"] = {"env_steps": iterations * steps}
     spec = write_spec(tmp_path, data)
     root = tmp_path / "checkpoints"
     proc = _harness(
@@ -132,7 +140,7 @@ def test_server_going_away_mid_run_loses_nothing(tmp_path, mlflow_server):
         assert f"run {run_id}:" in out and "uploaded" in out
         assert not journal.__class__(run_dir).pending() and not (run_dir / "pending.json").exists()
         client = MlflowClient(tracking_uri=server.uri)
-        _check_complete(client, data["name"], iterations, 16 * 32, runs=1)
+        _check_complete(client, data["name"], iterations, steps, runs=1)
         # Values too: what the journal holds is what the store holds.
         info = json.loads((run_dir / "run.json").read_text())
         child = info["child_run_ids"]["1"]
@@ -140,9 +148,10 @@ def test_server_going_away_mid_run_loses_nothing(tmp_path, mlflow_server):
         for entry in journal.entries:
             if entry["kind"] == "iterations":
                 for k, row in enumerate(entry["metrics"]["loss"]):
-                    assert stored[(entry["first"] + k) * 16 * 32] == row[1]
+                    assert stored[(entry["first"] + k) * steps] == row[1]
         # A second sync has nothing left to do.
         code, out, err = run_cli("sync", "--checkpoint-dir", str(root), "--tracking-uri", server.uri)
         assert code == 0 and "nothing to sync" in out, out + err
     finally:
-        server.stop()  # the module's fixture; nothing after this test needs it
+        if server.proc is None:  # the session's server: left running
+            server.start()

@@ -9,40 +9,24 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import train, write_spec
+from conftest import TINY_PPO, train, write_spec
 
 from algorithms.networks import make_policy, unroll
 from harness import build, cli
 from harness import spec as S
 from harness.run import runner
 
-TINY_PPO = {
-    "name": "tiny_ppo",
-    "algorithm": "ppo",
-    "env": {"suite": "gymnax", "id": "CartPole-v1"},
-    "seeds": [0, 1],
-    "budget": {"env_steps": 60 * 4 * 128},
-    "hyperparameters": {"num_envs": 4, "num_steps": 128},
-    "optimizer": {"learning_rate": 0.001, "max_grad_norm": 0.5, "adam_eps": 1e-5},
-    "logging": {"interval": 20},
-}
 
-
-@pytest.fixture(scope="module")
-def ppo_run():
-    return train(copy.deepcopy(TINY_PPO))
-
-
-def test_ppo_improves_a_tiny_cartpole_run(ppo_run):
-    _, result = ppo_run
+def test_ppo_improves_a_tiny_cartpole_run(tiny_ppo_run):
+    _, result = tiny_ppo_run
     returns = result.metrics["episode_return"]
     assert returns.shape == (60, 2)
     early, late = returns[2:10].mean(), returns[-10:].mean()
     assert late > 2 * early, (early, late)
 
 
-def test_ppo_reports_its_diagnostics(ppo_run):
-    _, result = ppo_run
+def test_ppo_reports_its_diagnostics(tiny_ppo_run):
+    _, result = tiny_ppo_run
     for name in (
         "loss",
         "policy_loss",
@@ -59,8 +43,8 @@ def test_ppo_reports_its_diagnostics(ppo_run):
     assert (result.metrics["approx_kl"] > -1e-6).all(), "(r - 1) - log r is never negative"
 
 
-def test_ppo_rerun_is_bit_identical(ppo_run):
-    _, first = ppo_run
+def test_ppo_rerun_is_bit_identical(tiny_ppo_run):
+    _, first = tiny_ppo_run
     _, again = train(copy.deepcopy(TINY_PPO))
     for name, values in first.metrics.items():
         np.testing.assert_array_equal(again.metrics[name], values, err_msg=name)
@@ -104,7 +88,7 @@ def test_gru_memory_resets_at_episode_starts():
     assert not np.allclose(logits[3:, 1], fresh_logits[:, 1])
 
 
-def test_gru_ppo_runs_and_carries_memory_across_fragments():
+def test_gru_tiny_ppo_runs_and_carries_memory_across_fragments():
     data = copy.deepcopy(TINY_PPO) | {
         "network": {"kind": "gru", "hidden_sizes": [16], "gru_size": 16},
         "budget": {"env_steps": 6 * 4 * 32},

@@ -62,6 +62,7 @@ def _parent_ids(client: MlflowClient) -> set[str]:
 @pytest.fixture(scope="module")
 def published(server, tmp_path_factory):
     """The tiny spec run once into the server and published as its reference."""
+    server = server.uri
     tmp = tmp_path_factory.mktemp("published")
     spec = write_spec(tmp, TINY_SPEC, "tiny.yaml")
     assert cli.main(["run", str(spec), "--tracking-uri", server, "--no-progress"]) == 0
@@ -94,7 +95,7 @@ def reproductions(server, published, tmp_path_factory):
     out = {}
     for name, argv in cases.items():
         before = _parent_ids(client)
-        code, stdout, stderr = run_cli(*["reproduce", *argv, "--tracking-uri", server, "--no-progress"])
+        code, stdout, stderr = run_cli(*["reproduce", *argv, "--tracking-uri", server.uri, "--no-progress"])
         out[name] = Reproduction(client, code, stdout, stderr, before)
     return out
 
@@ -156,7 +157,7 @@ def test_other_seeds_are_judged_statistically_and_pass(reproductions, published)
 
 
 def test_run_id_that_is_not_on_the_server(server):
-    code, out, err = run_cli("reproduce", "--run-id", "f" * 32, "--tracking-uri", server)
+    code, out, err = run_cli("reproduce", "--run-id", "f" * 32, "--tracking-uri", server.uri)
     assert code == 2 and "no run 'ffff" in err and "Traceback" not in out + err
 
 

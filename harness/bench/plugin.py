@@ -279,6 +279,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "full_only: a long benchmark that runs with --full only")
     if config.option.help:
         return
+    # The report times every entry; pytest's slowest-durations list (on in
+    # the test suite's options) would only repeat the entries' names.
+    config.option.durations = None
     bench_dir = Path(config.getoption("bench_dir") or config.rootpath / ".bench").resolve()
     bench_dir.mkdir(parents=True, exist_ok=True)
     # pytest-benchmark writes its JSON (which the report extends and saves per

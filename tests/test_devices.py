@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import background_result, free_port, start_harness, wait_for_training, write_spec
+from conftest import TEST_XLA_FLAGS, background_result, free_port, start_harness, wait_for_training, write_spec
 from device_runs import LAYOUTS
 from mlflow.tracking import MlflowClient
 
@@ -35,7 +35,7 @@ RTOL, ATOL = 1e-5, 1e-6
 
 def _env(device_count: int) -> dict[str, str]:
     env = dict(os.environ)
-    env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={device_count}"
+    env["XLA_FLAGS"] = f"{TEST_XLA_FLAGS} --xla_force_host_platform_device_count={device_count}"
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "tests"), env.get("PYTHONPATH", "")])
     return env
 

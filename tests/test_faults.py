@@ -23,6 +23,7 @@ METRICS = ("loss", "policy_loss", "value_loss", "entropy", "grad_norm", "episode
 # Concurrent runs check that every point reaches the store, not learning:
 # the tiny spec, made cheaper still (a small network, 32 env steps an iteration).
 FAULT_SPEC = copy.deepcopy(TINY_SPEC) | {
+    "budget": {"env_steps": 80 * 4 * 8},
     "hyperparameters": {"num_envs": 4, "num_steps": 8},
     "network": {"kind": "mlp", "hidden_sizes": [16]},
 }

@@ -85,19 +85,6 @@ def _options(args: argparse.Namespace, **extra) -> session.RunOptions:
     )
 
 
-def _print_summary(plan: build.Plan, logged: session.Logged) -> None:
-    print_table(results.final_table(plan, logged.record))
-    speed = logged.record.speed
-    out_console.print(
-        f"{speed.sps:,.0f} env steps/s steady state ({len(plan.spec.seeds)} seeds), "
-        f"compile {speed.compile_seconds:.1f} s, wall {speed.wall_seconds:.1f} s, "
-        f"metrics written to MLflow in {speed.metrics_flush_seconds:.1f} s after training",
-        soft_wrap=True,
-    )
-    for line in tracking.ui_hints(logged.uri, logged.experiment_id, logged.parent_id):
-        out_console.print(line, soft_wrap=True)
-
-
 # ------------------------------------------------------------------ commands
 
 
@@ -118,7 +105,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     logged = session.train_and_log(plan, uri, _options(args, resume=args.resume or False))
     if logged is None:  # not process 0 of a multi-process job: it logs
         return 0
-    _print_summary(plan, logged)
+    results.print_summary(plan, logged.record, logged.uri, logged.experiment_id, logged.parent_id)
     if args.results_out:
         Path(args.results_out).write_text(logged.record.to_json())
         out_console.print(f"results written to {args.results_out}")
@@ -223,7 +210,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     logged = session.train_and_log(plan, uri, _options(args, tags=tags))
     if logged is None:  # not process 0 of a multi-process job: it judges
         return 0
-    _print_summary(plan, logged)
+    results.print_summary(plan, logged.record, logged.uri, logged.experiment_id, logged.parent_id)
     verdict = reproduce.judge(reference, logged.record, label)
     print_table(reproduce.table(verdict))
     for reason in verdict.not_exact_because:

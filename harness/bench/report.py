@@ -190,12 +190,12 @@ def table(results: list[Result], changes: dict[str, Change], ceiling: Ceiling | 
                 ("rate (median)", lambda r: f"{_si(r.rate[0])} {_SHORT_UNITS.get(r.unit, r.unit)}"),
                 ("min-max", lambda r: f"{_si(r.rate[1])}-{_si(r.rate[2])}"),
                 ("vs last", lambda r: changes.get(r.name, Change("new")).label()),
-                ("compile s", lambda r: f"{r.compile_seconds:.1f}" if r.compile_seconds is not None else "-"),
             ],
         ),
         (
             "work",
             [
+                ("compile s", lambda r: f"{r.compile_seconds:.1f}" if r.compile_seconds is not None else "-"),
                 ("sims/s", lambda r: _si(r.simulations_per_second)),
                 ("updates/s", lambda r: _si(r.updates_per_second)),
                 (
@@ -237,7 +237,8 @@ def table(results: list[Result], changes: dict[str, Change], ceiling: Ceiling | 
         # Long entry names fold onto a second line rather than being cut.
         out.add_column("entry", justify="left", overflow="fold", min_width=min(26, longest))
         for name, _ in columns:
-            out.add_column(name, justify="left" if name.startswith("final") else "right")
+            # A change's label is read whole ("-20.0% REGRESSION").
+            out.add_column(name, justify="left" if name.startswith("final") else "right", no_wrap=name == "vs last")
         for r in results:
             regression = changes.get(r.name, Change("new")).regression
             out.add_row(Text(r.name), *[Text(cell(r)) for _, cell in columns], style="bold red" if regression else None)

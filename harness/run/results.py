@@ -9,8 +9,9 @@ import math
 import numpy as np
 
 from harness.build import Plan
-from harness.console import fitting_table
+from harness.console import fitting_table, out_console, print_table
 from harness.record.schema import Curves, Results, Speed
+from harness.record.tracking import ui_hints
 from harness.run import provenance
 from harness.run.runner import RunResult
 from harness.spec import canonical
@@ -133,3 +134,18 @@ def final_table(plan: Plan, record: Results):
     cells.append([f"{record.final[n]:.3f}" for n in names])
     title = f"{plan.spec.name}: final metrics (last {FINAL_FRACTION:.0%} of iterations)"
     return fitting_table(title, "seed", [*seeds, "mean"], names, cells, bold_last_row=True)
+
+
+def print_summary(plan: Plan, record: Results, uri: str, experiment_id: str, parent_id: str) -> None:
+    """What `harness run` and `harness reproduce` end with: the final table,
+    the speed, and how to open the run in the MLflow UI."""
+    print_table(final_table(plan, record))
+    speed = record.speed
+    out_console.print(
+        f"{speed.sps:,.0f} env steps/s steady state ({len(plan.spec.seeds)} seeds), "
+        f"compile {speed.compile_seconds:.1f} s, wall {speed.wall_seconds:.1f} s, "
+        f"metrics written to MLflow in {speed.metrics_flush_seconds:.1f} s after training",
+        soft_wrap=True,
+    )
+    for line in ui_hints(uri, experiment_id, parent_id):
+        out_console.print(line, soft_wrap=True)

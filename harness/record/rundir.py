@@ -23,6 +23,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from harness.record.journal import write_json
+from harness.record.store import sqlite_path
 
 RUN_FILE = "run.json"
 SPEC_FILE = "spec.yaml"
@@ -39,10 +40,9 @@ def default_root(uri: str) -> Path:
     the file store's folder; in the working directory for a server."""
     parsed = urlparse(uri)
     if parsed.scheme == "sqlite":
-        # sqlite:///relative.db and sqlite:////absolute.db
-        path = uri.split(":///", 1)[1].split("?", 1)[0] if ":///" in uri else ""
-        if path and path != ":memory:":
-            return Path(path).parent / "checkpoints"
+        database = sqlite_path(uri)
+        if database is not None:
+            return database.parent / "checkpoints"
     elif parsed.scheme in ("", "file"):
         return Path(parsed.path or uri).parent / "checkpoints"
     return Path("checkpoints")

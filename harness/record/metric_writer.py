@@ -1,91 +1,203 @@
 """The metric writer: a child process that turns chunks of per-iteration
 metrics into MLflow `log_batch` calls.
 
-Why a process: MLflow's store spends about 0.1 ms of Python per metric value;
-a thread doing that holds the GIL in the training loop's way, and on a CPU
-backend it competes with XLA for the cores. A separate, niced process takes
-only the CPU that training leaves over, and its own GIL.
+Why a process: MLflow's SQL store spends about 0.2 ms of Python per metric
+value on this project's reference CPU, nearly all of it in SQLAlchemy's ORM
+(one `SqlMetric` object per value, its flush, and the latest-metric
+bookkeeping); the batch calls, transactions and commits are a few percent
+of it. A thread doing that would hold the GIL in the training loop's way
+and, on a CPU backend, compete with XLA for the cores. A separate, niced
+process takes only the CPU that training leaves over, and its own GIL.
+
+Since the cost is per value and Python-bound, the writer spreads it over
+`WORKERS` processes (one MLflow client each): every entry is split into
+jobs by seed column and, with fewer columns than workers, by metric name,
+and the jobs of many entries are in flight at once. SQLite takes one writer
+at a time, but each job spends most of its time building objects before it
+holds the lock, so on 2 cores 4 workers write about twice as fast as one.
 
 Usage: `python -m harness.record.metric_writer URI [RUN_DIR]`. Protocol, one JSON
 document per line on stdin: first `{"runs": [run_id, ...]}` (one per seed
 column), then the journal's entries (`harness.record.journal`): `{"seq": n, "first":
 i, "steps": s, "metrics": {name: [[value per seed] per iteration]}}`. After
-each entry reaches the store, its `seq` is recorded in RUN_DIR's
-uploaded.json. "database is locked" is retried. When the store cannot be
-reached, the writer stops trying, reads its input to the end (so training is
-never held up) and exits with code 3: the entries are in the journal, for
-`harness sync`. Exit code 0 means every metric was written; otherwise the
-error is on stderr.
+each entry (and every entry before it) reaches the store, its `seq` is
+recorded in RUN_DIR's uploaded.json. "database is locked" is retried. When
+the store cannot be reached, the writer stops trying, reads its input to
+the end (so training is never held up) and exits with code 3: the entries
+are in the journal, for `harness sync`. Exit code 0 means every metric was
+written; otherwise the error is on stderr.
 """
 
 from __future__ import annotations
 
+import collections
 import json
 import logging
+import math
+import multiprocessing
 import os
 import signal
 import sys
 import time
+from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 
 MAX_METRICS_PER_BATCH = 1000
 EXIT_OFFLINE = 3
+# Writer processes; more than the runs' columns only when a job can be split
+# by metric name. Overridable (HARNESS_METRIC_WRITERS) for a store that
+# takes concurrent writers badly.
+WORKERS = int(os.environ.get("HARNESS_METRIC_WRITERS", "4"))
 
 
 def entry_metrics(entry: dict, column: int, timestamp: int, skip: set | None = None) -> list:
     """The MLflow metrics of one seed column of a journal entry; iteration
-    i is at step i * steps. `skip` holds (name, step) pairs already stored."""
+    i is at step i * steps. `skip` holds (name, step) pairs already stored.
+    Each name's points come newest first: MLflow then updates its latest
+    value once per name and batch instead of once per point."""
     from mlflow.entities import Metric
 
     first, steps = entry["first"], entry["steps"]
     return [
-        Metric(name, float(row[column]), timestamp, (first + k) * steps)
+        Metric(name, float(rows[k][column]), timestamp, (first + k) * steps)
         for name, rows in entry["metrics"].items()
-        for k, row in enumerate(rows)
+        for k in reversed(range(len(rows)))
         if skip is None or (name, (first + k) * steps) not in skip
     ]
 
 
-def upload_entry(client, run_ids: list[str], entry: dict, skip: dict[str, set] | None = None) -> None:
+def log_metrics(client, run_id: str, metrics: list) -> None:
     from harness.record.store import retry_locked
 
+    for start in range(0, len(metrics), MAX_METRICS_PER_BATCH):
+        retry_locked(client.log_batch, run_id, metrics=metrics[start : start + MAX_METRICS_PER_BATCH])
+
+
+def upload_entry(client, run_ids: list[str], entry: dict, skip: dict[str, set] | None = None) -> None:
     timestamp = int(time.time() * 1000)
     for column, run_id in enumerate(run_ids):
-        entries = entry_metrics(entry, column, timestamp, skip.get(run_id) if skip else None)
-        for start in range(0, len(entries), MAX_METRICS_PER_BATCH):
-            retry_locked(client.log_batch, run_id, metrics=entries[start : start + MAX_METRICS_PER_BATCH])
+        log_metrics(client, run_id, entry_metrics(entry, column, timestamp, skip.get(run_id) if skip else None))
+
+
+def split_entry(entry: dict, run_ids: list[str], workers: int) -> list[tuple[str, int, dict]]:
+    """The jobs of one entry, (run id, column, entry with some of the
+    names), at least `workers` of them where the names allow."""
+    names = list(entry["metrics"])
+    groups = min(len(names), max(1, math.ceil(workers / len(run_ids))))
+    jobs = []
+    for column, run_id in enumerate(run_ids):
+        for g in range(groups):
+            part = {name: entry["metrics"][name] for name in names[g::groups]}
+            jobs.append((run_id, column, {**entry, "metrics": part}))
+    return jobs
+
+
+# ------------------------------------------------------------ worker processes
+
+_client = None
+
+
+def _open_worker(uri: str) -> None:
+    global _client
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _quiet()
+    from harness.record.store import open_client
+
+    _client = open_client(uri)
+
+
+def _upload_job(run_id: str, column: int, entry: dict, timestamp: int) -> None:
+    log_metrics(_client, run_id, entry_metrics(entry, column, timestamp))
+
+
+def _quiet() -> None:
+    for name in ("mlflow", "alembic", "urllib3"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
+class Uploader:
+    """Entries to the store through a pool of worker processes; `done()`
+    gives the seq of each entry that reached the store with all before it.
+
+    The workers are forked at once, before this process opens the store
+    (MLflow caches one store and its connections per URI, which a fork must
+    not share) and while it has no other thread: they start with MLflow
+    imported, each opening its own client."""
+
+    def __init__(self, uri: str, run_ids: list[str], workers: int):
+        from mlflow.tracking import MlflowClient  # noqa: F401  (imported once, before the fork)
+
+        from harness.record import store  # noqa: F401
+
+        self.run_ids = run_ids
+        self.workers = max(1, min(workers, len(run_ids) * 8))
+        context = multiprocessing.get_context("fork")
+        self.pool = ProcessPoolExecutor(self.workers, mp_context=context, initializer=_open_worker, initargs=(uri,))
+        self.pool.submit(int).result()  # with fork, every worker starts at the first submit
+        self.in_flight: collections.deque[tuple[int | None, list[Future]]] = collections.deque()
+
+    def submit(self, entry: dict) -> None:
+        timestamp = int(time.time() * 1000)
+        futures = [
+            self.pool.submit(_upload_job, run_id, column, part, timestamp)
+            for run_id, column, part in split_entry(entry, self.run_ids, self.workers)
+        ]
+        self.in_flight.append((entry.get("seq"), futures))
+
+    def done(self, wait: bool = False) -> list[int | None]:
+        """Entries finished, in order (waiting for all with `wait`); raises
+        the first job's error."""
+        finished = []
+        while self.in_flight and (wait or all(f.done() for f in self.in_flight[0][1])):
+            seq, futures = self.in_flight.popleft()
+            for future in futures:
+                future.result()
+            finished.append(seq)
+        return finished
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
 
 
 def main(uri: str, run_dir: str | None = None) -> int:
     # The parent handles Ctrl-C; this process finishes what it was sent.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        os.nice(19)
+        os.nice(19)  # inherited by the workers
     except OSError:
         pass
-    for name in ("mlflow", "alembic", "urllib3"):
-        logging.getLogger(name).setLevel(logging.ERROR)
+    _quiet()
 
     from harness.record.journal import mark_uploaded
     from harness.record.store import open_client
 
     run_ids: list[str] = json.loads(sys.stdin.readline())["runs"]
     offline: str | None = None
+    uploader = None
     try:
-        client = open_client(uri)
+        uploader = Uploader(uri, run_ids, WORKERS)
+        open_client(uri)  # an unusable store is reported here, before the first entry
     except Exception as error:  # noqa: BLE001
         offline = f"{type(error).__name__}: {error}"
+
+    def settle(wait: bool = False) -> str | None:
+        try:
+            for seq in uploader.done(wait):
+                if run_dir is not None and seq is not None:
+                    mark_uploaded(Path(run_dir), seq)
+        except Exception as error:  # noqa: BLE001  (the store is gone, or refuses)
+            return f"{type(error).__name__}: {error}"
+        return None
+
     for line in sys.stdin:
         if offline is not None:
             continue  # kept in the journal; read on so that the parent never blocks
-        entry = json.loads(line)
-        try:
-            upload_entry(client, run_ids, entry)
-        except Exception as error:  # noqa: BLE001  (the store is gone, or refuses)
-            offline = f"{type(error).__name__}: {error}"
-            continue
-        if run_dir is not None and "seq" in entry:
-            mark_uploaded(Path(run_dir), entry["seq"])
+        uploader.submit(json.loads(line))
+        offline = settle()
+    if offline is None and uploader is not None:
+        offline = settle(wait=True)
+    if uploader is not None:
+        uploader.close()
     if offline is not None:
         print(f"offline: {offline.splitlines()[0][:500]}", file=sys.stderr)
         return EXIT_OFFLINE
@@ -93,8 +205,10 @@ def main(uri: str, run_dir: str | None = None) -> int:
 
 
 if __name__ == "__main__":
+    from harness.record.metric_writer import main as main_  # the workers unpickle jobs from this module
+
     try:
-        sys.exit(main(*sys.argv[1:3]))
+        sys.exit(main_(*sys.argv[1:3]))
     except Exception as error:  # noqa: BLE001  (reported to the parent on stderr)
         print(f"{type(error).__name__}: {error}", file=sys.stderr)
         sys.exit(1)

@@ -139,13 +139,13 @@ class Tracking:
     def attach(self, journal: Journal) -> None:
         """Keep every chunk in `journal` (its directory is the run directory).
         Entries an earlier invocation journaled but did not upload are sent
-        first."""
+        first. The metric writer starts here."""
         self.journal = journal
-        pending = journal.pending()
-        if pending:
-            self._start_writer()
-            for entry in pending:
-                self._outbox.put(entry)
+        # Started now, so that it is ready (MLflow imported, the store open)
+        # by the time the first chunk comes.
+        self._start_writer()
+        for entry in journal.pending():
+            self._outbox.put(entry)
 
     def _start_writer(self) -> None:
         # A session of its own, so that Ctrl-C reaches only this process,
@@ -158,7 +158,10 @@ class Tracking:
         self._writer = subprocess.Popen(
             argv, stdin=subprocess.PIPE, stderr=self._writer_log, text=True, start_new_session=True
         )
-        self._outbox.put({"runs": list(self.child_ids.values())})
+        # The runs go first, at once: the writer opens the store and starts
+        # its workers while training goes on, whether or not metrics wait.
+        self._writer.stdin.write(json.dumps({"runs": list(self.child_ids.values())}) + "\n")
+        self._writer.stdin.flush()
         self._feeder = threading.Thread(target=self._feed, name="metric-feeder", daemon=True)
         self._feeder.start()
 

@@ -4,7 +4,8 @@ User errors (a bad spec, an unusable tracking store, a checkpoint that cannot
 be resumed) print one message and exit 2 without a traceback; nothing is
 logged to MLflow for a spec that does not validate. A run that fails (a NaN,
 a crash) exits 1; Ctrl-C exits 130 and SIGTERM 143, after a final
-checkpoint.
+checkpoint. A run that finished while its MLflow store could not be reached
+exits 3: its record is in the run directory, for `harness sync`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+import harness
 from harness import build, spec
 from harness.console import err_console, out_console, print_table
 from harness.judge import compare, reproduce
@@ -27,7 +29,7 @@ from harness.judge.reproduce import ReproduceError
 from harness.record import rundir, sync, tracking
 from harness.record.rundir import CheckpointError
 from harness.record.tracking import TrackingError
-from harness.run import cluster, results, session
+from harness.run import cluster, compile_cache, results, session
 from harness.run.cluster import DistributedError
 from harness.run.runner import Interrupted, NonFiniteMetricError
 from harness.spec import SpecError
@@ -35,6 +37,7 @@ from harness.spec import SpecError
 EXIT_USER_ERROR = 2
 EXIT_FAILED = 1
 EXIT_INTERRUPTED = 130  # SIGINT; SIGTERM exits 143
+EXIT_INCOMPLETE = 3  # trained to the end; the MLflow record waits for harness sync
 
 DEVICE_OPTIONS = {"count": "--devices", "seed_axis": "--seed-axis", "data_axis": "--data-axis"}
 
@@ -78,6 +81,7 @@ def _load_plan(path: str, args: argparse.Namespace | None = None) -> build.Plan:
 
 def _options(args: argparse.Namespace, **extra) -> session.RunOptions:
     return session.RunOptions(
+        started_at=harness.STARTED,
         progress=not args.no_progress,
         live_metrics=getattr(args, "live_metrics", False),
         checkpoint_dir=Path(args.checkpoint_dir) if getattr(args, "checkpoint_dir", None) else None,
@@ -109,7 +113,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.results_out:
         Path(args.results_out).write_text(logged.record.to_json())
         out_console.print(f"results written to {args.results_out}")
-    return 0
+    return EXIT_INCOMPLETE if logged.offline else 0
 
 
 def cmd_sync(args: argparse.Namespace) -> int:
@@ -220,7 +224,9 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     reproduce.log_verdict(logged.client, logged.parent_id, verdict)
     word = "[bold green]PASS[/]" if verdict.passed else "[bold red]FAIL[/]"
     out_console.print(f"verdict: {word}, logged to run {logged.parent_id} (tags verdict.*, verdict.json, verdict.md)")
-    return 0 if verdict.passed else EXIT_FAILED
+    if not verdict.passed:
+        return EXIT_FAILED
+    return EXIT_INCOMPLETE if logged.offline else 0
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -287,6 +293,7 @@ def parser() -> argparse.ArgumentParser:
     _add_store_options(r, checkpoints=True, progress=True)
     r.add_argument("--results-out", help="also write results.json to this path")
     _add_device_options(r)
+    compile_cache.add_arguments(r)
     r.add_argument(
         "--live-metrics",
         action="store_true",
@@ -342,6 +349,7 @@ def parser() -> argparse.ArgumentParser:
     rep.add_argument("--seeds", type=int, nargs="+", metavar="SEED", help="run these seeds instead of the spec's")
     _add_store_options(rep, progress=True)
     _add_device_options(rep)
+    compile_cache.add_arguments(rep)
     rep.set_defaults(func=cmd_reproduce)
 
     cmp = sub.add_parser(
@@ -386,6 +394,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, terminated) if threading.current_thread() is threading.main_thread() else None
     )
     try:
+        compile_cache.configure_from(args)
         if hasattr(args, "coordinator"):
             cluster.initialize(args.coordinator, args.num_processes, args.process_id, auto=args.cluster)
         return args.func(args)

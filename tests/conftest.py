@@ -21,7 +21,7 @@ from pathlib import Path
 # and inherited by the `harness` subprocesses the tests launch: a program
 # compiled once (e.g. the same tiny spec run twice) is not compiled again.
 os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", tempfile.mkdtemp(prefix="jax-cache-"))
-os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "1")
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 # Compiling is most of the suite's time, and the tests check what the harness
 # computes and records, never how fast: XLA's CPU backend compiles without
 # LLVM's optimisations here (half the compile time; the tiny runs execute a

@@ -123,7 +123,8 @@ def test_server_going_away_mid_run_loses_nothing(tmp_path, server):
     finally:
         proc.kill()
     err = " ".join(err.split())
-    assert proc.returncode == 0, err
+    # It trained to the end, but the record is incomplete until synced.
+    assert proc.returncode == cli.EXIT_INCOMPLETE == 3, err
     assert "Traceback" not in err
     (run_dir,) = [p.parent for p in root.glob("*/run.json")]
     run_id = run_dir.name

@@ -16,7 +16,7 @@ and the jobs of many entries are in flight at once. SQLite takes one writer
 at a time, but each job spends most of its time building objects before it
 holds the lock, so on 2 cores 4 workers write about twice as fast as one.
 
-Usage: `python -m harness.record.metric_writer URI [RUN_DIR]`. Protocol, one JSON
+Usage: `python -m harness.record.metric_writer URI [RUN_DIR [WORKERS]]`. Protocol, one JSON
 document per line on stdin: first `{"runs": [run_id, ...]}` (one per seed
 column), then the journal's entries (`harness.record.journal`): `{"seq": n, "first":
 i, "steps": s, "metrics": {name: [[value per seed] per iteration]}}`. After
@@ -44,10 +44,17 @@ from pathlib import Path
 
 MAX_METRICS_PER_BATCH = 1000
 EXIT_OFFLINE = 3
-# Writer processes; more than the runs' columns only when a job can be split
-# by metric name. Overridable (HARNESS_METRIC_WRITERS) for a store that
-# takes concurrent writers badly.
+# Writer processes at most; more than the runs' columns only when a job can
+# be split by metric name. Overridable (HARNESS_METRIC_WRITERS) for a store
+# that takes concurrent writers badly.
 WORKERS = int(os.environ.get("HARNESS_METRIC_WRITERS", "4"))
+VALUES_PER_WORKER = 10_000  # a smaller run is written by the writer alone
+
+
+def workers_for(values: int) -> int:
+    """How many worker processes to write about `values` metric values
+    with: 1 (the writer itself, no pool) for a small run."""
+    return max(1, min(WORKERS, values // VALUES_PER_WORKER))
 
 
 def entry_metrics(entry: dict, column: int, timestamp: int, skip: set | None = None) -> list:
@@ -127,16 +134,25 @@ class Uploader:
     def __init__(self, uri: str, run_ids: list[str], workers: int):
         from mlflow.tracking import MlflowClient  # noqa: F401  (imported once, before the fork)
 
-        from harness.record import store  # noqa: F401
+        from harness.record.store import open_client
 
         self.run_ids = run_ids
         self.workers = max(1, min(workers, len(run_ids) * 8))
-        context = multiprocessing.get_context("fork")
-        self.pool = ProcessPoolExecutor(self.workers, mp_context=context, initializer=_open_worker, initargs=(uri,))
-        self.pool.submit(int).result()  # with fork, every worker starts at the first submit
         self.in_flight: collections.deque[tuple[int | None, list[Future]]] = collections.deque()
+        self.pool = None
+        if self.workers > 1:
+            context = multiprocessing.get_context("fork")
+            self.pool = ProcessPoolExecutor(self.workers, mp_context=context, initializer=_open_worker, initargs=(uri,))
+            self.pool.submit(int).result()  # with fork, every worker starts at the first submit
+        self.client = open_client(uri)  # an unusable store is reported here, before the first entry
 
     def submit(self, entry: dict) -> None:
+        if self.pool is None:  # one process: the writer writes
+            upload_entry(self.client, self.run_ids, entry)
+            done: Future = Future()
+            done.set_result(None)
+            self.in_flight.append((entry.get("seq"), [done]))
+            return
         timestamp = int(time.time() * 1000)
         futures = [
             self.pool.submit(_upload_job, run_id, column, part, timestamp)
@@ -156,10 +172,11 @@ class Uploader:
         return finished
 
     def close(self) -> None:
-        self.pool.shutdown(wait=True, cancel_futures=True)
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
 
 
-def main(uri: str, run_dir: str | None = None) -> int:
+def main(uri: str, run_dir: str | None = None, workers: str | None = None) -> int:
     # The parent handles Ctrl-C; this process finishes what it was sent.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
@@ -169,21 +186,19 @@ def main(uri: str, run_dir: str | None = None) -> int:
     _quiet()
 
     from harness.record.journal import mark_uploaded
-    from harness.record.store import open_client
 
     run_ids: list[str] = json.loads(sys.stdin.readline())["runs"]
     offline: str | None = None
     uploader = None
     try:
-        uploader = Uploader(uri, run_ids, WORKERS)
-        open_client(uri)  # an unusable store is reported here, before the first entry
+        uploader = Uploader(uri, run_ids, int(workers) if workers else WORKERS)
     except Exception as error:  # noqa: BLE001
         offline = f"{type(error).__name__}: {error}"
 
     def settle(wait: bool = False) -> str | None:
         try:
             for seq in uploader.done(wait):
-                if run_dir is not None and seq is not None:
+                if run_dir and seq is not None:
                     mark_uploaded(Path(run_dir), seq)
         except Exception as error:  # noqa: BLE001  (the store is gone, or refuses)
             return f"{type(error).__name__}: {error}"
@@ -192,7 +207,11 @@ def main(uri: str, run_dir: str | None = None) -> int:
     for line in sys.stdin:
         if offline is not None:
             continue  # kept in the journal; read on so that the parent never blocks
-        uploader.submit(json.loads(line))
+        try:
+            uploader.submit(json.loads(line))
+        except Exception as error:  # noqa: BLE001  (the writer's own upload: the store is gone)
+            offline = f"{type(error).__name__}: {error}"
+            continue
         offline = settle()
     if offline is None and uploader is not None:
         offline = settle(wait=True)
@@ -208,7 +227,7 @@ if __name__ == "__main__":
     from harness.record.metric_writer import main as main_  # the workers unpickle jobs from this module
 
     try:
-        sys.exit(main_(*sys.argv[1:3]))
+        sys.exit(main_(*sys.argv[1:4]))
     except Exception as error:  # noqa: BLE001  (reported to the parent on stderr)
         print(f"{type(error).__name__}: {error}", file=sys.stderr)
         sys.exit(1)

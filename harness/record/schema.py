@@ -31,6 +31,29 @@ class Curves(_Model):
 EMPTY_CURVES = Curves(env_steps=[], metrics={})
 
 
+class WallTime(_Model):
+    """Where a run's wall time went, in seconds (harness.run.session)."""
+
+    startup: float  # from the command's start to the first compile: imports, store, runs, git state
+    compile: float  # every program, ahead of time (from the persistent cache when it served them)
+    first_chunk: float  # the first chunk (one-off allocations and transfers)
+    steady: float  # the later chunks, whose env steps/s is `sps`
+    evaluation: float  # of the chunks' time, waiting for the evaluations after them
+    checkpoint: float  # of the chunks' time, copying and saving checkpoints; and the last save's wait
+    metric_writing: float  # after training, until every per-iteration metric was in MLflow
+    total: float  # from the command's start to the record (the rest: building, logging the runs)
+
+    def line(self, cache: str | None = None) -> str:
+        """One line for the end of `harness run`."""
+        cached = f" (cache: {cache})" if cache else ""
+        return (
+            f"time: start-up {self.startup:.1f} s, compile {self.compile:.1f} s{cached}, training"
+            f" {self.first_chunk + self.steady:.1f} s (first chunk {self.first_chunk:.1f} s, evaluation"
+            f" {self.evaluation:.1f} s, checkpoints {self.checkpoint:.1f} s), metric writing"
+            f" {self.metric_writing:.1f} s; total {self.total:.1f} s"
+        )
+
+
 class Speed(_Model):
     sps: float  # steady-state env steps/s over all seeds
     compile_seconds: float
@@ -39,6 +62,10 @@ class Speed(_Model):
     wall_seconds: float | None = None
     metrics_flush_seconds: float | None = None  # waiting for per-iteration metrics to reach MLflow
     chunk_seconds_median: float | None = None
+    # Whether JAX's persistent compilation cache served the compiles: off,
+    # miss, hit or partial (harness.run.compile_cache).
+    compile_cache: str | None = None
+    wall_time: WallTime | None = None
 
 
 class Results(_Model):

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 
 from harness.record import store
 from harness.record.journal import Journal, add_pending
-from harness.record.metric_writer import EXIT_OFFLINE, MAX_METRICS_PER_BATCH
+from harness.record.metric_writer import EXIT_OFFLINE, MAX_METRICS_PER_BATCH, WORKERS, workers_for
 
 if TYPE_CHECKING:  # the writer process imports this module; keep it free of JAX
     from harness.run.runner import ChunkMetrics
@@ -80,7 +80,7 @@ class Tracking:
             tracking.log_summary(...); tracking.log_artifacts(...)
     """
 
-    def __init__(self, uri: str, experiment: str, *, live_metrics: bool = True):
+    def __init__(self, uri: str, experiment: str, *, live_metrics: bool = True, expected_values: int | None = None):
         quiet_mlflow()
         self.uri = uri
         try:
@@ -98,6 +98,9 @@ class Tracking:
         # on a CPU backend the store's work would compete with training for
         # the same cores.
         self.live_metrics = live_metrics
+        # About how many per-iteration values the run will log: how many
+        # processes write them (harness.record.metric_writer.workers_for).
+        self.writer_workers = workers_for(expected_values) if expected_values is not None else WORKERS
         self._release = threading.Event()
         if live_metrics:
             self._release.set()
@@ -153,8 +156,7 @@ class Tracking:
         # Its stderr goes to a file: a pipe nobody reads could fill and stall it.
         self._writer_log = tempfile.TemporaryFile("w+")
         argv = [sys.executable, "-m", "harness.record.metric_writer", self.uri]
-        if self.journal is not None:
-            argv.append(str(self.journal.directory))
+        argv += [str(self.journal.directory) if self.journal is not None else "", str(self.writer_workers)]
         self._writer = subprocess.Popen(
             argv, stdin=subprocess.PIPE, stderr=self._writer_log, text=True, start_new_session=True
         )
@@ -259,6 +261,13 @@ class Tracking:
                 self._call(
                     "metrics", run_id, {m.key: m.value for m in batch}, self.client.log_batch, run_id, metrics=batch
                 )
+
+    def set_tags(self, tags: dict[str, str]) -> None:
+        """Tags on the parent run (kept for harness sync if the store is gone)."""
+        from mlflow.entities import RunTag
+
+        run_tags = [RunTag(k, v) for k, v in tags.items()]
+        self._call("tags", self.parent_id, tags, self.client.log_batch, self.parent_id, tags=run_tags)
 
     def log_artifacts(self, files: dict[str, str], seed: int | None = None) -> None:
         """Write each `name -> text` as an artifact of the parent (or a seed's) run."""

@@ -10,7 +10,7 @@ import numpy as np
 
 from harness.build import Plan
 from harness.console import fitting_table, out_console, print_table
-from harness.record.schema import Curves, Results, Speed
+from harness.record.schema import Curves, Results, Speed, WallTime
 from harness.record.tracking import ui_hints
 from harness.run import provenance
 from harness.run.runner import RunResult
@@ -68,9 +68,13 @@ def make_results(
     wall_seconds: float,
     metrics_flush_seconds: float,
     git: dict[str, str] | None = None,
+    *,
+    wall_time: WallTime | None = None,
+    compile_cache: str | None = None,
 ) -> Results:
     """The record of a finished run. `git` is the checkout's state when the
-    run started (the code that ran); read now when not given."""
+    run started (the code that ran); read now when not given. `wall_time`
+    and `compile_cache` come from the session (harness.run.session)."""
     finals = per_seed_final(plan, result)
     index = curve_indices(plan.num_iterations)
     evaluation_curves = None
@@ -102,6 +106,8 @@ def make_results(
             wall_seconds=wall_seconds,
             metrics_flush_seconds=metrics_flush_seconds,
             chunk_seconds_median=float(np.median(result.chunk_seconds)),
+            compile_cache=compile_cache,
+            wall_time=wall_time,
         ),
         fingerprint=provenance.fingerprint(plan.layout),
         versions=provenance.versions(),
@@ -147,5 +153,7 @@ def print_summary(plan: Plan, record: Results, uri: str, experiment_id: str, par
         f"metrics written to MLflow in {speed.metrics_flush_seconds:.1f} s after training",
         soft_wrap=True,
     )
+    if speed.wall_time is not None:
+        out_console.print(speed.wall_time.line(speed.compile_cache), soft_wrap=True)
     for line in ui_hints(uri, experiment_id, parent_id):
         out_console.print(line, soft_wrap=True)

@@ -70,6 +70,11 @@ class RunResult(NamedTuple):
     chunk_seconds: list[float]  # wall time of every chunk, in order
     evaluation: dict[str, np.ndarray] = {}  # name -> [num_chunks, num_seeds], after each chunk
     evaluation_iterations: tuple[int, ...] = ()  # the iteration each evaluation followed
+    # Of the chunks' wall time: waiting for the evaluations after them (the
+    # host's view: the device runs chunk and evaluation back to back), and
+    # copying and saving checkpoints.
+    evaluation_seconds: float = 0.0
+    checkpoint_seconds: float = 0.0
 
     @property
     def sps(self) -> float:
@@ -287,9 +292,18 @@ def run(
     collected: list[ChunkMetrics] = list(history)
     done_at: list[float] = []
     saved_through = [done]
+    spent = {"evaluation": 0.0, "checkpoint": 0.0}
+
+    def timed(kind: str, fn: Callable, *args, **kwargs) -> Any:
+        begin = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            spent[kind] += time.perf_counter() - begin
 
     def handle(first_iteration: int, metrics: Any, evaluation: Any, snapshot: Any) -> None:
-        metrics, evaluation = devices.metrics_to_host((metrics, evaluation), mesh)
+        metrics = devices.metrics_to_host(metrics, mesh)
+        evaluation = timed("evaluation", devices.metrics_to_host, evaluation, mesh) if evaluation else {}
         host = ChunkMetrics(
             first_iteration,
             {k: np.asarray(v) for k, v in metrics.items()},
@@ -301,7 +315,7 @@ def run(
         if sink is not None:
             sink(host)
         if snapshot is not None:
-            checkpointer.save(snapshot, host.last_iteration)
+            timed("checkpoint", checkpointer.save, snapshot, host.last_iteration)
             saved_through[0] = host.last_iteration
 
     started = time.perf_counter()
@@ -315,7 +329,8 @@ def run(
                     handle(*pending)
                 last = first_iteration - 1
                 if checkpointer is not None and saved_through[0] != last:
-                    checkpointer.save(checkpointer.snapshot(state), last, final=True)
+                    snapshot = timed("checkpoint", checkpointer.snapshot, state)
+                    timed("checkpoint", checkpointer.save, snapshot, last, final=True)
                 raise Interrupted(signum)
             fn = tail_fn if (remainder and length == remainder and i == len(lengths) - 1) else chunk_fn
             state, metrics = fn(state)
@@ -324,7 +339,8 @@ def run(
                 state, evaluation = evaluate_fn(state)
             last = first_iteration + length - 1
             # Copied before the next chunk is dispatched: it donates `state`.
-            snapshot = checkpointer.snapshot(state) if checkpointer is not None and checkpointer.due(last) else None
+            due = checkpointer is not None and checkpointer.due(last)
+            snapshot = timed("checkpoint", checkpointer.snapshot, state) if due else None
             if pending is not None:
                 handle(*pending)
             pending = (first_iteration, metrics, evaluation, snapshot)
@@ -351,4 +367,6 @@ def run(
         chunk_seconds,
         evaluation,
         tuple(c.last_iteration for c in collected),
+        spent["evaluation"],
+        spent["checkpoint"],
     )

@@ -24,8 +24,8 @@ from harness import spec
 from harness.build import Plan
 from harness.console import err_console
 from harness.record import journal, rundir, tracking
-from harness.record.schema import Results
-from harness.run import checkpoint, cluster, provenance, results, runner
+from harness.record.schema import Results, WallTime
+from harness.run import checkpoint, cluster, compile_cache, provenance, results, runner
 from harness.run.progress import ProgressBar
 
 
@@ -52,6 +52,9 @@ class RunOptions:
     checkpoint_dir: Path | None = None  # the checkpoint root; None: beside the store
     resume: str | bool = False  # True: the newest unfinished run of the spec; or a run id
     on_chunk: Callable[[runner.ChunkMetrics], None] | None = None  # after each chunk is logged
+    # When the command started (time.perf_counter()), for the start-up time
+    # in the record; None: when train_and_log was called.
+    started_at: float | None = None
 
 
 class Logged(NamedTuple):
@@ -62,6 +65,9 @@ class Logged(NamedTuple):
     uri: str
     client: Any  # an MlflowClient on `uri`
     experiment_id: str
+    # Why the store could not be reached, when some of the record is only in
+    # the run directory (for harness sync); None when MLflow holds it all.
+    offline: str | None = None
 
 
 def train_and_log(plan: Plan, uri: str, options: RunOptions = RunOptions()) -> Logged | None:
@@ -112,6 +118,7 @@ def train_and_log(plan: Plan, uri: str, options: RunOptions = RunOptions()) -> L
 
 def _train_and_log_main(plan: Plan, uri: str, options: RunOptions) -> Logged:
     """`train_and_log` in process 0 (or the only process)."""
+    called_at = time.perf_counter()
     multi_process = jax.process_count() > 1
     # On a CPU backend the store's work competes with training for the same
     # cores, so per-iteration metrics are written when training ends.
@@ -123,7 +130,9 @@ def _train_and_log_main(plan: Plan, uri: str, options: RunOptions) -> Logged:
         directory = rundir.find_run(root, resume if isinstance(resume, str) else None, plan.spec.name)
         _check_resumable(directory, plan, uri)
     # Before anything is compiled: an unusable store is reported at once.
-    tracker = tracking.Tracking(uri, plan.spec.experiment_name, live_metrics=live)
+    # About 8 metrics an iteration (the algorithms log 6 to 12).
+    expected_values = plan.num_iterations * len(plan.spec.seeds) * 8
+    tracker = tracking.Tracking(uri, plan.spec.experiment_name, live_metrics=live, expected_values=expected_values)
     fingerprint = provenance.fingerprint(plan.layout)
     versions, git = provenance.versions(), provenance.git_state()
     seeds = plan.spec.seeds
@@ -146,7 +155,11 @@ def _train_and_log_main(plan: Plan, uri: str, options: RunOptions) -> Logged:
         if options.on_chunk is not None:
             options.on_chunk(chunk)
 
+    cache_before = [compile_cache.usage()]
+    cache_verdict = ["off"]
+
     def compiled(seconds: float) -> None:
+        cache_verdict[0] = (compile_cache.usage() - cache_before[0]).verdict
         bar.compiled(seconds)
         if not options.progress:
             err_console.print(
@@ -199,6 +212,8 @@ def _train_and_log_main(plan: Plan, uri: str, options: RunOptions) -> Logged:
             elif multi_process:  # the other processes wait to hear whether to resume
                 start = lambda template: (*checkpoint.restore(template), ())  # noqa: E731
             cluster.announce_start()
+            training_started = time.perf_counter()
+            cache_before[0] = compile_cache.usage()
             # A NaN/Inf raises out of here: the chunks before it stay logged and
             # the runs end FAILED with the message; no checkpoint is written
             # from the chunk that had it on.
@@ -216,16 +231,32 @@ def _train_and_log_main(plan: Plan, uri: str, options: RunOptions) -> Logged:
                         mesh=plan.mesh,
                     )
             finally:
+                closing = time.perf_counter()
                 ckpt.close()
+                closed = time.perf_counter()
             wall = time.perf_counter() - started
-            flush_started = time.perf_counter()
             tracker.flush()
-            record = results.make_results(plan, result, wall, time.perf_counter() - flush_started, git)
+            flushed = time.perf_counter()
+            first_chunk = result.chunk_seconds[0] if result.chunk_seconds else 0.0
+            wall_time = WallTime(
+                startup=training_started - (options.started_at or called_at),
+                compile=result.compile_seconds,
+                first_chunk=first_chunk,
+                steady=sum(result.chunk_seconds) - first_chunk,
+                evaluation=result.evaluation_seconds,
+                checkpoint=result.checkpoint_seconds + closed - closing,
+                metric_writing=flushed - closed,
+                total=flushed - (options.started_at or called_at),
+            )
+            record = results.make_results(
+                plan, result, wall, flushed - closed, git, wall_time=wall_time, compile_cache=cache_verdict[0]
+            )
             speed = {
                 "sps": result.sps,
                 "sps_per_device": record.speed.sps_per_device,
                 "compile_seconds": result.compile_seconds,
                 "wall_seconds": wall,
+                **{f"time_{part}_seconds": seconds for part, seconds in wall_time.model_dump().items()},
             }
             tracker.log_summary(
                 {
@@ -236,6 +267,7 @@ def _train_and_log_main(plan: Plan, uri: str, options: RunOptions) -> Logged:
                     },
                 }
             )
+            tracker.set_tags({"compile_cache": cache_verdict[0]})
             tracker.log_artifacts({"results.json": record.to_json()})
             parent_id = directory.run_id
             status = "FINISHED"
@@ -254,7 +286,7 @@ def _train_and_log_main(plan: Plan, uri: str, options: RunOptions) -> Logged:
                 + (f" --checkpoint-dir {root}" if options.checkpoint_dir else ""),
                 soft_wrap=True,
             )
-    return Logged(record, parent_id, uri, tracker.client, tracker.experiment_id)
+    return Logged(record, parent_id, uri, tracker.client, tracker.experiment_id, tracker.offline)
 
 
 def _check_resumable(directory, plan, uri: str) -> None:

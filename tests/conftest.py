@@ -71,7 +71,9 @@ TINY_AZ = {
     "algorithm": "alphazero",
     "env": {"suite": "pgx", "id": "tic_tac_toe"},
     "seeds": [0, 1],
-    "budget": {"env_steps": 6 * 32 * 12},
+    # 12 iterations (4 chunks), so that the checkpoint tests have chunks
+    # after their interrupt and can reuse this run.
+    "budget": {"env_steps": 12 * 32 * 12},
     "network": {"kind": "mlp", "hidden_sizes": [32], "activation": "relu"},
     "optimizer": {"learning_rate": 0.003},
     "hyperparameters": {

@@ -3,6 +3,8 @@ end-to-end determinism, on real pgx and jumanji environments."""
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -32,6 +34,17 @@ def position(env: Environment, moves: list[int]) -> alphazero.Games:
     return alphazero.Games(*batch, jnp.zeros(1), jnp.zeros(1, jnp.int32))
 
 
+@functools.cache
+def _searcher(search: str):
+    """tic-tac-toe, a network's parameters and the jitted search (compiled
+    once per kind of search, for every position)."""
+    env = tic_tac_toe()
+    config = AlphaZeroHyperparameters(search=search, num_simulations=128)
+    net = make_az_network(NetworkSpec(kind="mlp", hidden_sizes=(16,)), env.num_actions, env.observation_shape)
+    params = net.init(jax.random.key(0), jnp.zeros(env.observation_shape))
+    return env, params, jax.jit(alphazero.make_search(config, env, net), static_argnames="explore")
+
+
 @pytest.mark.parametrize("search", ["gumbel", "puct"])
 @pytest.mark.parametrize(
     ("moves", "expected", "why"),
@@ -41,11 +54,7 @@ def position(env: Environment, moves: list[int]) -> alphazero.Games:
     ],
 )
 def test_search_wins_and_blocks(search, moves, expected, why):
-    env = tic_tac_toe()
-    config = AlphaZeroHyperparameters(search=search, num_simulations=128)
-    net = make_az_network(NetworkSpec(kind="mlp", hidden_sizes=(16,)), env.num_actions, env.observation_shape)
-    params = net.init(jax.random.key(0), jnp.zeros(env.observation_shape))
-    search_fn = jax.jit(alphazero.make_search(config, env, net), static_argnames="explore")
+    env, params, search_fn = _searcher(search)
     games = position(env, moves)
     for seed in range(3):
         action, policy = search_fn(params, jax.random.key(seed)[None], games, jnp.zeros(()), explore=False)
@@ -153,10 +162,10 @@ def test_self_play_never_plays_an_illegal_move(env_id):
 
 def test_tiny_alphazero_runs_are_bit_identical(tiny_az_runs):
     (plan, first), (_, second) = tiny_az_runs
-    assert plan.num_iterations == 6
+    assert plan.num_iterations == 12
     assert set(first.metrics) >= {"loss", "policy_loss", "value_loss", "draw_rate", "episode_length"}
     assert set(first.evaluation) >= {"eval_random_win", "eval_greedy_loss", "eval_best_draw", "elo"}
-    assert first.evaluation_iterations == (3, 6)
+    assert first.evaluation_iterations == (3, 6, 9, 12)
     for name in first.metrics:
         np.testing.assert_array_equal(first.metrics[name], second.metrics[name], err_msg=name)
     for name in first.evaluation:

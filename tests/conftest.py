@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import io
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -92,6 +94,26 @@ TINY_AZ = {
 @pytest.fixture
 def tiny_spec_data() -> dict:
     return copy.deepcopy(TINY_SPEC)
+
+
+@functools.cache
+def _store_template() -> Path:
+    path = Path(tempfile.mkdtemp(prefix="mlflow-template-")) / "mlflow.db"
+    from harness.record.store import open_client
+
+    open_client(f"sqlite:///{path}")  # made and migrated by MLflow itself
+    return path
+
+
+def new_store(directory: Path, name: str = "mlflow.db") -> str:
+    """The URI of the MLflow SQLite store `name` in `directory`, made empty
+    if it is not there yet: a copy of one that MLflow made for the session,
+    since making and migrating a store takes about 3 s (the tests of store
+    creation make their own)."""
+    path = directory / name
+    if not path.exists():
+        shutil.copyfile(_store_template(), path)
+    return f"sqlite:///{path}"
 
 
 def write_spec(directory: Path, data: dict, name: str = "spec.yaml") -> Path:

@@ -14,7 +14,7 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
-from conftest import TINY_SPEC, write_spec
+from conftest import TINY_SPEC, new_store, write_spec
 
 from harness.bench import measure as bench
 from harness.bench import report as bench_report
@@ -45,7 +45,7 @@ def run_bench(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
             "--bench-dir",
             str(tmp_path / "bench"),
             "--tracking-uri",
-            f"sqlite:///{tmp_path / 'mlflow.db'}",
+            new_store(tmp_path),
             *args,
         ],
         cwd=ROOT,

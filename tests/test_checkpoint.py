@@ -19,7 +19,7 @@ from pathlib import Path
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import TINY_AZ, TINY_PPO, TINY_SPEC, start_harness, train, wait_for_training, write_spec
+from conftest import TINY_AZ, TINY_PPO, TINY_SPEC, new_store, start_harness, train, wait_for_training, write_spec
 from mlflow.tracking import MlflowClient
 
 from harness import build, cli
@@ -72,7 +72,7 @@ class Trained:
         self.tmp = tmp
         self.data = data
         self.spec_path = write_spec(tmp, data)
-        self.uri = f"sqlite:///{tmp / 'mlflow.db'}"
+        self.uri = new_store(tmp)
         self.root = tmp / "checkpoints"
         self.plan = build.build(S.load(self.spec_path))
         self.client = MlflowClient(tracking_uri=self.uri)
@@ -258,7 +258,7 @@ def test_nan_stops_the_run_failed_and_keeps_the_last_good_checkpoint(tmp_path, c
     data["name"] = "ckpt_nan"
     plan = build.build(S.parse(data))
     plan = plan._replace(algorithm=_nan_after(plan.algorithm, 13))
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = new_store(tmp_path)
     with pytest.raises(runner.NonFiniteMetricError) as raised:
         session.train_and_log(plan, uri, session.RunOptions(progress=False, checkpoint_dir=tmp_path / "c"))
     assert raised.value.metric == "loss" and raised.value.iteration == 13
@@ -287,7 +287,7 @@ def test_a_signal_checkpoints_marks_runs_killed_and_exits(tmp_path, tiny_spec_da
     tiny_spec_data["budget"]["env_steps"] = 10**9  # far more than the test waits for
     tiny_spec_data["checkpoint"] = {"every": 1000, "keep": 2}
     path = write_spec(tmp_path, tiny_spec_data)
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = new_store(tmp_path)
     proc = start_harness("run", str(path), "--tracking-uri", uri, "--no-progress")
     root = tmp_path / "checkpoints"
     try:

@@ -15,7 +15,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import TEST_XLA_FLAGS, background_result, free_port, start_harness, wait_for_training, write_spec
+from conftest import (
+    TEST_XLA_FLAGS,
+    background_result,
+    free_port,
+    new_store,
+    start_harness,
+    wait_for_training,
+    write_spec,
+)
 from device_runs import LAYOUTS
 from mlflow.tracking import MlflowClient
 
@@ -236,7 +244,7 @@ class Job:
     def __init__(self, tmp: Path):
         self.tmp = tmp
         self.path = write_spec(tmp, MULTI_SPEC)
-        self.uri = f"sqlite:///{tmp / 'job.db'}"
+        self.uri = new_store(tmp, "job.db")
         self.root = tmp / "checkpoints"
 
     def launch(self, *args: str, devices_per_process: int) -> subprocess.Popen:
@@ -246,7 +254,7 @@ class Job:
         """The job, logging to `name`.db and writing `name`.json (or, with
         `main_args`, process 0 run with those instead)."""
         port = free_port()
-        logs = ("--tracking-uri", f"sqlite:///{self.tmp / name}.db", "--results-out", f"{self.tmp / name}.json")
+        logs = ("--tracking-uri", new_store(self.tmp, f"{name}.db"), "--results-out", f"{self.tmp / name}.json")
         return [
             self.launch(
                 *("--coordinator", f"127.0.0.1:{port}", "--num-processes", "2", "--process-id", str(i)),
@@ -295,7 +303,7 @@ def run_two_process_job(tmp_path_factory) -> Job:
     job.whole = _finish(job.two_processes(name="whole"))
     alone = job.launch(
         "--tracking-uri",
-        f"sqlite:///{job.tmp / 'alone.db'}",
+        new_store(job.tmp, "alone.db"),
         "--results-out",
         str(job.tmp / "alone.json"),
         devices_per_process=4,

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import TINY_SPEC, run_cli, train, write_spec
+from conftest import TINY_SPEC, new_store, run_cli, train, write_spec
 from mlflow.tracking import MlflowClient
 
 from harness import spec as S
@@ -204,7 +204,7 @@ def test_reference_that_is_not_a_results_record(tmp_path, tiny_spec_data, conten
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     """One SQLite store for these tests (creating one takes seconds)."""
-    uri = f"sqlite:///{tmp_path_factory.mktemp('store') / 'mlflow.db'}"
+    uri = new_store(tmp_path_factory.mktemp("store"))
     client = MlflowClient(tracking_uri=uri)
     return uri, client, client.create_experiment("elsewhere")
 

@@ -11,7 +11,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import TINY_SPEC, run_cli, write_spec
+from conftest import TINY_SPEC, new_store, run_cli, write_spec
 from mlflow.tracking import MlflowClient
 
 from harness.record import schema
@@ -37,7 +37,7 @@ def cached_runs(tmp_path_factory):
     cache (tests/conftest.py): the second run's programs come from it."""
     tmp = tmp_path_factory.mktemp("time")
     spec = write_spec(tmp, SPEC)
-    uri = f"sqlite:///{tmp / 'mlflow.db'}"
+    uri = new_store(tmp)
     records, outputs = [], []
     for i in range(2):
         out = tmp / f"results{i}.json"
@@ -72,7 +72,7 @@ def test_no_compile_cache_compiles_everything_and_gives_the_same_bits(cached_run
     out = tmp_path / "results.json"
     proc = subprocess.run(
         [sys.executable, "-m", "harness", "run", str(spec), "--no-compile-cache", "--no-progress"]
-        + ["--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", "--results-out", str(out)],
+        + ["--tracking-uri", new_store(tmp_path), "--results-out", str(out)],
         capture_output=True,
         text=True,
         cwd=tmp_path,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import write_spec
+from conftest import new_store, write_spec
 from mlflow.tracking import MlflowClient
 
 from harness import cli
@@ -27,7 +27,7 @@ def logged_run(tmp_path_factory):
 
     tmp = tmp_path_factory.mktemp("tracked")
     path = write_spec(tmp, TINY_SPEC)
-    uri = f"sqlite:///{tmp / 'mlflow.db'}"
+    uri = new_store(tmp)
     out = tmp / "results.json"
     code = cli.main(["run", str(path), "--tracking-uri", uri, "--no-progress", "--results-out", str(out)])
     assert code == 0
@@ -128,13 +128,13 @@ def test_publish_writes_the_reference_from_the_finished_run(logged_run, tmp_path
 def test_publish_without_a_finished_run_is_refused(tmp_path, capsys, tiny_spec_data):
     tiny_spec_data["name"] = "never_run"
     path = write_spec(tmp_path, tiny_spec_data)
-    code = cli.main(["publish", str(path), "--tracking-uri", f"sqlite:///{tmp_path / 'empty.db'}"])
+    code = cli.main(["publish", str(path), "--tracking-uri", new_store(tmp_path, "empty.db")])
     err = capsys.readouterr().err
     assert code == 2 and "no finished run" in err and "Traceback" not in err
 
 
 def _tracked(tmp_path, seeds=(0, 1)):
-    tracker = tracking.Tracking(f"sqlite:///{tmp_path / 'mlflow.db'}", "statuses")
+    tracker = tracking.Tracking(new_store(tmp_path), "statuses")
     tracker.start("status-test", {"a": "1"}, {"spec_hash": "x"}, seeds)
     return tracker
 

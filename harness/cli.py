@@ -22,8 +22,7 @@ from pydantic import ValidationError
 import harness
 from harness import build, spec
 from harness.console import err_console, out_console, print_table
-from harness.judge import compare, reproduce
-from harness.judge.baselines import random_policy_summary
+from harness.judge import compare, publish, reproduce
 from harness.judge.compare import CompareError
 from harness.judge.reproduce import ReproduceError
 from harness.record import rundir, sync, tracking
@@ -140,34 +139,13 @@ def cmd_publish(args: argparse.Namespace) -> int:
     """Copy results.json of a finished run of SPEC into results/."""
     plan = _load_plan(args.spec)
     uri = tracking.resolve_uri(args.tracking_uri, plan.spec.tracking.uri)
-    tracker = tracking.Tracking(uri, plan.spec.experiment_name)
-    client = tracker.client
-    if args.run_id:
-        try:
-            run = client.get_run(args.run_id)
-        except Exception:  # noqa: BLE001
-            return _user_error(f"no run {args.run_id!r} in {uri}")
-    else:
-        run = tracking.latest_finished_run(client, tracker.experiment_id, plan.spec_hash)
-        if run is None:
-            return _user_error(f"no finished run of {args.spec} (spec_hash {plan.spec_hash[:12]}) in {uri}")
-    if run.data.tags.get("spec_hash") != plan.spec_hash:
-        return _user_error(f"run {run.info.run_id} was made from another spec (spec_hash differs)")
-    text = tracking.read_text_artifact(client, run.info.run_id, "results.json")
-    if text is None:
-        return _user_error(f"run {run.info.run_id} has no results.json")
-    record = reproduce.parse_reference(
-        text, f"results.json of run {run.info.run_id}", plan.spec_hash, spec.canonical(plan.spec)
-    )
-    record.mlflow_run_id = run.info.run_id
-    if args.random_baseline:
-        baseline = random_policy_summary(plan.env, plan.spec.seeds)
-        record.baselines = {"random_policy": baseline}
-        out_console.print(f"random policy: mean return {baseline['mean_return']:.2f}")
+    record = publish.publishable(plan, uri, args.run_id, args.random_baseline)
+    if record.baselines:
+        out_console.print(f"random policy: mean return {record.baselines['random_policy']['mean_return']:.2f}")
     out = Path(args.out) if args.out else reproduce.reference_path(args.spec)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(record.to_json())
-    out_console.print(f"published run {run.info.run_id} to {out}")
+    out_console.print(f"published run {record.mlflow_run_id} to {out}")
     return 0
 
 
@@ -179,21 +157,11 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         if args.reference:
             return _user_error("--reference goes with a SPEC; with --run-id the run itself is the reference")
         uri = tracking.resolve_uri(args.tracking_uri, None)
-        client = tracking.open_client(uri)
-        run, note = tracking.get_parent_run(client, uri, args.run_id)
-        run_id = run.info.run_id
+        run_id, note, text, logged_results = publish.logged_run(uri, args.run_id)
         if note:
             err_console.print(note)
-        text = tracking.read_text_artifact(client, run_id, "spec.yaml")
-        if text is None:
-            return _user_error(f"run {run_id} in {uri} has no logged spec (spec.yaml): it was not made by harness run")
         source = f"spec.yaml of run {run_id}"
         plan = _plan(spec.parse_text(text, source), source, spec.key_lines(text), args)
-        logged_results = tracking.read_text_artifact(client, run_id, "results.json")
-        if logged_results is None:
-            return _user_error(
-                f"run {run_id} ({run.info.status}) has no results.json: only a finished run can be a reference"
-            )
         label = f"run {run_id}"
         reference = reproduce.parse_reference(
             logged_results, f"results.json of {label}", plan.spec_hash, spec.canonical(plan.spec)

@@ -328,6 +328,8 @@ def quiet_mlflow() -> None:
     for downloads and, on a tracking server, print a link for every run that
     ends (one per seed); keep the console for the harness's own output, which
     names the parent run."""
+    # MLflow sets its loggers' level when it is imported, from this variable.
+    os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
     for name in ("mlflow", "alembic"):
         logging.getLogger(name).setLevel(logging.WARNING)
     # A dead server is retried for urllib3's warnings' worth of seconds, not minutes.

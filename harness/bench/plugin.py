@@ -133,6 +133,7 @@ class BenchSession:
             self.errors.append(f"the bench report failed:\n{traceback.format_exc()}")
 
     def _finalize(self, document: dict | None) -> None:
+        from harness.bench import mlflow_log
         from harness.bench import report as bench_report
         from harness.run import provenance
 
@@ -183,7 +184,7 @@ class BenchSession:
         chart = bench_report.plot_rates(self.results, changes, self.bench_dir / "sps.png", title)
         lines = [text.rstrip("\n"), f"saved: {saved} (and {chart}, {report})"]
         try:
-            run_id = bench_report.log_to_mlflow(
+            run_id = mlflow_log.log_to_mlflow(
                 self.uri,
                 document,
                 self.results,

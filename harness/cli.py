@@ -141,7 +141,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
     plan = _load_plan(args.spec)
     uri = tracking.resolve_uri(args.tracking_uri, plan.spec.tracking.uri)
     record = publish.publishable(plan, uri, args.run_id, args.random_baseline)
-    if record.baselines:
+    if args.random_baseline:
         out_console.print(f"random policy: mean return {record.baselines['random_policy']['mean_return']:.2f}")
     out = Path(args.out) if args.out else reproduce.reference_path(args.spec)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -149,9 +149,7 @@ class Uploader:
     def submit(self, entry: dict) -> None:
         if self.pool is None:  # one process: the writer writes
             upload_entry(self.client, self.run_ids, entry)
-            done: Future = Future()
-            done.set_result(None)
-            self.in_flight.append((entry.get("seq"), [done]))
+            self.in_flight.append((entry.get("seq"), []))  # done already
             return
         timestamp = int(time.time() * 1000)
         futures = [

@@ -264,10 +264,7 @@ class Tracking:
 
     def set_tags(self, tags: dict[str, str]) -> None:
         """Tags on the parent run (kept for harness sync if the store is gone)."""
-        from mlflow.entities import RunTag
-
-        run_tags = [RunTag(k, v) for k, v in tags.items()]
-        self._call("tags", self.parent_id, tags, self.client.log_batch, self.parent_id, tags=run_tags)
+        self._call("tags", self.parent_id, tags, set_tags, self.client, self.parent_id, tags)
 
     def log_artifacts(self, files: dict[str, str], seed: int | None = None) -> None:
         """Write each `name -> text` as an artifact of the parent (or a seed's) run."""

@@ -155,11 +155,12 @@ def _train_and_log_main(plan: Plan, uri: str, options: RunOptions) -> Logged:
         if options.on_chunk is not None:
             options.on_chunk(chunk)
 
-    cache_before = [compile_cache.usage()]
-    cache_verdict = ["off"]
+    cache_before = compile_cache.usage()  # taken again just before training
+    cache_verdict = "off"
 
     def compiled(seconds: float) -> None:
-        cache_verdict[0] = (compile_cache.usage() - cache_before[0]).verdict
+        nonlocal cache_verdict
+        cache_verdict = (compile_cache.usage() - cache_before).verdict
         bar.compiled(seconds)
         if not options.progress:
             err_console.print(
@@ -213,7 +214,7 @@ def _train_and_log_main(plan: Plan, uri: str, options: RunOptions) -> Logged:
                 start = lambda template: (*checkpoint.restore(template), ())  # noqa: E731
             cluster.announce_start()
             training_started = time.perf_counter()
-            cache_before[0] = compile_cache.usage()
+            cache_before = compile_cache.usage()
             # A NaN/Inf raises out of here: the chunks before it stay logged and
             # the runs end FAILED with the message; no checkpoint is written
             # from the chunk that had it on.
@@ -249,7 +250,7 @@ def _train_and_log_main(plan: Plan, uri: str, options: RunOptions) -> Logged:
                 total=flushed - (options.started_at or called_at),
             )
             record = results.make_results(
-                plan, result, wall, flushed - closed, git, wall_time=wall_time, compile_cache=cache_verdict[0]
+                plan, result, wall, flushed - closed, git, wall_time=wall_time, compile_cache=cache_verdict
             )
             speed = {
                 "sps": result.sps,
@@ -267,7 +268,7 @@ def _train_and_log_main(plan: Plan, uri: str, options: RunOptions) -> Logged:
                     },
                 }
             )
-            tracker.set_tags({"compile_cache": cache_verdict[0]})
+            tracker.set_tags({"compile_cache": cache_verdict})
             tracker.log_artifacts({"results.json": record.to_json()})
             parent_id = directory.run_id
             status = "FINISHED"

@@ -40,6 +40,7 @@ from harness import build, cli  # noqa: E402
 from harness import spec as spec_module  # noqa: E402
 from harness.console import err_console, out_console  # noqa: E402
 from harness.run import runner  # noqa: E402
+from harness.run.programs import Programs  # noqa: E402
 
 # The CLI's output is read whole: no line wrapped at 80 columns.
 out_console.width = err_console.width = 200
@@ -124,8 +125,13 @@ def write_spec(directory: Path, data: dict, name: str = "spec.yaml") -> Path:
 
 def train(data: dict) -> tuple[build.Plan, runner.RunResult]:
     plan = build.build(spec_module.parse(data))
-    result = runner.run(plan.algorithm, plan.spec.seeds, plan.num_iterations, plan.spec.logging.interval)
-    return plan, result
+    return plan, train_plan(plan)
+
+
+def train_plan(plan: build.Plan, programs: Programs | None = None) -> runner.RunResult:
+    return runner.run(
+        plan.algorithm, plan.spec.seeds, plan.num_iterations, plan.spec.logging.interval, programs=programs
+    )
 
 
 @pytest.fixture(scope="session")
@@ -142,8 +148,13 @@ def tiny_ppo_run() -> tuple[build.Plan, runner.RunResult]:
 
 @pytest.fixture(scope="session")
 def tiny_az_runs() -> tuple[tuple[build.Plan, runner.RunResult], ...]:
-    """The tiny AlphaZero spec, trained twice (its bit-identity is tested)."""
-    return train(copy.deepcopy(TINY_AZ)), train(copy.deepcopy(TINY_AZ))
+    """The tiny AlphaZero spec, trained twice by the same compiled programs
+    (the second run's bit-identity is tested; that of a plan built anew is
+    tested by test_checkpoint, whose interrupted and resumed run of the spec
+    logs this run's bits)."""
+    plan = build.build(spec_module.parse(copy.deepcopy(TINY_AZ)))
+    programs = Programs()
+    return (plan, train_plan(plan, programs)), (plan, train_plan(plan, programs))
 
 
 # ------------------------------------------------- work started in the background

@@ -27,6 +27,7 @@ from harness import spec as S
 from harness.record import rundir, tracking
 from harness.record.journal import Journal
 from harness.run import checkpoint, results, runner, session
+from harness.run.programs import Programs
 
 SPECS = {
     "reinforce": copy.deepcopy(TINY_SPEC),
@@ -76,11 +77,12 @@ class Trained:
         self.root = tmp / "checkpoints"
         self.plan = build.build(S.load(self.spec_path))
         self.client = MlflowClient(tracking_uri=self.uri)
+        # The interrupted run and its resumption share compiled programs.
+        self.programs = Programs()
 
     def train(self, **kwargs) -> session.Logged:
-        return session.train_and_log(
-            self.plan, self.uri, session.RunOptions(progress=False, checkpoint_dir=self.root, **kwargs)
-        )
+        options = session.RunOptions(progress=False, checkpoint_dir=self.root, programs=self.programs, **kwargs)
+        return session.train_and_log(self.plan, self.uri, options)
 
     def children(self, parent_id: str) -> dict[str, str]:
         info = json.loads((self.root / parent_id / "run.json").read_text())

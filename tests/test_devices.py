@@ -109,6 +109,21 @@ def test_seeds_differ_from_each_other(layouts_run):
     assert not np.allclose(loss[:, 0], loss[:, 1])
 
 
+def test_single_player_knapsack_with_ranked_rewards(layouts_run):
+    """AlphaZero on jumanji's Knapsack (one player, ranked rewards), as the
+    layouts trained it on one device."""
+    run = {name: np.asarray(values) for name, values in layouts_run["alphazero_knapsack"]["1x1"].items()}
+    assert {"episode_return", "ranked_threshold"} <= set(run)
+    assert {name for name in run if name.startswith("eval/")} == {
+        "eval/eval_return",
+        "eval/eval_random_return",
+        "eval/eval_greedy_return",
+    }
+    # Knapsack episodes end when no item fits; returns are positive values.
+    assert np.all(run["episode_return"][-1] > 0)
+    assert np.all(run["eval/eval_greedy_return"] > 0)
+
+
 # ------------------------------------------------------------ bad splits
 
 

@@ -93,3 +93,17 @@ def test_remainder_iterations_run_in_a_shorter_last_chunk():
     result = runner.run(_nan_at(-1), (0,), num_iterations=12, chunk_iterations=5, sink=logged.append)
     assert [c.first_iteration for c in logged] == [1, 6, 11]
     np.testing.assert_array_equal(result.metrics["episode_return"][:, 0], np.arange(1, 13))
+
+
+def test_seeds_mapped_one_after_another_train_as_the_vmapped_batch(tiny_run):
+    """`Algorithm.map_seeds` (what AlphaZero's ResNet asks for) changes how
+    the runner lays the seeds out (`lax.map` instead of `vmap`), not what
+    each computes: the same curves up to float rounding."""
+    plan, vmapped = tiny_run
+    assert not plan.algorithm.map_seeds
+    mapped = runner.run(
+        plan.algorithm._replace(map_seeds=True), plan.spec.seeds, plan.num_iterations, plan.spec.logging.interval
+    )
+    assert set(mapped.metrics) == set(vmapped.metrics)
+    for name, values in vmapped.metrics.items():
+        np.testing.assert_allclose(mapped.metrics[name], values, rtol=1e-5, atol=1e-6, err_msg=name)

@@ -33,6 +33,7 @@ import numpy as np
 
 from algorithms.base import Algorithm
 from harness.run import cluster, devices
+from harness.run.programs import Programs, compile_once
 
 if TYPE_CHECKING:
     from jax.sharding import Mesh
@@ -102,24 +103,44 @@ def make_chunk(step: Callable, length: int, mesh: Mesh | None = None, map_seeds:
 
 
 def compile_chunk(
-    step: Callable, length: int, state: Any, mesh: Mesh | None = None, map_seeds: bool = False
+    step: Callable,
+    length: int,
+    state: Any,
+    mesh: Mesh | None = None,
+    map_seeds: bool = False,
+    programs: Programs | None = None,
 ) -> tuple[Callable, float]:
     start = time.perf_counter()
-    compiled = make_chunk(step, length, mesh, map_seeds).lower(state).compile()
+    compiled = compile_once(
+        programs,
+        ("chunk", step, length, mesh, map_seeds),
+        state,
+        lambda: make_chunk(step, length, mesh, map_seeds).lower(state).compile(),
+    )
     return compiled, time.perf_counter() - start
 
 
 def compile_evaluate(
-    evaluate: Callable, state: Any, mesh: Mesh | None = None, map_seeds: bool = False
+    evaluate: Callable,
+    state: Any,
+    mesh: Mesh | None = None,
+    map_seeds: bool = False,
+    programs: Programs | None = None,
 ) -> tuple[Callable, float]:
     """The evaluation over the seeds, jitted, state donated."""
     start = time.perf_counter()
-    fn = devices.on_mesh(over_seeds(evaluate, map_seeds), mesh, metrics_axis=0)
-    compiled = jax.jit(fn, donate_argnums=0).lower(state).compile()
+
+    def make():
+        fn = devices.on_mesh(over_seeds(evaluate, map_seeds), mesh, metrics_axis=0)
+        return jax.jit(fn, donate_argnums=0).lower(state).compile()
+
+    compiled = compile_once(programs, ("evaluate", evaluate, mesh, map_seeds), state, make)
     return compiled, time.perf_counter() - start
 
 
-def init_state(algorithm: Algorithm, seeds: tuple[int, ...], mesh: Mesh | None = None) -> tuple[Any, float]:
+def init_state(
+    algorithm: Algorithm, seeds: tuple[int, ...], mesh: Mesh | None = None, programs: Programs | None = None
+) -> tuple[Any, float]:
     """The seed-batched initial state, and the seconds its compile took. On a
     mesh, every leaf is `[num_seeds, data_axis, ...]`: one shard per device."""
 
@@ -132,7 +153,12 @@ def init_state(algorithm: Algorithm, seeds: tuple[int, ...], mesh: Mesh | None =
 
     values = devices.seeds_for(seeds, mesh)
     start = time.perf_counter()
-    compiled = jax.jit(devices.init_on_mesh(init, mesh)).lower(values).compile()
+    compiled = compile_once(
+        programs,
+        ("init", algorithm.init, mesh),
+        values,
+        lambda: jax.jit(devices.init_on_mesh(init, mesh)).lower(values).compile(),
+    )
     compile_seconds = time.perf_counter() - start
     return jax.block_until_ready(compiled(values)), compile_seconds
 
@@ -226,6 +252,7 @@ def run(
     start: Start | None = None,
     checkpointer: Checkpointer | None = None,
     mesh: Mesh | None = None,
+    programs: Programs | None = None,
 ) -> RunResult:
     """Train every seed for `num_iterations` iterations.
 
@@ -254,13 +281,16 @@ def run(
       mesh: a `("seed", "data")` device mesh to run on (`harness.run.devices`);
         the algorithm must then be made with `axis_name="data"`. None: one
         device, plain `jit`.
+      programs: compiled programs to reuse and keep (harness.run.programs),
+        for a caller that runs this algorithm again in this process; None:
+        every program is compiled for this run.
 
     Raises:
       NonFiniteMetricError: a metric is NaN or Inf; no later chunk is logged
         and no state from that chunk on is checkpointed.
       Interrupted: SIGINT or SIGTERM came; acted on between chunks.
     """
-    state, compile_seconds = init_state(algorithm, seeds, mesh)
+    state, compile_seconds = init_state(algorithm, seeds, mesh, programs)
     done = 0
     history: tuple[ChunkMetrics, ...] = ()
     if start is not None:
@@ -277,14 +307,14 @@ def run(
     lengths = schedule[boundaries.index(done) + 1 :] if done else schedule
     chunk_fn = tail_fn = evaluate_fn = None
     if any(n == chunk_iterations for n in lengths):
-        chunk_fn, seconds = compile_chunk(algorithm.step, chunk_iterations, state, mesh, algorithm.map_seeds)
+        chunk_fn, seconds = compile_chunk(algorithm.step, chunk_iterations, state, mesh, algorithm.map_seeds, programs)
         compile_seconds += seconds
     if remainder and lengths:
         # A shorter last chunk is another program; compile it now, not mid-run.
-        tail_fn, seconds = compile_chunk(algorithm.step, remainder, state, mesh, algorithm.map_seeds)
+        tail_fn, seconds = compile_chunk(algorithm.step, remainder, state, mesh, algorithm.map_seeds, programs)
         compile_seconds += seconds
     if algorithm.evaluate is not None and lengths:
-        evaluate_fn, seconds = compile_evaluate(algorithm.evaluate, state, mesh, algorithm.map_seeds)
+        evaluate_fn, seconds = compile_evaluate(algorithm.evaluate, state, mesh, algorithm.map_seeds, programs)
         compile_seconds += seconds
     if on_compiled is not None:
         on_compiled(compile_seconds)

@@ -26,6 +26,7 @@ from harness.console import err_console
 from harness.record import journal, rundir, tracking
 from harness.record.schema import Results, WallTime
 from harness.run import checkpoint, cluster, compile_cache, provenance, results, runner
+from harness.run.programs import Programs
 from harness.run.progress import ProgressBar
 
 
@@ -55,6 +56,9 @@ class RunOptions:
     # When the command started (time.perf_counter()), for the start-up time
     # in the record; None: when train_and_log was called.
     started_at: float | None = None
+    # Compiled programs to reuse and keep, for a caller that trains this
+    # plan again in this process (harness.run.programs); None: compile all.
+    programs: Programs | None = None
 
 
 class Logged(NamedTuple):
@@ -105,6 +109,7 @@ def train_and_log(plan: Plan, uri: str, options: RunOptions = RunOptions()) -> L
             start=follow,
             checkpointer=follower,
             mesh=plan.mesh,
+            programs=options.programs,
         )
         return None
     try:
@@ -230,6 +235,7 @@ def _train_and_log_main(plan: Plan, uri: str, options: RunOptions) -> Logged:
                         start=start,
                         checkpointer=ckpt,
                         mesh=plan.mesh,
+                        programs=options.programs,
                     )
             finally:
                 closing = time.perf_counter()

@@ -6,6 +6,7 @@ only that figures are recorded and compared."""
 from __future__ import annotations
 
 import copy
+import importlib.util
 import json
 import subprocess
 import sys
@@ -211,8 +212,9 @@ def _missing_platform() -> str:
         (["--full", "no_such_spec"], "--full: no published spec 'no_such_spec'"),
         (["--device", _missing_platform()], "no such device here"),
         (["--spec", "no/such/spec.yaml"], "no/such/spec.yaml: no such file"),
+        (["--against", "no/such/checkout"], "--against no/such/checkout: no PureJaxRL checkout there"),
     ],
-    ids=["k-matches-nothing", "unknown-full-spec", "missing-device", "missing-spec-file"],
+    ids=["k-matches-nothing", "unknown-full-spec", "missing-device", "missing-spec-file", "missing-peer"],
 )
 def test_bad_input_gets_one_clear_message_and_a_nonzero_exit(tmp_path, args, message):
     proc = run_bench(tmp_path, *args)
@@ -220,3 +222,55 @@ def test_bad_input_gets_one_clear_message_and_a_nonzero_exit(tmp_path, args, mes
     assert proc.returncode == pytest.ExitCode.USAGE_ERROR, output[-3000:]
     assert message in output, output[-3000:]
     assert "Traceback" not in output and not (tmp_path / "bench" / "history").exists()
+
+
+# A PureJaxRL-shaped checkout made here: ppo.py imports its wrappers (which
+# import Brax and navix, as PureJaxRL's do) and steps a gymnax env the way
+# PureJaxRL does, expecting the pre-1.0 five values.
+PEER_PPO = """
+import gymnax
+from wrappers import LogWrapper
+
+
+def make_train(config):
+    env, env_params = gymnax.make(config["ENV_NAME"])
+    env = LogWrapper(env)
+
+    def train(rng):
+        obs, state = env.reset(rng, env_params)
+        obs, state, reward, done, info = env.step(rng, state, 0, env_params)
+        return {"metrics": {"reward": reward, "done": done}}
+
+    return train
+"""
+PEER_WRAPPERS = """
+from brax import envs
+from brax.envs.wrappers.training import EpisodeWrapper, AutoResetWrapper
+import navix as nx
+
+
+class LogWrapper:
+    def __init__(self, env):
+        self._env = env
+
+    def __getattr__(self, name):
+        return getattr(self._env, name)
+"""
+
+
+def test_a_peer_checkout_is_imported_with_its_shims(tmp_path):
+    from harness.bench import peers
+
+    folder = tmp_path / "purejaxrl" / "purejaxrl"
+    folder.mkdir(parents=True)
+    (folder / "ppo.py").write_text(PEER_PPO)
+    (folder / "wrappers.py").write_text(PEER_WRAPPERS)
+    assert peers.purejaxrl_dir(tmp_path / "purejaxrl") == folder.resolve()
+    make_train = peers.load_purejaxrl_ppo(tmp_path / "purejaxrl")
+    out = make_train({"ENV_NAME": "CartPole-v1"})(jax.random.PRNGKey(0))["metrics"]
+    assert float(out["reward"]) == 1.0 and not bool(out["done"])
+    assert "brax" not in sys.modules or sys.modules["brax"].__spec__ is not None  # stand-ins removed
+    (folder / "ppo.py").write_text("import distrax\n" + PEER_PPO)
+    if importlib.util.find_spec("distrax") is None:
+        with pytest.raises(peers.PeerError, match="imports distrax, which is not installed"):
+            peers.load_purejaxrl_ppo(folder)

@@ -15,6 +15,9 @@ Options (after `nox -s bench --`):
   --bench-dir DIR       where results go (default: .bench/ in the repository)
   --fail-on-regression  exit 1 when an entry is more than 10% slower than
                         its last run on this device
+  --against PATH        a local PureJaxRL checkout: also run the side-by-side
+                        entries (`against_*`), its PPO and the project's at
+                        the same configuration, alternately in one process
 and pytest's own `-k NAME` to select entries.
 
 Every entry records a `harness.bench.measure.Result`; at the end of the session the
@@ -81,6 +84,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--fail-on-regression", action="store_true", help="exit 1 when an entry is >10%% slower than its last run"
     )
+    group.addoption(
+        "--against", default=None, metavar="PATH", help="a PureJaxRL checkout: run the side-by-side entries too"
+    )
 
 
 # ------------------------------------------------------------------ session
@@ -109,6 +115,7 @@ class BenchSession:
         self.report: str = ""
         self.errors: list[str] = []
         self.regressions: list[str] = []
+        self.against: Path | None = None  # a peer checkout (--against)
 
     def record(self, benchmark, result) -> None:
         """Keep an entry's result: in the report and in pytest-benchmark's JSON."""
@@ -278,6 +285,7 @@ def _device(platform: str | None):
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "full_only: a long benchmark that runs with --full only")
+    config.addinivalue_line("markers", "against: a side-by-side entry that runs with --against PATH only")
     if config.option.help:
         return
     # The report times every entry; pytest's slowest-durations list (on in
@@ -315,6 +323,13 @@ def pytest_configure(config: pytest.Config) -> None:
     except tracking.TrackingError as error:
         raise pytest.UsageError(str(error)) from None
     config.stash[_KEY] = BenchSession(config, device, mode, entries, uri, bench_dir)
+    if against := config.getoption("against"):
+        from harness.bench import peers
+
+        try:
+            config.stash[_KEY].against = peers.check_purejaxrl(against)
+        except peers.PeerError as error:
+            raise pytest.UsageError(str(error)) from None
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -332,12 +347,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     order = {"test_bench_specs.py": 0, "test_bench_micro.py": 1}
     items.sort(key=lambda item: order.get(item.path.name, 2))
     session.all_names = [_entry_name(item) for item in items]
-    if session.mode != "full":
-        kept = [item for item in items if item.get_closest_marker("full_only") is None]
-        deselected = [item for item in items if item.get_closest_marker("full_only") is not None]
-        if deselected:
-            config.hook.pytest_deselected(items=deselected)
-            items[:] = kept
+    left_out = {"full_only"} if session.mode != "full" else set()
+    if session.against is None:
+        left_out.add("against")
+    kept = [item for item in items if not any(item.get_closest_marker(m) for m in left_out)]
+    if len(kept) < len(items):
+        config.hook.pytest_deselected(items=[item for item in items if item not in kept])
+        items[:] = kept
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -346,9 +362,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     keyword = session.config.option.keyword
     what = f"-k {keyword!r} matches no benchmark entry" if keyword else "no benchmark entry selected"
+    only = " or ".join([*([] if bench.mode == "full" else ["--full"]), *([] if bench.against else ["--against PATH"])])
     raise pytest.UsageError(
-        f"{what}{'' if bench.mode == 'full' else ' (some run with --full only)'}; the entries are: "
-        f"{', '.join(bench.all_names)}"
+        f"{what}{f' (some run with {only} only)' if only else ''}; the entries are: {', '.join(bench.all_names)}"
     )
 
 

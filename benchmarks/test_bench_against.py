@@ -1,0 +1,109 @@
+"""Side by side with a peer's code, `nox -s bench -- --against PATH`: the
+project's PPO and PureJaxRL's `ppo.py` (from the checkout at PATH, see
+harness/bench/peers.py) at PureJaxRL's own CartPole configuration (4 envs x
+128 steps, 4 epochs x 4 minibatches, 64x64 tanh MLP), the published
+`ppo_cartpole` spec being that configuration.
+
+Both are compiled ahead, then timed alternately in one process, the order
+switching every round so that machine noise hits both alike: one timed call
+is `ITERATIONS` training iterations of every seed (PureJaxRL: its whole
+jitted `train` with that many updates, vmapped over the seeds as its README
+does; the project: one runner chunk of that many iterations). The headline
+rate is the project's; the note gives the ratio of the medians and
+PureJaxRL's rate.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import jax
+import pytest
+from conftest import PUBLISHED_SPECS
+
+from harness import build
+from harness import spec as spec_module
+from harness.bench import measure, peers
+from harness.run import runner
+
+pytestmark = pytest.mark.against
+
+ITERATIONS = 64  # per timed call: 64 x 512 = 32,768 env steps per seed
+ROUNDS = 5
+
+
+def _ours(num_seeds: int):
+    loaded = spec_module.load(PUBLISHED_SPECS / "ppo_cartpole.yaml")
+    plan = build.build(loaded.model_copy(update={"seeds": tuple(range(num_seeds))}))
+    state, init_seconds = runner.init_state(plan.algorithm, plan.spec.seeds)
+    chunk, chunk_seconds = runner.compile_chunk(plan.algorithm.step, ITERATIONS, state)
+    holder = {"state": state}
+
+    def call():
+        holder["state"], metrics = chunk(holder["state"])
+        return metrics
+
+    return plan, call, init_seconds + chunk_seconds
+
+
+def _peer(make_train, num_seeds: int):
+    config = dict(peers.PUREJAXRL_PPO_CARTPOLE, TOTAL_TIMESTEPS=ITERATIONS * 4 * 128)
+    train = make_train(config)
+    keys = jax.random.split(jax.random.PRNGKey(30), num_seeds)
+    fn, args = (jax.jit(train), (keys[0],)) if num_seeds == 1 else (jax.jit(jax.vmap(train)), (keys,))
+    start = time.perf_counter()
+    compiled = fn.lower(*args).compile()
+    compile_seconds = time.perf_counter() - start
+    return lambda: compiled(*args)["metrics"], compile_seconds
+
+
+@pytest.mark.parametrize("num_seeds", [1, 16], ids=["1seed", "16seeds"])
+def test_against_purejaxrl_ppo(entry, bench, num_seeds):
+    make_train = peers.load_purejaxrl_ppo(bench.against)
+    plan, ours, our_compile = _ours(num_seeds)
+    peer, peer_compile = _peer(make_train, num_seeds)
+    steps = ITERATIONS * plan.env_steps_per_iteration * num_seeds
+    our_rates: list[float] = []
+    peer_rates: list[float] = []
+
+    def timed(fn) -> float:
+        start = time.perf_counter()
+        jax.block_until_ready(fn())
+        return steps / (time.perf_counter() - start)
+
+    def one_round():
+        pair = [(ours, our_rates), (peer, peer_rates)]
+        for fn, rates in pair if len(our_rates) % 2 else reversed(pair):
+            rates.append(timed(fn))
+
+    jax.block_until_ready((ours(), peer()))  # warm-up calls, untimed
+    with measure.HostMemoryPeak() as memory:
+        entry.benchmark.pedantic(one_round, rounds=ROUNDS, iterations=1, warmup_rounds=0)
+    ratio = statistics.median(our_rates) / statistics.median(peer_rates)
+    entry.record(
+        measure.Result(
+            name=entry.name,
+            kind="micro",
+            config={
+                "spec_name": plan.spec.name,
+                "spec_hash": plan.spec_hash,
+                "seeds": num_seeds,
+                "iterations_per_call": ITERATIONS,
+                "peer": "purejaxrl/ppo.py",
+            },
+            unit=measure.ENV_STEPS,
+            rate=measure.spread(our_rates),
+            repeats=len(our_rates),
+            compile_seconds=our_compile,
+            peak_host_bytes=memory.bytes,
+            peak_host_since_start=memory.since_start,
+            note=f"{ratio:.2f}x PureJaxRL ({statistics.median(peer_rates):,.0f} steps/s)",
+            extra={
+                "peer_rates": peer_rates,
+                "our_rates": our_rates,
+                "ratio": ratio,
+                "peer_compile_seconds": peer_compile,
+            },
+        )
+    )

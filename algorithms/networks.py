@@ -1,6 +1,6 @@
 """Networks, in flax.linen. Configured by any object with the attributes of
 the spec's `network:` section (`kind`, `hidden_sizes`, `activation`, and
-`gru_size` for `kind: gru`)."""
+`gru_size` for `kind: gru`; the grid agent's options for `kind: grid_gru`)."""
 
 from __future__ import annotations
 
@@ -91,6 +91,97 @@ class GRUActorCritic(nn.Module):
         return carry, logits, jnp.squeeze(value, -1)
 
 
+class GridEncoder(nn.Module):
+    """A grid observation `[..., H, W, C]` -> features `[..., F]`: each of the
+    first `id_channels` channels holds ids (tile, colour, direction, ...),
+    each embedded with a table of its own (`vocabulary` ids of
+    `embedding_size` features); the other channels enter as they are; then
+    2x2 convolutions (VALID, ReLU) of `conv_channels`, flattened."""
+
+    id_channels: int
+    vocabulary: int
+    embedding_size: int
+    conv_channels: Sequence[int]
+    dtype: Any = jnp.float32
+
+    @nn.compact
+    def __call__(self, grid: jax.Array) -> jax.Array:
+        ids = grid[..., : self.id_channels].astype(jnp.int32)
+        parts = [
+            nn.Embed(self.vocabulary, self.embedding_size, dtype=self.dtype, name=f"embed_{i}")(ids[..., i])
+            for i in range(self.id_channels)
+        ]
+        x = jnp.concatenate([*parts, grid[..., self.id_channels :].astype(self.dtype)], axis=-1)
+        batch = x.shape[:-3]
+        x = x.reshape(-1, *x.shape[-3:])
+        for channels in self.conv_channels:
+            conv = nn.Conv(
+                channels,
+                (2, 2),
+                padding="VALID",
+                kernel_init=nn.initializers.orthogonal(np.sqrt(2.0)),
+                dtype=self.dtype,
+            )
+            x = nn.relu(conv(x))
+        return x.reshape(*batch, -1)
+
+
+class GridGRUActorCritic(nn.Module):
+    """The recurrent grid agent of the xland-minigrid PPO baseline: the
+    grid encoder, the previous action (embedded) and previous reward, a GRU,
+    and actor and critic heads (`head_sizes` tanh layers, then linear).
+
+    With `previous_action_reward`, the observation's last two channels hold
+    the previous action and reward on every tile (the env wrapper
+    `observe_previous_action_reward`); they are read at one tile and kept out
+    of the convolutions. Called one step at a time like `GRUActorCritic`; the
+    memory is zeroed where `reset` is set. `dtype` is the compute dtype
+    (bfloat16 on accelerators); parameters, the memory and the outputs stay
+    float32.
+    """
+
+    num_actions: int
+    head_sizes: Sequence[int]
+    gru_size: int
+    id_channels: int
+    vocabulary: int
+    embedding_size: int
+    conv_channels: Sequence[int]
+    action_embedding_size: int
+    previous_action_reward: bool
+    dtype: Any = jnp.float32
+
+    @nn.compact
+    def __call__(self, carry, obs, reset):
+        grid = obs[..., :-2] if self.previous_action_reward else obs
+        encoder = GridEncoder(self.id_channels, self.vocabulary, self.embedding_size, self.conv_channels, self.dtype)
+        parts = [encoder(grid)]
+        if self.previous_action_reward:
+            action = obs[..., 0, 0, -2].astype(jnp.int32)
+            embed = nn.Embed(self.num_actions, self.action_embedding_size, dtype=self.dtype, name="action_embed")
+            parts += [embed(action), obs[..., 0, 0, -1:].astype(self.dtype)]
+        x = jnp.concatenate(parts, axis=-1)
+        carry = jnp.where(reset[..., None], jnp.zeros_like(carry), carry)
+        cell = nn.GRUCell(self.gru_size, dtype=self.dtype, param_dtype=jnp.float32, name="gru")
+        carry, y = cell(carry.astype(self.dtype), x)
+
+        def head(out_features: int, scale: float, name: str) -> jax.Array:
+            h = y
+            for i, size in enumerate(self.head_sizes):
+                layer = nn.Dense(
+                    size, kernel_init=nn.initializers.orthogonal(2.0), dtype=self.dtype, name=f"{name}_{i}"
+                )
+                h = nn.tanh(layer(h))
+            out = nn.Dense(
+                out_features, kernel_init=nn.initializers.orthogonal(scale), dtype=self.dtype, name=f"{name}_out"
+            )
+            return out(h).astype(jnp.float32)
+
+        logits = head(self.num_actions, 0.01, "actor")
+        value = head(1, 1.0, "critic")
+        return carry.astype(jnp.float32), logits, jnp.squeeze(value, -1)
+
+
 class Policy(NamedTuple):
     """A network behind one interface, recurrent or not.
 
@@ -106,7 +197,7 @@ class Policy(NamedTuple):
 
 
 def make_policy(network: Any, num_actions: int, observation_shape: tuple[int, ...]) -> Policy:
-    """The policy for the spec's `network:` section (`kind: mlp | gru`)."""
+    """The policy for the spec's `network:` section (`kind: mlp | gru | grid_gru`)."""
     ndim = len(observation_shape)
     if network.kind == "mlp":
         net = ActorCritic(num_actions, tuple(network.hidden_sizes), network.activation, ndim)
@@ -122,8 +213,22 @@ def make_policy(network: Any, num_actions: int, observation_shape: tuple[int, ..
             apply=apply,
             recurrent=False,
         )
-    if network.kind == "gru":
-        net = GRUActorCritic(num_actions, tuple(network.hidden_sizes), network.gru_size, network.activation, ndim)
+    if network.kind in ("gru", "grid_gru"):
+        if network.kind == "gru":
+            net = GRUActorCritic(num_actions, tuple(network.hidden_sizes), network.gru_size, network.activation, ndim)
+        else:
+            net = GridGRUActorCritic(
+                num_actions,
+                head_sizes=tuple(network.hidden_sizes),
+                gru_size=network.gru_size,
+                id_channels=network.id_channels,
+                vocabulary=network.vocabulary,
+                embedding_size=network.embedding_size,
+                conv_channels=tuple(network.conv_channels),
+                action_embedding_size=network.action_embedding_size,
+                previous_action_reward=network.previous_action_reward,
+                dtype=jnp.dtype(network.compute_dtype),
+            )
 
         def initial_carry(batch_shape):
             return jnp.zeros((*batch_shape, network.gru_size), jnp.float32)

@@ -14,6 +14,7 @@ import optax
 from algorithms import base, parallel
 from algorithms.base import Environment, TimeStep
 from algorithms.episodes import EpisodeStats, finish_episode_stats, init_episode_stats, step_episode_stats
+from algorithms.evaluation import make_evaluate
 from algorithms.networks import Policy, masked_logits
 
 
@@ -48,19 +49,25 @@ def batch_check(steps_in_minibatches: bool) -> Callable[[Any, Any, int], base.Pr
     policy), else of whole env fragments."""
 
     def check(config: Any, network: Any, shards: int) -> base.Problem | None:
-        flat = steps_in_minibatches and network.kind != "gru"
+        recurrent = network.kind in ("gru", "grid_gru")
+        flat = steps_in_minibatches and not recurrent
         if flat and (config.num_envs * config.num_steps) % config.num_minibatches:
             return "num_minibatches", (
                 f"num_envs * num_steps ({config.num_envs * config.num_steps}) does not divide into"
                 f" num_minibatches ({config.num_minibatches})"
             )
         if not flat and config.num_envs % config.num_minibatches:
-            whole = "; a gru policy's minibatches are whole envs" if network.kind == "gru" else ""
+            whole = f"; a {network.kind} policy's minibatches are whole envs" if recurrent else ""
             return "num_minibatches", (
                 f"num_envs ({config.num_envs}) does not divide into num_minibatches ({config.num_minibatches}){whole}"
             )
         if config.num_envs % shards:
             return "num_envs", f"num_envs ({config.num_envs}) does not split over {shards} data-parallel devices"
+        evaluation = getattr(config, "evaluation", None)
+        if evaluation is not None and evaluation.episodes % shards:
+            return "evaluation.episodes", (
+                f"evaluation.episodes ({evaluation.episodes}) does not split over {shards} data-parallel devices"
+            )
         size = config.num_envs * (config.num_steps if flat else 1) // config.num_minibatches
         if size % shards:
             unit = "steps" if flat else "envs"
@@ -159,8 +166,9 @@ def make_algorithm(
     stages: Stages,
     axis_name: str | None = None,
 ) -> base.Algorithm:
-    """`init` (this shard's part of `num_envs` envs, fresh parameters) and a
-    `step` that runs the stages: collect, targets, then learn."""
+    """`init` (this shard's part of `num_envs` envs, fresh parameters), a
+    `step` that runs the stages: collect, targets, then learn, and, when
+    `config.evaluation` is set, evaluation rollouts (algorithms.evaluation)."""
 
     def init(key: jax.Array) -> OnPolicyState:
         key, net_key, env_key = jax.random.split(key, 3)
@@ -175,7 +183,9 @@ def make_algorithm(
         start_carry = parallel.all_gather(state.actor.carry, axis_name)
         return stages.learn(state, actor, batch, start_carry, key, epoch_key)
 
-    return base.Algorithm(init=init, step=step)
+    spec = getattr(config, "evaluation", None)
+    evaluate = None if spec is None else make_evaluate(env, policy, spec, axis_name)
+    return base.Algorithm(init=init, step=step, evaluate=evaluate)
 
 
 class Fragment(NamedTuple):

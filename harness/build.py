@@ -11,6 +11,7 @@ import optax
 
 import algorithms
 from harness import envs
+from harness.envs_xminigrid import EnvKwargsError
 from harness.run import devices
 from harness.spec import DevicesSpec, Spec, SpecError, canonical, parse, spec_hash
 
@@ -60,6 +61,8 @@ def build(
         env, env_info = envs.make(spec.env.suite, spec.env.id, spec.env.kwargs, spec.env.wrappers)
     except envs.UnknownEnvError as error:
         raise SpecError(source, [("env.id", str(error))], lines) from None
+    except EnvKwargsError as error:  # e.g. a ruleset file that is missing or not one
+        raise SpecError(source, [(error.key, str(error))], lines) from None
     except TypeError as error:  # the env constructor rejected a keyword
         raise SpecError(source, [("env.kwargs", str(error))], lines) from None
     except ValueError as error:  # a wrapper that does not fit the env
@@ -86,6 +89,10 @@ def build(
             ],
             lines,
         )
+    if spec.network.kind == "grid_gru":
+        problem = _grid_network_problem(spec, env.observation_shape)
+        if problem is not None:
+            raise SpecError(source, [problem], lines)
     steps_per_iteration = registration.env_steps_per_step(config)
     num_iterations = spec.budget.env_steps // steps_per_iteration
     if num_iterations < 1:
@@ -155,3 +162,21 @@ def build_on(spec: Spec, layout: str, source: str = "<spec>") -> Plan:
     seed_axis, data_axis = (int(n) for n in layout.split("x"))
     placed = DevicesSpec(count=seed_axis * data_axis, seed_axis=seed_axis, data_axis=data_axis)
     return build(spec.model_copy(update={"devices": placed}), source, use_mesh=True)
+
+
+def _grid_network_problem(spec: Spec, shape: tuple[int, ...]) -> tuple[str, str] | None:
+    """Why `network: {kind: grid_gru}` cannot take this env's observation."""
+    network = spec.network
+    where = f"{spec.env.suite}/{spec.env.id}"
+    if len(shape) != 3:
+        return (
+            "network.kind",
+            f"grid_gru needs a grid observation [height, width, channels]; {where} observes {list(shape)}",
+        )
+    wrapped = any(w.name == "observe_previous_action_reward" for w in spec.env.wrappers)
+    if network.previous_action_reward and not wrapped:
+        return "network.previous_action_reward", "needs the env wrapper observe_previous_action_reward in env.wrappers"
+    channels = shape[-1] - (2 if network.previous_action_reward else 0)
+    if network.id_channels > channels:
+        return "network.id_channels", f"{network.id_channels} id channels, but {where}'s grid has {channels} channels"
+    return None

@@ -1,5 +1,5 @@
 """One environment interface (`algorithms.base.Environment`) over gymnax,
-jumanji and pgx.
+jumanji, pgx and xminigrid (harness/envs_xminigrid.py).
 
 Each adapter is a pair of pure functions, `reset(key)` and
 `step(state, action, key)`, with auto-reset: a step that ends an episode
@@ -20,7 +20,7 @@ import numpy as np
 
 from algorithms.base import Environment, TimeStep
 
-SUITES = ("gymnax", "jumanji", "pgx")
+SUITES = ("gymnax", "jumanji", "pgx", "xminigrid")
 
 
 class EnvInfo(NamedTuple):
@@ -217,10 +217,24 @@ def _make_pgx(env_id: str, kwargs: dict[str, Any]) -> tuple[Environment, EnvInfo
     )
 
 
+# ------------------------------------------------------------------ xminigrid
+
+
+def _make_xminigrid(env_id: str, kwargs: dict[str, Any]) -> tuple[Environment, EnvInfo]:
+    from harness import envs_xminigrid
+
+    available = envs_xminigrid.registered()
+    if env_id not in available:
+        raise UnknownEnvError(f"xminigrid has no env {env_id!r}" + _closest(env_id, available))
+    env, version = envs_xminigrid.make_xminigrid(env_id, kwargs)
+    return env, EnvInfo("xminigrid", env_id, _version("xminigrid"), version)
+
+
 _MAKERS: dict[str, Callable[[str, dict[str, Any]], tuple[Environment, EnvInfo]]] = {
     "gymnax": _make_gymnax,
     "jumanji": _make_jumanji,
     "pgx": _make_pgx,
+    "xminigrid": _make_xminigrid,
 }
 
 
@@ -271,6 +285,31 @@ def observe_legal_actions(env: Environment) -> Environment:
     return _map_timesteps(env, observed)._replace(observation_shape=(env.observation_shape[0] + env.num_actions,))
 
 
+def observe_previous_action_reward(env: Environment) -> Environment:
+    """Append the previous action and reward to the observation, broadcast
+    over its leading axes (`[..., C] -> [..., C + 2]`: on every tile of a
+    grid): what the agent did and got on the step that led here; 0 and 0
+    after the first reset, and carried across auto-resets, as in the
+    xland-minigrid PPO baseline."""
+    if not env.discrete_actions or env.num_players != 1:
+        raise ValueError("observe_previous_action_reward needs discrete actions and one player")
+    shape = env.observation_shape
+
+    def extend(timestep: TimeStep, action: jax.Array, reward: jax.Array) -> TimeStep:
+        extra = jnp.broadcast_to(jnp.stack([jnp.asarray(action, jnp.float32), reward]), (*shape[:-1], 2))
+        return timestep._replace(observation=jnp.concatenate([timestep.observation, extra], axis=-1))
+
+    def reset(key):
+        state, timestep = env.reset(key)
+        return state, extend(timestep, 0, jnp.float32(0.0))
+
+    def step(state, action, key):
+        state, timestep = env.step(state, action, key)
+        return state, extend(timestep, action, timestep.reward[0])
+
+    return env._replace(reset=reset, step=step, observation_shape=(*shape[:-1], shape[-1] + 2))
+
+
 def make(
     suite: str, env_id: str, kwargs: dict[str, Any] | None = None, wrappers: tuple[Any, ...] = ()
 ) -> tuple[Environment, EnvInfo]:
@@ -285,4 +324,6 @@ def make(
             env = mask_observation(env, tuple(wrapper.indices))
         elif wrapper.name == "observe_legal_actions":
             env = observe_legal_actions(env)
+        elif wrapper.name == "observe_previous_action_reward":
+            env = observe_previous_action_reward(env)
     return env, info

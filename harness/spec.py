@@ -63,11 +63,19 @@ class ObserveLegalActions(_Model):
     name: Literal["observe_legal_actions"]
 
 
-Wrapper = Annotated[MaskObservation | ObserveLegalActions, Field(discriminator="name")]
+class ObservePreviousActionReward(_Model):
+    """Append the previous action and reward to the observation, on every
+    tile of a grid (`[..., C] -> [..., C + 2]`), for `network: {kind:
+    grid_gru, previous_action_reward: true}`."""
+
+    name: Literal["observe_previous_action_reward"]
+
+
+Wrapper = Annotated[MaskObservation | ObserveLegalActions | ObservePreviousActionReward, Field(discriminator="name")]
 
 
 class EnvSpec(_Model):
-    suite: Literal["gymnax", "jumanji", "pgx"]
+    suite: Literal["gymnax", "jumanji", "pgx", "xminigrid"]
     id: str
     kwargs: dict[str, Any] = Field(default_factory=dict)
     wrappers: tuple[Wrapper, ...] = ()
@@ -83,12 +91,24 @@ class BudgetSpec(_Model):
 
 
 class NetworkSpec(_Model):
-    kind: Literal["mlp", "gru", "resnet"] = "mlp"
-    hidden_sizes: tuple[int, ...] = Field(default=(64, 64), description="MLP layers (for gru: the embedding)")
+    kind: Literal["mlp", "gru", "grid_gru", "resnet"] = "mlp"
+    hidden_sizes: tuple[int, ...] = Field(
+        default=(64, 64), description="MLP layers (gru: the embedding; grid_gru: each head's tanh layers)"
+    )
     activation: Literal["tanh", "relu"] = "tanh"
     gru_size: int = Field(default=128, gt=0, description="GRU memory size (kind: gru)")
     num_blocks: int = Field(default=2, gt=0, description="residual blocks (kind: resnet, alphazero)")
     num_channels: int = Field(default=32, gt=0, description="channels of every conv layer (kind: resnet)")
+    # kind: grid_gru (the xland-minigrid baseline's agent; see algorithms.networks.GridGRUActorCritic)
+    id_channels: int = Field(default=3, ge=0, description="leading channels of ids, each embedded (grid_gru)")
+    vocabulary: int = Field(default=16, gt=0, description="ids per embedded channel (grid_gru)")
+    embedding_size: int = Field(default=16, gt=0, description="features per embedded id (grid_gru)")
+    conv_channels: tuple[int, ...] = Field(default=(16, 32, 64), description="2x2 conv layers (grid_gru)")
+    action_embedding_size: int = Field(default=16, gt=0, description="previous action's embedding (grid_gru)")
+    previous_action_reward: bool = Field(
+        default=False, description="read the previous action and reward (wrapper observe_previous_action_reward)"
+    )
+    compute_dtype: Literal["float32", "bfloat16"] = Field(default="float32", description="grid_gru's compute")
 
     @field_validator("hidden_sizes")
     @classmethod
@@ -99,13 +119,28 @@ class NetworkSpec(_Model):
 
     @model_serializer(mode="wrap")
     def _drop_resnet_keys(self, handler: Any) -> dict[str, Any]:
-        # The resnet keys came after specs with other networks were
-        # published; leaving them out of other kinds keeps those hashes.
+        # The resnet and grid_gru keys came after specs with other networks
+        # were published; leaving them out of other kinds keeps those hashes.
         data = handler(self)
-        if self.kind != "resnet":
-            data.pop("num_blocks", None)
-            data.pop("num_channels", None)
+        for kind, keys in _KIND_KEYS.items():
+            if self.kind != kind:
+                for key in keys:
+                    data.pop(key, None)
         return data
+
+
+_KIND_KEYS = {
+    "resnet": ("num_blocks", "num_channels"),
+    "grid_gru": (
+        "id_channels",
+        "vocabulary",
+        "embedding_size",
+        "conv_channels",
+        "action_embedding_size",
+        "previous_action_reward",
+        "compute_dtype",
+    ),
+}
 
 
 class OptimizerSpec(_Model):
@@ -162,7 +197,27 @@ class CheckpointSpec(_Model):
     keep: int = Field(default=3, gt=0, description="the newest checkpoints kept; older ones are deleted")
 
 
-class ReinforceHyperparameters(_Model):
+class RolloutEvaluationSpec(_Model):
+    """Evaluation rollouts of PPO and REINFORCE (algorithms.evaluation)."""
+
+    episodes: int = Field(default=16, gt=0, description="whole episodes after every logging interval")
+    policy: Literal["greedy", "sample"] = Field(default="greedy", description="the most likely action, or sampled")
+    max_steps: int = Field(default=10_000, gt=0, description="steps an episode is played for at most")
+
+
+class _OnPolicyHyperparameters(_Model):
+    evaluation: RolloutEvaluationSpec | None = Field(default=None, description="evaluation rollouts; null: none")
+
+    @model_serializer(mode="wrap")
+    def _drop_no_evaluation(self, handler: Any) -> dict[str, Any]:
+        # Evaluation came after specs were published: a spec without it keeps its hash.
+        data = handler(self)
+        if self.evaluation is None:
+            data.pop("evaluation", None)
+        return data
+
+
+class ReinforceHyperparameters(_OnPolicyHyperparameters):
     num_envs: int = Field(default=16, gt=0, description="B: envs stepped in parallel per seed")
     num_steps: int = Field(default=32, gt=0, description="T: steps per rollout fragment")
     gamma: float = Field(default=0.99, ge=0, le=1)
@@ -175,7 +230,7 @@ class ReinforceHyperparameters(_Model):
     normalize_advantages: bool = False
 
 
-class PPOHyperparameters(_Model):
+class PPOHyperparameters(_OnPolicyHyperparameters):
     num_envs: int = Field(default=4, gt=0)
     num_steps: int = Field(default=128, gt=0, description="steps per env per rollout")
     gamma: float = Field(default=0.99, ge=0, le=1)
@@ -260,7 +315,7 @@ class _SpecBase(_Model):
     def cross_checks(self) -> list[tuple[str, str]]:
         """Problems that involve more than one section: (dotted key, message)."""
         if self.network.kind == "resnet":
-            return [("network.kind", f"resnet is for alphazero; {self.algorithm} takes mlp or gru")]
+            return [("network.kind", f"resnet is for alphazero; {self.algorithm} takes mlp, gru or grid_gru")]
         return []
 
 
@@ -280,7 +335,7 @@ class AlphaZeroSpec(_SpecBase):
     network: NetworkSpec = NetworkSpec(kind="resnet")
 
     def cross_checks(self) -> list[tuple[str, str]]:
-        if self.network.kind == "gru":
+        if self.network.kind in ("gru", "grid_gru"):
             return [("network.kind", "alphazero takes resnet or mlp")]
         return []
 

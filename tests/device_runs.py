@@ -37,7 +37,13 @@ SPECS = {
         "algorithm": "reinforce",
         "env": {"suite": "gymnax", "id": "CartPole-v1"},
         "budget": {"env_steps": 4 * 8 * 16},
-        "hyperparameters": {"num_envs": 8, "num_steps": 16, "normalize_advantages": True},
+        "hyperparameters": {
+            "num_envs": 8,
+            "num_steps": 16,
+            "normalize_advantages": True,
+            # Sampled actions: each device draws its episodes' actions.
+            "evaluation": {"episodes": 8, "policy": "sample", "max_steps": 64},
+        },
     },
     "alphazero": {
         "algorithm": "alphazero",

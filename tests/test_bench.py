@@ -212,9 +212,8 @@ def _missing_platform() -> str:
         (["--full", "no_such_spec"], "--full: no published spec 'no_such_spec'"),
         (["--device", _missing_platform()], "no such device here"),
         (["--spec", "no/such/spec.yaml"], "no/such/spec.yaml: no such file"),
-        (["--against", "no/such/checkout"], "--against no/such/checkout: no PureJaxRL checkout there"),
     ],
-    ids=["k-matches-nothing", "unknown-full-spec", "missing-device", "missing-spec-file", "missing-peer"],
+    ids=["k-matches-nothing", "unknown-full-spec", "missing-device", "missing-spec-file"],
 )
 def test_bad_input_gets_one_clear_message_and_a_nonzero_exit(tmp_path, args, message):
     proc = run_bench(tmp_path, *args)
@@ -266,6 +265,9 @@ def test_a_peer_checkout_is_imported_with_its_shims(tmp_path):
     (folder / "ppo.py").write_text(PEER_PPO)
     (folder / "wrappers.py").write_text(PEER_WRAPPERS)
     assert peers.purejaxrl_dir(tmp_path / "purejaxrl") == folder.resolve()
+    # What `--against` reports (the plugin turns it into a usage error, exit 4).
+    with pytest.raises(peers.PeerError, match="--against no/such/checkout: no PureJaxRL checkout there"):
+        peers.check_purejaxrl("no/such/checkout")
     make_train = peers.load_purejaxrl_ppo(tmp_path / "purejaxrl")
     out = make_train({"ENV_NAME": "CartPole-v1"})(jax.random.PRNGKey(0))["metrics"]
     assert float(out["reward"]) == 1.0 and not bool(out["done"])

@@ -54,7 +54,11 @@ BAD = {
     ),
     "unknown algorithm": (lambda d: _with(d, "algorithm", "dqn"), "algorithm", "unknown algorithm 'dqn'"),
     "unknown env id": (lambda d: _with(d, "env.id", "CartPole-v9"), "env.id", "gymnax has no env 'CartPole-v9'"),
-    "unknown suite": (lambda d: _with(d, "env.suite", "atari"), "env.suite", "'gymnax', 'jumanji' or 'pgx'"),
+    "unknown suite": (
+        lambda d: _with(d, "env.suite", "atari"),
+        "env.suite",
+        "'gymnax', 'jumanji', 'pgx' or 'xminigrid'",
+    ),
     "minibatches": (
         lambda d: _with(d, "hyperparameters.num_minibatches", 3),
         "hyperparameters.num_minibatches",

@@ -177,6 +177,12 @@ def test_default_layout_is_data_parallel():
             "a minibatch of 2 envs does not split over 4",
         ),
         (
+            "ppo",
+            {"num_envs": 8, "num_steps": 4, "evaluation": {"episodes": 6}},
+            {},
+            "hyperparameters.evaluation.episodes: evaluation.episodes (6) does not split over 4",
+        ),
+        (
             "alphazero",
             {"num_envs": 8, "train_batch_size": 6},
             {"kind": "mlp"},

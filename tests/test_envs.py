@@ -20,6 +20,7 @@ ENVS = [
     ("pgx", "tic_tac_toe"),
     ("pgx", "connect_four"),
     ("pgx", "othello"),
+    ("xminigrid", "MiniGrid-Empty-6x6"),
 ]
 NUM_ENVS, NUM_STEPS = 4, 64
 
@@ -44,6 +45,12 @@ def random_rollout(env, seed=0):
 @pytest.mark.parametrize("suite,env_id", ENVS, ids=[f"{s}/{e}" for s, e in ENVS])
 def test_env_api(suite, env_id):
     env, info = envs.make(suite, env_id)
+    check_env_api(env, info)
+    if suite != "xminigrid":  # MiniGrid ids carry no version; the library's pins them
+        assert info.env_version, "every adapted env here has a version of its own"
+
+
+def check_env_api(env, info):
     before, action, after = random_rollout(env)
     assert before.observation.shape == (NUM_STEPS, NUM_ENVS, *env.observation_shape)
     assert before.observation.dtype == np.float32
@@ -58,9 +65,8 @@ def test_env_api(suite, env_id):
     assert not (after.terminated & after.truncated).any()
     assert ((0 <= after.current_player) & (after.current_player < env.num_players)).all()
     assert np.isfinite(after.observation).all() and np.isfinite(after.reward).all()
-    package = "pgx" if suite == "pgx" else suite
-    assert info.library_version == importlib.metadata.version(package)
-    assert info.env_version, "every adapted env here has a version of its own"
+    assert info.library_version == importlib.metadata.version(info.suite)
+    return before, action, after
 
 
 def test_cartpole_auto_resets_to_a_fresh_state():
@@ -122,3 +128,87 @@ def test_continuous_gymnax_env_reports_its_action_space():
 def test_unknown_env_suggests_the_nearest(suite, env_id, expect):
     with pytest.raises(envs.UnknownEnvError, match=expect):
         envs.make(suite, env_id)
+
+
+# ------------------------------------------------------------------ xminigrid
+
+
+def write_ruleset_file(path, count: int = 2) -> None:
+    """An xminigrid benchmark file of `count` rulesets, in xminigrid's own
+    format: "pick up the ball" (ruleset i: a ball of colour i + 1), no rules."""
+    from xminigrid.benchmarks import save_bz2_pickle
+    from xminigrid.core.constants import TILES_REGISTRY, Tiles
+    from xminigrid.core.goals import AgentHoldGoal
+    from xminigrid.core.rules import EmptyRule
+
+    balls = [TILES_REGISTRY[Tiles.BALL, i + 1] for i in range(count)]
+    save_bz2_pickle(
+        {
+            "goals": np.stack([np.asarray(AgentHoldGoal(tile=ball).encode()) for ball in balls]),
+            "rules": np.stack([np.asarray(EmptyRule().encode())[None] for _ in balls]),
+            "init_tiles": np.stack([np.asarray(ball)[None] for ball in balls]),
+            "num_rules": np.zeros(count, np.uint8),
+        },
+        str(path),
+    )
+
+
+def test_minigrid_observes_tiles_colours_and_direction():
+    env, info = envs.make("xminigrid", "MiniGrid-Empty-6x6")
+    assert env.observation_shape[-1] == 3 and env.num_actions == 6
+    before, _, after = random_rollout(env)
+    grid = before.observation
+    assert (grid == np.round(grid)).all() and grid.min() >= 0
+    # The direction channel holds one direction (0-3) over the whole view.
+    direction = grid[..., 2]
+    assert set(np.unique(direction)) <= {0, 1, 2, 3}
+    assert (direction == direction[..., :1, :1]).all()
+    # An episode ends by reaching the goal (rewarded) or by the time limit.
+    assert (after.reward[after.terminated] > 0).all() and (after.reward[~after.terminated] == 0).all()
+
+
+def test_xland_takes_its_ruleset_from_a_local_file(tmp_path):
+    import hashlib
+
+    path = tmp_path / "rulesets.pkl.bz2"
+    write_ruleset_file(path)
+    kwargs = {"ruleset_file": str(path), "ruleset_index": 1, "max_steps": 32}
+    env, info = envs.make("xminigrid", "XLand-MiniGrid-R1-9x9", kwargs)
+    _, _, after = check_env_api(env, info)
+    assert info.env_version == f"ruleset {hashlib.sha256(path.read_bytes()).hexdigest()[:12]}#1"
+    assert after.truncated.any(), "random play rarely picks the ball up within 32 steps"
+
+
+@pytest.mark.parametrize(
+    "env_id,kwargs,key,message",
+    [
+        ("XLand-MiniGrid-R1-9x9", {}, "env.kwargs.ruleset_file", "needs a ruleset: a local xminigrid benchmark file"),
+        ("XLand-MiniGrid-R1-9x9", {"ruleset_file": "no/such.pkl"}, "env.kwargs.ruleset_file", "no such ruleset file"),
+        ("XLand-MiniGrid-R1-9x9", {"ruleset_file": "NOT_A_RULESET"}, "env.kwargs.ruleset_file", "not an xminigrid"),
+        ("XLand-MiniGrid-R1-9x9", {"ruleset_file": "RULESET", "ruleset_index": 5}, "env.kwargs.ruleset_index", "has 2"),
+        ("MiniGrid-Empty-6x6", {"ruleset_file": "RULESET"}, "env.kwargs.ruleset_file", "takes no ruleset"),
+        ("MiniGrid-Empty-6x6", {"no_such_param": 1}, "env.kwargs", "MiniGrid-Empty-6x6"),
+        ("MiniGrid-Emtpy-6x6", {}, "env.id", "did you mean 'MiniGrid-Empty-6x6'?"),
+    ],
+    ids=["no-ruleset", "missing-file", "not-a-ruleset", "bad-index", "ruleset-on-minigrid", "bad-param", "unknown-id"],
+)
+def test_bad_xminigrid_specs_name_their_key(tmp_path, env_id, kwargs, key, message):
+    from harness import build
+    from harness import spec as spec_module
+    from harness.spec import SpecError
+
+    write_ruleset_file(tmp_path / "ruleset.pkl.bz2")
+    (tmp_path / "garbage.pkl.bz2").write_bytes(b"not a bz2 pickle")
+    files = {"RULESET": str(tmp_path / "ruleset.pkl.bz2"), "NOT_A_RULESET": str(tmp_path / "garbage.pkl.bz2")}
+    kwargs = {k: files.get(v, v) if isinstance(v, str) else v for k, v in kwargs.items()}
+    data = {
+        "name": "bad_xminigrid",
+        "algorithm": "ppo",
+        "env": {"suite": "xminigrid", "id": env_id, "kwargs": kwargs},
+        "seeds": [0],
+        "budget": {"env_steps": 1024},
+        "hyperparameters": {"num_envs": 4, "num_steps": 16},
+    }
+    with pytest.raises(SpecError) as error:
+        build.build(spec_module.parse(data))
+    assert f": {key}" in str(error.value) and message in str(error.value), str(error.value)

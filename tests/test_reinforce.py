@@ -107,3 +107,19 @@ def test_seeds_mapped_one_after_another_train_as_the_vmapped_batch(tiny_run):
     assert set(mapped.metrics) == set(vmapped.metrics)
     for name, values in vmapped.metrics.items():
         np.testing.assert_allclose(mapped.metrics[name], values, rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+def test_evaluation_rollouts_use_envs_of_their_own(tiny_run, tiny_spec_data):
+    """With `evaluation` on, every chunk ends with whole episodes on envs of
+    their own: the training curves are bit-identical to the run without."""
+    plan, without = tiny_run
+    tiny_spec_data["hyperparameters"]["evaluation"] = {"episodes": 4, "max_steps": 600}
+    _, result = train(tiny_spec_data)
+    for name, values in without.metrics.items():
+        np.testing.assert_array_equal(result.metrics[name], values, err_msg=name)
+    assert set(result.evaluation) == {"eval_return", "eval_length"}
+    interval = plan.spec.logging.interval
+    assert result.evaluation_iterations == tuple(range(interval, plan.num_iterations + 1, interval))
+    # CartPole pays 1 per step: an episode's return is its length.
+    np.testing.assert_array_equal(result.evaluation["eval_return"], result.evaluation["eval_length"])
+    assert (result.evaluation["eval_length"] >= 8).all()

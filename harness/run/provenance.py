@@ -12,7 +12,10 @@ from typing import Any
 
 import jax
 
-PACKAGES = ("jax", "jaxlib", "flax", "optax", "pgx", "jumanji", "gymnax", "mctx", "mlflow", "orbax-checkpoint")
+PACKAGES = (
+    *("jax", "jaxlib", "flax", "optax", "pgx", "jumanji", "gymnax", "xminigrid", "mctx"),
+    *("mlflow", "orbax-checkpoint"),
+)
 
 
 @functools.cache

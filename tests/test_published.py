@@ -80,3 +80,12 @@ def test_alphazero_knapsack_reference_records_its_baselines():
         assert final["eval_greedy_return"] > final["eval_random_return"] > 0
         assert final["eval_return"] > 0
     assert ref["baselines"]["random_policy"]["mean_return"] > 0
+
+
+def test_ppo_minigrid_empty_6x6_claim():
+    ref = reference("ppo_minigrid_empty_6x6")
+    finals = [v["eval_return"] for v in ref["per_seed_final"].values()]
+    assert min(finals) >= 0.9, finals
+    assert ref["baselines"]["random_policy"]["mean_return"] < 0.5
+    first = [curve[0] for curve in ref["evaluation_curves"]["metrics"]["eval_return"].values()]
+    assert max(first) < 0.5, first

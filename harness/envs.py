@@ -46,6 +46,19 @@ def _select(pred: jax.Array, on_true: Any, on_false: Any) -> Any:
     return jax.tree.map(lambda a, b: jnp.where(pred, a, b), on_true, on_false)
 
 
+def single_agent_timestep(observation, num_actions: int, reward, terminated, truncated) -> TimeStep:
+    """A one-player time step with every action legal; truncation only
+    where the episode did not also terminate."""
+    return TimeStep(
+        observation=observation,
+        legal_action_mask=jnp.ones((num_actions,), bool),
+        reward=jnp.asarray(reward, jnp.float32).reshape(1),
+        terminated=jnp.asarray(terminated, bool),
+        truncated=jnp.asarray(truncated, bool) & ~jnp.asarray(terminated, bool),
+        current_player=jnp.zeros((), jnp.int32),
+    )
+
+
 def _version(package: str) -> str:
     return importlib.metadata.version(package)
 
@@ -74,14 +87,8 @@ def _make_gymnax(env_id: str, kwargs: dict[str, Any]) -> tuple[Environment, EnvI
     obs_shape = tuple(env.observation_space(params).shape)
 
     def timestep(obs, reward, terminated, truncated) -> TimeStep:
-        return TimeStep(
-            observation=jnp.asarray(obs, jnp.float32).reshape(obs_shape),
-            legal_action_mask=jnp.ones((num_actions,), bool),
-            reward=jnp.asarray(reward, jnp.float32).reshape(1),
-            terminated=jnp.asarray(terminated, bool),
-            truncated=jnp.asarray(truncated, bool) & ~jnp.asarray(terminated, bool),
-            current_player=jnp.zeros((), jnp.int32),
-        )
+        observation = jnp.asarray(obs, jnp.float32).reshape(obs_shape)
+        return single_agent_timestep(observation, num_actions, reward, terminated, truncated)
 
     def reset(key):
         obs, state = env.reset(key, params)

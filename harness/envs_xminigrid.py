@@ -33,6 +33,7 @@ import jax
 import jax.numpy as jnp
 
 from algorithms.base import Environment, TimeStep
+from harness.envs import single_agent_timestep
 
 
 class EnvKwargsError(ValueError):
@@ -106,14 +107,8 @@ def make_xminigrid(env_id: str, kwargs: dict[str, Any]) -> tuple[Environment, st
     def timestep(ts, reward, terminated, truncated) -> TimeStep:
         grid = jnp.asarray(ts.observation, jnp.float32)
         direction = jnp.broadcast_to(jnp.asarray(ts.state.agent.direction, jnp.float32), (view, view, 1))
-        return TimeStep(
-            observation=jnp.concatenate([grid, direction], axis=-1),
-            legal_action_mask=jnp.ones((num_actions,), bool),
-            reward=jnp.asarray(reward, jnp.float32).reshape(1),
-            terminated=jnp.asarray(terminated, bool),
-            truncated=jnp.asarray(truncated, bool) & ~jnp.asarray(terminated, bool),
-            current_player=jnp.zeros((), jnp.int32),
-        )
+        observation = jnp.concatenate([grid, direction], axis=-1)
+        return single_agent_timestep(observation, num_actions, reward, terminated, truncated)
 
     def reset(key):
         ts = env.reset(params, key)

@@ -55,7 +55,12 @@ def timed_rounds(entry, call, rounds: int) -> list[float]:
 
 # ------------------------------------------------------------------- envs
 
-ENVS = [("gymnax", "CartPole-v1"), ("jumanji", "Game2048-v1"), ("pgx", "connect_four")]
+ENVS = [
+    ("gymnax", "CartPole-v1"),
+    ("jumanji", "Game2048-v1"),
+    ("pgx", "connect_four"),
+    ("xminigrid", "MiniGrid-Empty-6x6"),
+]
 NUM_ENVS, NUM_STEPS = 4096, 32
 
 

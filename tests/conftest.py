@@ -187,6 +187,13 @@ class Background:
 _BACKGROUND: dict[str, Background] = {}
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests of modules with background work run last (in their order), so
+    that the session does other tests while that work runs instead of
+    waiting for it."""
+    items.sort(key=lambda item: hasattr(item.module, "BACKGROUND"))
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _background_work(request, tmp_path_factory):
     """Start the `BACKGROUND` work of the selected test modules (fixture

@@ -129,7 +129,8 @@ class GridEncoder(nn.Module):
 class GridGRUActorCritic(nn.Module):
     """The recurrent grid agent of the xland-minigrid PPO baseline: the
     grid encoder, the previous action (embedded) and previous reward, a GRU,
-    and actor and critic heads (`head_sizes` tanh layers, then linear).
+    and actor and critic heads (`head_sizes` layers of `activation`, then
+    linear; the baseline's is tanh).
 
     With `previous_action_reward`, the observation's last two channels hold
     the previous action and reward on every tile (the env wrapper
@@ -149,6 +150,7 @@ class GridGRUActorCritic(nn.Module):
     conv_channels: Sequence[int]
     action_embedding_size: int
     previous_action_reward: bool
+    activation: str = "tanh"
     dtype: Any = jnp.float32
 
     @nn.compact
@@ -171,7 +173,7 @@ class GridGRUActorCritic(nn.Module):
                 layer = nn.Dense(
                     size, kernel_init=nn.initializers.orthogonal(2.0), dtype=self.dtype, name=f"{name}_{i}"
                 )
-                h = nn.tanh(layer(h))
+                h = _ACTIVATIONS[self.activation](layer(h))
             out = nn.Dense(
                 out_features, kernel_init=nn.initializers.orthogonal(scale), dtype=self.dtype, name=f"{name}_out"
             )
@@ -227,6 +229,7 @@ def make_policy(network: Any, num_actions: int, observation_shape: tuple[int, ..
                 conv_channels=tuple(network.conv_channels),
                 action_embedding_size=network.action_embedding_size,
                 previous_action_reward=network.previous_action_reward,
+                activation=network.activation,
                 dtype=jnp.dtype(network.compute_dtype),
             )
 

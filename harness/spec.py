@@ -93,7 +93,7 @@ class BudgetSpec(_Model):
 class NetworkSpec(_Model):
     kind: Literal["mlp", "gru", "grid_gru", "resnet"] = "mlp"
     hidden_sizes: tuple[int, ...] = Field(
-        default=(64, 64), description="MLP layers (gru: the embedding; grid_gru: each head's tanh layers)"
+        default=(64, 64), description="MLP layers (gru: the embedding; grid_gru: each head's layers)"
     )
     activation: Literal["tanh", "relu"] = "tanh"
     gru_size: int = Field(default=128, gt=0, description="GRU memory size (kind: gru)")

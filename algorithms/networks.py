@@ -13,6 +13,8 @@ import jax.numpy as jnp
 import numpy as np
 
 _ACTIVATIONS = {"tanh": nn.tanh, "relu": nn.relu}
+# Network kinds with a memory (`Policy.recurrent`): trained on whole env fragments.
+RECURRENT_KINDS = ("gru", "grid_gru")
 
 
 def _dense(features: int, scale: float) -> nn.Dense:
@@ -215,7 +217,7 @@ def make_policy(network: Any, num_actions: int, observation_shape: tuple[int, ..
             apply=apply,
             recurrent=False,
         )
-    if network.kind in ("gru", "grid_gru"):
+    if network.kind in RECURRENT_KINDS:
         if network.kind == "gru":
             net = GRUActorCritic(num_actions, tuple(network.hidden_sizes), network.gru_size, network.activation, ndim)
         else:

@@ -15,7 +15,7 @@ from algorithms import base, parallel
 from algorithms.base import Environment, TimeStep
 from algorithms.episodes import EpisodeStats, finish_episode_stats, init_episode_stats, step_episode_stats
 from algorithms.evaluation import make_evaluate
-from algorithms.networks import Policy, masked_logits
+from algorithms.networks import RECURRENT_KINDS, Policy, masked_logits
 
 
 class ActorState(NamedTuple):
@@ -49,7 +49,7 @@ def batch_check(steps_in_minibatches: bool) -> Callable[[Any, Any, int], base.Pr
     policy), else of whole env fragments."""
 
     def check(config: Any, network: Any, shards: int) -> base.Problem | None:
-        recurrent = network.kind in ("gru", "grid_gru")
+        recurrent = network.kind in RECURRENT_KINDS
         flat = steps_in_minibatches and not recurrent
         if flat and (config.num_envs * config.num_steps) % config.num_minibatches:
             return "num_minibatches", (

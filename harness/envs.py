@@ -42,7 +42,8 @@ class UnknownEnvError(ValueError):
     """The suite has no env of that id; the message lists what it has."""
 
 
-def _select(pred: jax.Array, on_true: Any, on_false: Any) -> Any:
+def select_tree(pred: jax.Array, on_true: Any, on_false: Any) -> Any:
+    """`on_true` where `pred`, else `on_false`, leaf by leaf."""
     return jax.tree.map(lambda a, b: jnp.where(pred, a, b), on_true, on_false)
 
 
@@ -167,7 +168,7 @@ def _make_jumanji(env_id: str, kwargs: dict[str, Any]) -> tuple[Environment, Env
         out = timestep(ts)
         restart = timestep(reset_ts)
         done = out.terminated | out.truncated
-        state = _select(done, reset_state, next_state)
+        state = select_tree(done, reset_state, next_state)
         return state, out._replace(
             observation=jnp.where(done, restart.observation, out.observation),
             legal_action_mask=jnp.where(done, restart.legal_action_mask, out.legal_action_mask),
@@ -211,7 +212,7 @@ def _make_pgx(env_id: str, kwargs: dict[str, Any]) -> tuple[Environment, EnvInfo
         done = state.terminated | state.truncated
         out = timestep(state, state.rewards, state.terminated, state.truncated)
         restart = env.init(key_reset)
-        state = _select(done, restart, state)
+        state = select_tree(done, restart, state)
         return state, out._replace(
             observation=jnp.where(done, restart.observation.astype(jnp.float32), out.observation),
             legal_action_mask=jnp.where(done, restart.legal_action_mask, out.legal_action_mask),

@@ -29,11 +29,10 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-import jax
 import jax.numpy as jnp
 
 from algorithms.base import Environment, TimeStep
-from harness.envs import single_agent_timestep
+from harness.envs import select_tree, single_agent_timestep
 
 
 class EnvKwargsError(ValueError):
@@ -116,12 +115,12 @@ def make_xminigrid(env_id: str, kwargs: dict[str, Any]) -> tuple[Environment, st
 
     def step(state, action, key):
         ts = env.step(params, state, action)
-        last = ts.step_type == 2  # xminigrid's StepType.LAST
+        last = ts.last()
         # A terminated episode has discount 0; a time limit keeps 1.
         terminated = last & (ts.discount == 0)
         out = timestep(ts, ts.reward, terminated, last & ~terminated)
         restart = env.reset(params, key)
-        state = jax.tree.map(lambda a, b: jnp.where(last, a, b), restart, ts)
+        state = select_tree(last, restart, ts)
         first = timestep(restart, 0.0, False, False)
         return state, out._replace(observation=jnp.where(last, first.observation, out.observation))
 

@@ -37,20 +37,14 @@ class Programs:
 
     def __init__(self) -> None:
         self._compiled: dict[Hashable, Any] = {}
-        self.hits = 0
-
-    def __len__(self) -> int:
-        return len(self._compiled)
 
     def get(self, key: Hashable, args: Any, make: Callable[[], Any]) -> Any:
         """The program compiled under `key` for arguments like `args`; made
         by `make()` the first time."""
         full_key = (key, signature(args))
-        if full_key in self._compiled:
-            self.hits += 1
-            return self._compiled[full_key]
-        compiled = self._compiled[full_key] = make()
-        return compiled
+        if full_key not in self._compiled:
+            self._compiled[full_key] = make()
+        return self._compiled[full_key]
 
 
 def compile_once(programs: Programs | None, key: Hashable, args: Any, make: Callable[[], Any]) -> Any:

@@ -103,6 +103,10 @@ class Registration(NamedTuple):
     # shards (D = 1: one device), else (hyperparameter key, why not). None:
     # the algorithm does not run data-parallel and has no rule.
     check: Callable[[Any, Any, int], Problem | None] | None = None
+    # check_exact(config, network, L) -> None when the algorithm can run on
+    # exact layouts of L logical shards (`devices.shards`), else (spec key,
+    # why not). None: it has no exact layouts.
+    check_exact: Callable[[Any, Any, int], Problem | None] | None = None
 
     def make(self, config: Any, env: Environment, **kwargs: Any) -> Algorithm:
         """The algorithm, with its env steps per step."""

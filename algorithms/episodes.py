@@ -18,20 +18,32 @@ class EpisodeStats(NamedTuple):
 
 
 class Ended(NamedTuple):
-    """The episodes that ended at one step (of this shard's envs)."""
+    """The episodes that ended at one step (of this device's envs), per
+    logical shard of them (`[S]`, S = 1 unless the run's layout is exact)."""
 
-    count: jax.Array  # [] episodes
-    return_sum: jax.Array  # [] their returns, summed
-    length_sum: jax.Array  # [] their lengths, summed
+    count: jax.Array  # [S] episodes
+    return_sum: jax.Array  # [S] their returns, summed
+    length_sum: jax.Array  # [S] their lengths, summed
 
 
-def step_episode_stats(stats: EpisodeStats, reward: jax.Array, done: jax.Array) -> tuple[EpisodeStats, Ended]:
-    """Accumulate one step of B envs. The running figures are updated here;
-    the last ended episodes' figures are set by `finish_episode_stats`, once
-    per rollout, from the `Ended` of every step."""
+def step_episode_stats(
+    stats: EpisodeStats, reward: jax.Array, done: jax.Array, shards: int = 1
+) -> tuple[EpisodeStats, Ended]:
+    """Accumulate one step of B envs, summed over each of `shards` equal
+    groups of them. The running figures are updated here; the last ended
+    episodes' figures are set by `finish_episode_stats`, once per rollout,
+    from the `Ended` of every step."""
     episode_return = stats.running_return + reward
     episode_length = stats.running_length + 1
-    ended = Ended(done.sum(), jnp.where(done, episode_return, 0.0).sum(), jnp.where(done, episode_length, 0).sum())
+
+    def per_shard(x: jax.Array) -> jax.Array:
+        return x.reshape(shards, -1).sum(-1)
+
+    ended = Ended(
+        per_shard(done.astype(jnp.int32)),
+        per_shard(jnp.where(done, episode_return, 0.0)),
+        per_shard(jnp.where(done, episode_length, 0)),
+    )
     running = stats._replace(
         running_return=jnp.where(done, 0.0, episode_return),
         running_length=jnp.where(done, 0, episode_length),
@@ -39,12 +51,18 @@ def step_episode_stats(stats: EpisodeStats, reward: jax.Array, done: jax.Array) 
     return running, ended
 
 
-def finish_episode_stats(stats: EpisodeStats, ended: Ended, axis_name: str | None = None) -> EpisodeStats:
-    """After a rollout of T steps (`ended` is `[T]`): the last step at which
-    episodes ended (on any shard of `axis_name`) gives the figures, averaged
-    over the episodes that ended there; with none, the previous ones stay.
-    One reduction over the axis per rollout, not one per step."""
-    count, return_sum, length_sum = parallel.psum(tuple(ended), axis_name)
+def finish_episode_stats(
+    stats: EpisodeStats, ended: Ended, axis_name: str | None = None, exact: bool = False
+) -> EpisodeStats:
+    """After a rollout of T steps (`ended` is `[T, S]`): the last step at
+    which episodes ended (on any shard of `axis_name`) gives the figures,
+    averaged over the episodes that ended there; with none, the previous ones
+    stay. One reduction over the axis per rollout, not one per step; `exact`
+    adds the logical shards' sums in shard order (`parallel.fold_sum`)."""
+    if exact:
+        count, return_sum, length_sum = parallel.fold_sum(tuple(jnp.moveaxis(x, 1, 0) for x in ended), axis_name)
+    else:
+        count, return_sum, length_sum = parallel.psum(tuple(x.sum(-1) for x in ended), axis_name)
     any_ended = count > 0
     # Index of the last step with an ending (0 when there is none; unused then).
     last = count.shape[0] - 1 - jnp.argmax(any_ended[::-1])

@@ -17,16 +17,45 @@ _ACTIVATIONS = {"tanh": nn.tanh, "relu": nn.relu}
 RECURRENT_KINDS = ("gru", "grid_gru")
 
 
-def _dense(features: int, scale: float) -> nn.Dense:
+# Output widths that XLA:CPU computes row by row the same whatever the number
+# of rows (measured: multiples of 16; narrower outputs change kernels with the
+# batch size). Exact layouts (`shards`) compute every dense layer this wide.
+ROW_STABLE_WIDTH = 16
+
+
+class Dense(nn.Module):
+    """`nn.Dense`'s parameters and outputs, the product taken `align`-wide:
+    the kernel is padded with zero columns to a multiple of `align` outputs
+    and the result sliced back, so that each row's outputs do not depend on
+    how many rows there are (see ROW_STABLE_WIDTH). Same parameter names and
+    shapes as `nn.Dense`."""
+
+    features: int
+    scale: float
+    align: int = 1
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        kernel = self.param("kernel", nn.initializers.orthogonal(self.scale), (x.shape[-1], self.features))
+        bias = self.param("bias", nn.initializers.zeros, (self.features,))
+        pad = -self.features % self.align
+        if pad:
+            kernel, bias = jnp.pad(kernel, ((0, 0), (0, pad))), jnp.pad(bias, (0, pad))
+        return (x @ kernel + bias)[..., : self.features]
+
+
+def _dense(features: int, scale: float, align: int = 1) -> nn.Module:
+    if align > 1:
+        return Dense(features, scale, align)
     return nn.Dense(features, kernel_init=nn.initializers.orthogonal(scale), bias_init=nn.initializers.zeros)
 
 
-def _trunk(x: jax.Array, hidden_sizes: Sequence[int], activation: str) -> jax.Array:
+def _trunk(x: jax.Array, hidden_sizes: Sequence[int], activation: str, align: int = 1) -> jax.Array:
     """Dense layers (orthogonal, gain sqrt 2) with `activation`, created in
     the calling module's scope (so their parameters are its Dense_0, ...)."""
     act = _ACTIVATIONS[activation]
     for size in hidden_sizes:
-        x = act(_dense(size, np.sqrt(2.0))(x))
+        x = act(_dense(size, np.sqrt(2.0), align)(x))
     return x
 
 
@@ -40,11 +69,12 @@ class MLP(nn.Module):
     activation: str
     out_features: int
     out_scale: float
+    align: int = 1
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
-        x = _trunk(x, self.hidden_sizes, self.activation)
-        return _dense(self.out_features, self.out_scale)(x)
+        x = _trunk(x, self.hidden_sizes, self.activation, self.align)
+        return _dense(self.out_features, self.out_scale, self.align)(x)
 
 
 class ActorCritic(nn.Module):
@@ -59,12 +89,13 @@ class ActorCritic(nn.Module):
     hidden_sizes: Sequence[int]
     activation: str
     observation_ndim: int
+    align: int = 1
 
     @nn.compact
     def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
         x = _flat(obs, self.observation_ndim)
-        logits = MLP(self.hidden_sizes, self.activation, self.num_actions, 0.01, name="actor")(x)
-        value = MLP(self.hidden_sizes, self.activation, 1, 1.0, name="critic")(x)
+        logits = MLP(self.hidden_sizes, self.activation, self.num_actions, 0.01, self.align, name="actor")(x)
+        value = MLP(self.hidden_sizes, self.activation, 1, 1.0, self.align, name="critic")(x)
         return logits, jnp.squeeze(value, -1)
 
 
@@ -82,14 +113,15 @@ class GRUActorCritic(nn.Module):
     gru_size: int
     activation: str
     observation_ndim: int
+    align: int = 1  # the GRU's own layers are gru_size wide: exact layouts ask for a multiple of 16
 
     @nn.compact
     def __call__(self, carry, obs, reset):
-        x = _trunk(_flat(obs, self.observation_ndim), self.hidden_sizes, self.activation)
+        x = _trunk(_flat(obs, self.observation_ndim), self.hidden_sizes, self.activation, self.align)
         carry = jnp.where(reset[..., None], jnp.zeros_like(carry), carry)
         carry, y = nn.GRUCell(self.gru_size, name="gru")(carry, x)
-        logits = _dense(self.num_actions, 0.01)(y)
-        value = _dense(1, 1.0)(y)
+        logits = _dense(self.num_actions, 0.01, self.align)(y)
+        value = _dense(1, 1.0, self.align)(y)
         return carry, logits, jnp.squeeze(value, -1)
 
 
@@ -200,11 +232,12 @@ class Policy(NamedTuple):
     recurrent: bool
 
 
-def make_policy(network: Any, num_actions: int, observation_shape: tuple[int, ...]) -> Policy:
-    """The policy for the spec's `network:` section (`kind: mlp | gru | grid_gru`)."""
+def make_policy(network: Any, num_actions: int, observation_shape: tuple[int, ...], align: int = 1) -> Policy:
+    """The policy for the spec's `network:` section (`kind: mlp | gru |
+    grid_gru`); `align` > 1 computes its dense layers that wide (`Dense`)."""
     ndim = len(observation_shape)
     if network.kind == "mlp":
-        net = ActorCritic(num_actions, tuple(network.hidden_sizes), network.activation, ndim)
+        net = ActorCritic(num_actions, tuple(network.hidden_sizes), network.activation, ndim, align)
 
         def apply(params, carry, obs, reset):
             del reset
@@ -219,7 +252,9 @@ def make_policy(network: Any, num_actions: int, observation_shape: tuple[int, ..
         )
     if network.kind in RECURRENT_KINDS:
         if network.kind == "gru":
-            net = GRUActorCritic(num_actions, tuple(network.hidden_sizes), network.gru_size, network.activation, ndim)
+            net = GRUActorCritic(
+                num_actions, tuple(network.hidden_sizes), network.gru_size, network.activation, ndim, align
+            )
         else:
             net = GridGRUActorCritic(
                 num_actions,

@@ -103,3 +103,54 @@ def mean_std(x: jax.Array, axis_name: str | None) -> tuple[jax.Array, jax.Array]
         return x.mean(), x.std()
     mean = jax.lax.pmean(x.mean(), axis_name)
     return mean, jnp.sqrt(jax.lax.pmean(jnp.square(x - mean).mean(), axis_name))
+
+
+# ------------------------------------------------- exact (logical) shards
+#
+# With `shards = L`, a batch is split into L logical shards of equal size,
+# held L / D to a device; each shard's partial result is computed on its own
+# (one shard at a time, so with the same shapes on every layout) and the L
+# partials are gathered and added in shard order on every device. The sum
+# is then the same bits on 1, 2 or 4 devices and on the plain program.
+
+
+def local_shards(shards: int, axis_name: str | None) -> int:
+    """Logical shards held by this device."""
+    return shards // size(axis_name)
+
+
+def fold_sum(parts: Any, axis_name: str | None) -> Any:
+    """The sum over all L logical shards of per-shard values (`[L / D, ...]`
+    here), gathered over the axis and added in shard order (0, 1, ..., L-1)."""
+
+    def fold(x: jax.Array) -> jax.Array:
+        total = x[0]
+        for i in range(1, x.shape[0]):
+            total = total + x[i]
+        return total
+
+    return jax.tree.map(fold, all_gather(parts, axis_name))
+
+
+def fold_mean(parts: Any, axis_name: str | None) -> Any:
+    """`fold_sum` divided by the number of logical shards."""
+    shards = jax.tree.leaves(parts)[0].shape[0] * size(axis_name)
+    return jax.tree.map(lambda x: x * (1.0 / shards), fold_sum(parts, axis_name))
+
+
+def opaque_scan(f, carry: Any, xs: Any) -> tuple[Any, Any]:
+    """`lax.scan(f, carry, xs)` with a trip count XLA cannot see, so that the
+    loop is never unrolled or inlined and its body compiles the same way in
+    every program (whatever surrounds it, on every layout)."""
+    length = jax.tree.leaves(xs)[0].shape[0]
+    first = jax.tree.map(lambda x: x[0], xs)
+    _, out_shape = jax.eval_shape(f, carry, first)
+    ys = jax.tree.map(lambda s: jnp.zeros((length, *s.shape), s.dtype), out_shape)
+
+    def body(i, state):
+        carry, ys = state
+        carry, y = f(carry, jax.tree.map(lambda x: jax.lax.dynamic_index_in_dim(x, i, keepdims=False), xs))
+        return carry, jax.tree.map(lambda buf, v: jax.lax.dynamic_update_index_in_dim(buf, v, i, 0), ys, y)
+
+    trips = jax.lax.optimization_barrier(jnp.int32(length))
+    return jax.lax.fori_loop(0, trips, body, (carry, ys))

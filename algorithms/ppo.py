@@ -33,6 +33,7 @@ from algorithms.rollout import (
     ActorState,
     Fragment,
     Stages,
+    align_for,
     bootstrap_value,
     entropy_of,
     gather,
@@ -42,6 +43,7 @@ from algorithms.rollout import (
     minibatch_indices,
     register,
     shard_minibatches,
+    split_shards,
 )
 from algorithms.rollout import make_stages as make_stages_of
 
@@ -52,12 +54,13 @@ class Batch(NamedTuple):
     target: jax.Array
 
 
-def make_loss(config: Any, policy: Any, axis_name: str | None = None):
+def make_loss(config: Any, policy: Any, axis_name: str | None = None, normalized: bool = False):
     """The PPO loss of one minibatch, `loss_fn(params, batch, carry) -> (loss,
     metrics)`: `batch` holds `[M, ...]` steps (feed-forward) or `[T, M, ...]`
     env fragments replayed from the memory `carry` (`[M, H]`, recurrent).
     Under `axis_name` it is this shard's part of the minibatch, and advantages
-    are normalised with the whole minibatch's statistics."""
+    are normalised with the whole minibatch's statistics (unless `normalized`:
+    the minibatches come with them normalised already)."""
 
     def loss_fn(params, batch: Batch, carry: jax.Array):
         data = batch.fragment
@@ -69,7 +72,7 @@ def make_loss(config: Any, policy: Any, axis_name: str | None = None):
         log_ratio = log_pi_a - data.log_prob
         ratio = jnp.exp(log_ratio)
         advantage = batch.advantage
-        if config.normalize_advantages:
+        if config.normalize_advantages and not normalized:
             mean, std = parallel.mean_std(advantage, axis_name)
             advantage = (advantage - mean) / (std + 1e-8)
         clipped = jnp.clip(ratio, 1.0 - config.clip_eps, 1.0 + config.clip_eps)
@@ -100,13 +103,15 @@ def make_stages(
     network: Any,
     optimizer: optax.GradientTransformation,
     axis_name: str | None = None,
+    shards: int | None = None,
 ) -> tuple[Policy, Stages]:
     """PPO's policy network and the stages of its iteration (see `make_ppo`):
     targets are GAE advantages and value targets; minibatches are single
     steps (feed-forward) or whole env fragments (recurrent)."""
-    policy = make_policy(network, env.num_actions, env.observation_shape)
+    policy = make_policy(network, env.num_actions, env.observation_shape, align_for(shards))
     num_envs, num_steps = config.num_envs, config.num_steps
-    update = make_update(make_loss(config, policy, axis_name), optimizer, axis_name)
+    loss = make_loss(config, policy, axis_name, normalized=shards is not None)
+    update = make_update(loss, optimizer, axis_name, shards)
 
     def targets(params: Any, actor: ActorState, data: Fragment) -> Batch:
         bootstrap = bootstrap_value(policy, params, actor)
@@ -116,7 +121,32 @@ def make_stages(
         # Every shard sees the global batch ([T, num_envs]); see make_ppo.
         return parallel.all_gather(Batch(data, advantages.advantage, advantages.target), axis_name, axis=1)
 
+    def exact_minibatches(batch: Batch, start_carry: jax.Array, key: jax.Array):
+        # Each minibatch's advantages normalised over the whole of it (every
+        # device has the global batch), then this device's logical shards.
+        local = parallel.local_shards(shards, axis_name)
+        if policy.recurrent:
+            index = minibatch_indices(key, num_envs, config.num_minibatches)
+            batch = gather(batch, index, 1)  # [n, T, m, ...]
+            axes = (1, 2)
+            carry = split_shards(shard_minibatches(gather(start_carry, index, 0), axis_name, 1), local, 1)
+        else:
+            flat = jax.tree.map(lambda x: x.reshape(num_steps * num_envs, *x.shape[2:]), batch)
+            batch = gather(flat, minibatch_indices(key, num_steps * num_envs, config.num_minibatches), 0)
+            axes = (1,)
+            carry = jnp.zeros((config.num_minibatches, local, batch.target.shape[1] // shards, 0))
+        if config.normalize_advantages:
+            # A product with the reciprocal, not a division by a broadcast:
+            # XLA rewrites the latter in some programs only (see optimizers).
+            advantage = batch.advantage
+            mean, std = advantage.mean(axes, keepdims=True), advantage.std(axes, keepdims=True)
+            batch = batch._replace(advantage=(advantage - mean) * (1.0 / (std + 1e-8)))
+        row = axes[-1]
+        return split_shards(shard_minibatches(batch, axis_name, row), local, row), carry
+
     def minibatches(batch: Batch, start_carry: jax.Array, key: jax.Array):
+        if shards is not None:
+            return exact_minibatches(batch, start_carry, key)
         if policy.recurrent:
             # Whole env fragments, replayed from the memory they started with.
             index = shard_minibatches(minibatch_indices(key, num_envs, config.num_minibatches), axis_name)
@@ -126,7 +156,7 @@ def make_stages(
         index = shard_minibatches(index, axis_name)
         return gather(flat, index, 0), jnp.zeros((config.num_minibatches, index.shape[1], 0))
 
-    return policy, make_stages_of(env, policy, config, update, targets, minibatches, axis_name)
+    return policy, make_stages_of(env, policy, config, update, targets, minibatches, axis_name, shards)
 
 
 def make_ppo(
@@ -136,6 +166,7 @@ def make_ppo(
     network: Any,
     optimizer: optax.GradientTransformation,
     axis_name: str | None = None,
+    shards: int | None = None,
 ) -> base.Algorithm:
     """Build PPO for `env` (discrete actions, one agent).
 
@@ -148,14 +179,19 @@ def make_ppo(
         shard collects its envs, minibatches are drawn from the gathered
         global batch, each shard takes the gradient of its part of them and
         gradients are averaged over the axis.
+      shards: when set, an exact layout of that many logical shards
+        (`rollout.make_update`), at least two per device of `axis_name`: the
+        same bits on any such number of devices and off the mesh; the
+        network's layers then compute row-stable widths (`networks.Dense`)
+        and the optimizer should be `algorithms.optimizers`' forms.
 
     The state (`rollout.OnPolicyState`), for one seed, with B = num_envs / D
     envs on this shard of D: parameters and optimizer state (replicated),
     the actor (B env states and time steps, [B, H] policy memory, [B] reset
     flags and episode figures), the key and the iteration count.
     """
-    policy, stages = make_stages(config, env, network=network, optimizer=optimizer, axis_name=axis_name)
+    policy, stages = make_stages(config, env, network=network, optimizer=optimizer, axis_name=axis_name, shards=shards)
     return make_algorithm(env, policy, config, optimizer, stages, axis_name)
 
 
-register("ppo", make_ppo, steps_in_minibatches=True)
+register("ppo", make_ppo, steps_in_minibatches=True, exact=True)

@@ -15,7 +15,7 @@ from algorithms import base, parallel
 from algorithms.base import Environment, TimeStep
 from algorithms.episodes import EpisodeStats, finish_episode_stats, init_episode_stats, step_episode_stats
 from algorithms.evaluation import make_evaluate
-from algorithms.networks import RECURRENT_KINDS, Policy, masked_logits
+from algorithms.networks import RECURRENT_KINDS, ROW_STABLE_WIDTH, Policy, masked_logits
 
 
 class ActorState(NamedTuple):
@@ -77,9 +77,36 @@ def batch_check(steps_in_minibatches: bool) -> Callable[[Any, Any, int], base.Pr
     return check
 
 
-def register(name: str, make: Callable[..., base.Algorithm], *, steps_in_minibatches: bool) -> None:
+def exact_check(steps_in_minibatches: bool) -> Callable[[Any, Any, int], base.Problem | None]:
+    """Exact layouts of L logical shards: a network whose layers are
+    row-stable (`networks.Dense`), and envs and minibatches that split into L."""
+
+    def check(config: Any, network: Any, shards: int) -> base.Problem | None:
+        if network.kind not in ("mlp", "gru"):
+            return "network.kind", f"exact layouts (devices.shards) take an mlp or gru network, not {network.kind}"
+        if network.kind == "gru" and network.gru_size % ROW_STABLE_WIDTH:
+            return "network.gru_size", (
+                f"{network.gru_size} is not a multiple of {ROW_STABLE_WIDTH}, which exact layouts (devices.shards)"
+                " need: the GRU's own layers are gru_size wide"
+            )
+        if config.num_envs % shards:
+            return "devices.shards", f"num_envs ({config.num_envs}) does not split into {shards} logical shards"
+        flat = steps_in_minibatches and network.kind not in RECURRENT_KINDS
+        size = config.num_envs * (config.num_steps if flat else 1) // config.num_minibatches
+        if size % shards:
+            unit = "steps" if flat else "envs"
+            return "devices.shards", f"a minibatch of {size} {unit} does not split into {shards} logical shards"
+        return None
+
+    return check
+
+
+def register(
+    name: str, make: Callable[..., base.Algorithm], *, steps_in_minibatches: bool, exact: bool = False
+) -> None:
     """Register an on-policy algorithm: single-agent, discrete actions, and
-    `update_epochs x num_minibatches` updates of `num_envs x num_steps` steps."""
+    `update_epochs x num_minibatches` updates of `num_envs x num_steps` steps;
+    `exact`: its factory takes `shards` (exact layouts)."""
     base.register(
         name,
         base.Registration(
@@ -88,19 +115,35 @@ def register(name: str, make: Callable[..., base.Algorithm], *, steps_in_minibat
             env_steps_per_step=env_steps_per_step,
             check_env=base.single_agent_discrete(name),
             check=batch_check(steps_in_minibatches),
+            check_exact=exact_check(steps_in_minibatches) if exact else None,
         ),
     )
 
 
-def make_update(loss_fn: Callable, optimizer: optax.GradientTransformation, axis_name: str | None) -> Callable:
+def make_update(
+    loss_fn: Callable, optimizer: optax.GradientTransformation, axis_name: str | None, shards: int | None = None
+) -> Callable:
     """One optimizer step on a minibatch, for `lax.scan`: carry (params,
     opt_state), input the minibatch (the loss's arguments after params).
-    Gradients are averaged over `axis_name` when it is set."""
+    Gradients are averaged over `axis_name` when it is set. With `shards`,
+    the minibatch comes as this device's logical shards (a leading `[L / D]`
+    axis): the gradient and metrics of each are taken one after another and
+    averaged in shard order (`parallel.fold_mean`), the same on any layout."""
+
+    def gradient(params, minibatch):
+        if shards is None:
+            grads, aux = jax.grad(loss_fn, has_aux=True)(params, *minibatch)
+            return parallel.pmean(grads, axis_name), aux
+
+        def one(carry, part):
+            return carry, jax.grad(loss_fn, has_aux=True)(params, *part)
+
+        _, parts = parallel.opaque_scan(one, (), minibatch)
+        return parallel.fold_mean(parts, axis_name)
 
     def update(carry, minibatch):
         params, opt_state = carry
-        grads, aux = jax.grad(loss_fn, has_aux=True)(params, *minibatch)
-        grads = parallel.pmean(grads, axis_name)
+        grads, aux = gradient(params, minibatch)
         aux = dict(aux, grad_norm=optax.global_norm(grads))
         updates, opt_state = optimizer.update(grads, opt_state, params)
         return (optax.apply_updates(params, updates), opt_state), aux
@@ -136,21 +179,27 @@ def make_stages(
     targets: Callable,
     minibatches: Callable,
     axis_name: str | None = None,
+    shards: int | None = None,
 ) -> Stages:
     """The stages of an on-policy algorithm from what sets it apart: its
-    `targets`, its `minibatches` and its gradient `update` (`make_update`)."""
+    `targets`, its `minibatches` and its gradient `update` (`make_update`,
+    made with the same `shards`)."""
 
     def collect_stage(state: OnPolicyState, key: jax.Array) -> tuple[ActorState, Fragment]:
-        return collect(env, policy, state.params, state.actor, key, config.num_steps, axis_name)
+        return collect(env, policy, state.params, state.actor, key, config.num_steps, axis_name, shards)
+
+    scan = jax.lax.scan if shards is None else parallel.opaque_scan
 
     def learn_stage(state, actor, batch, start_carry, next_key, epoch_key):
         def epoch(carry, key):
-            return jax.lax.scan(update, carry, minibatches(batch, start_carry, key))
+            return scan(update, carry, minibatches(batch, start_carry, key))
 
-        (params, opt_state), aux = jax.lax.scan(
+        (params, opt_state), aux = scan(
             epoch, (state.params, state.opt_state), jax.random.split(epoch_key, config.update_epochs)
         )
-        metrics = parallel.pmean({name: value.mean() for name, value in aux.items()}, axis_name)
+        metrics = {name: value.mean() for name, value in aux.items()}
+        if shards is None:  # else every device has the same already (make_update)
+            metrics = parallel.pmean(metrics, axis_name)
         metrics["episode_return"] = actor.episodes.last_return
         metrics["episode_length"] = actor.episodes.last_length
         return OnPolicyState(params, opt_state, actor, next_key, state.iteration + 1), metrics
@@ -235,11 +284,13 @@ def collect(
     key: jax.Array,
     num_steps: int,
     axis_name: str | None = None,
+    shards: int | None = None,
 ) -> tuple[ActorState, Fragment]:
     """Step the B envs `num_steps` times with actions sampled from the policy.
 
     Rewards are player 0's: the on-policy algorithms here are single-agent.
-    Under `axis_name`, `actor` holds this shard's envs of B.
+    Under `axis_name`, `actor` holds this shard's envs of B; with `shards`,
+    episode figures are summed per logical shard (see `algorithms.episodes`).
     """
     num_envs = actor.reset.shape[0] * parallel.size(axis_name)
 
@@ -254,11 +305,12 @@ def collect(
         reward = next_ts.reward[:, 0]
         done = next_ts.terminated | next_ts.truncated
         fragment = Fragment(ts.observation, ts.legal_action_mask, actor.reset, action, log_prob, value, reward, done)
-        episodes, ended = step_episode_stats(actor.episodes, reward, done)
+        local = 1 if shards is None else parallel.local_shards(shards, axis_name)
+        episodes, ended = step_episode_stats(actor.episodes, reward, done, local)
         return ActorState(env_state, next_ts, carry, done, episodes), (fragment, ended)
 
     actor, (fragment, ended) = jax.lax.scan(step, actor, jax.random.split(key, num_steps))
-    return actor._replace(episodes=finish_episode_stats(actor.episodes, ended, axis_name)), fragment
+    return actor._replace(episodes=finish_episode_stats(actor.episodes, ended, axis_name, shards is not None)), fragment
 
 
 def bootstrap_value(policy: Policy, params: Any, actor: ActorState) -> jax.Array:
@@ -272,11 +324,27 @@ def minibatch_indices(key: jax.Array, size: int, num_minibatches: int) -> jax.Ar
     return jax.random.permutation(key, size).reshape(num_minibatches, size // num_minibatches)
 
 
-def shard_minibatches(index: jax.Array, axis_name: str | None) -> jax.Array:
-    """This shard's part of each minibatch (`[n, m] -> [n, m / D]`): the
-    minibatches are drawn from the global batch, and each shard computes the
-    gradient of its part of them."""
-    return parallel.local_slice(index, axis_name, axis=1)
+def shard_minibatches(tree: Any, axis_name: str | None, axis: int = 1) -> Any:
+    """This shard's part of each minibatch (`[n, m] -> [n, m / D]` along
+    `axis`): the minibatches are drawn from the global batch, and each shard
+    computes the gradient of its part of them."""
+    return jax.tree.map(lambda x: parallel.local_slice(x, axis_name, axis=axis), tree)
+
+
+def split_shards(tree: Any, local: int, axis: int) -> Any:
+    """Minibatches `[n, ..., m, ...]` (rows along `axis`) as `local` logical
+    shards of `m / local` rows each: `[n, local, ..., m / local, ...]`."""
+
+    def split(x: jax.Array) -> jax.Array:
+        x = x.reshape(*x.shape[:axis], local, x.shape[axis] // local, *x.shape[axis + 1 :])
+        return jnp.moveaxis(x, axis, 1)
+
+    return jax.tree.map(split, tree)
+
+
+def align_for(shards: int | None) -> int:
+    """How wide dense layers compute (`networks.Dense`): row-stable on exact layouts."""
+    return 1 if shards is None else ROW_STABLE_WIDTH
 
 
 def gather(tree: Any, indices: jax.Array, axis: int) -> Any:

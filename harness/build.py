@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import optax
 
 import algorithms
+from algorithms import optimizers
 from harness import envs
 from harness.envs_xminigrid import EnvKwargsError
 from harness.run import devices
@@ -36,18 +37,26 @@ class Plan(NamedTuple):
         return self.num_iterations * self.env_steps_per_iteration
 
 
-def make_optimizer(spec: Any, total_updates: int) -> optax.GradientTransformation:
+def make_optimizer(spec: Any, total_updates: int, exact: bool = False) -> optax.GradientTransformation:
     """optax from the spec's `optimizer:` section; `total_updates` spans the
-    linear annealing of the learning rate to zero."""
+    linear annealing of the learning rate to zero. `exact`: the forms of
+    `algorithms.optimizers`, compiled alike in every program (exact layouts)."""
     learning_rate: Any = spec.learning_rate
+    total = max(total_updates, 1)
     if spec.anneal_lr:
-        learning_rate = optax.linear_schedule(spec.learning_rate, 0.0, max(total_updates, 1))
-    if spec.name == "adam":
+        if exact:
+            learning_rate = optimizers.linear_schedule(spec.learning_rate, total)
+        else:
+            learning_rate = optax.linear_schedule(spec.learning_rate, 0.0, total)
+    if spec.name == "adam" and exact:
+        opt = optax.chain(optimizers.scale_by_adam(eps=spec.adam_eps), optax.scale_by_learning_rate(learning_rate))
+    elif spec.name == "adam":
         opt = optax.adam(learning_rate, eps=spec.adam_eps)
     else:
         opt = optax.sgd(learning_rate, momentum=spec.momentum or None)
     if spec.max_grad_norm is not None:
-        opt = optax.chain(optax.clip_by_global_norm(spec.max_grad_norm), opt)
+        clip = optimizers.clip_by_global_norm if exact else optax.clip_by_global_norm
+        opt = optax.chain(clip(spec.max_grad_norm), opt)
     return opt
 
 
@@ -120,9 +129,16 @@ def build(
         problem = registration.check(config, spec.network, layout.data_axis)
         if problem is not None:
             raise SpecError(source, [(f"hyperparameters.{problem[0]}", f"{problem[1]} (devices.data_axis)")], lines)
-    optimizer = make_optimizer(spec.optimizer, num_iterations * registration.updates_per_step(config))
+    if spec.devices.shards is not None:
+        problem = _exact_problem(spec, registration, layout.data_axis if use_mesh else 1)
+        if problem is not None:
+            raise SpecError(source, [problem], lines)
+    optimizer = make_optimizer(
+        spec.optimizer, num_iterations * registration.updates_per_step(config), spec.devices.shards is not None
+    )
+    exact = {} if spec.devices.shards is None else {"shards": spec.devices.shards}
     algorithm = registration.make(
-        config, env, network=spec.network, optimizer=optimizer, axis_name=devices.DATA if use_mesh else None
+        config, env, network=spec.network, optimizer=optimizer, axis_name=devices.DATA if use_mesh else None, **exact
     )
     mesh = devices.make_mesh(layout) if use_mesh else None
     return Plan(
@@ -160,8 +176,24 @@ def build_on(spec: Spec, layout: str, source: str = "<spec>") -> Plan:
     if layout == "plain":
         return build(spec, source, use_mesh=False)
     seed_axis, data_axis = (int(n) for n in layout.split("x"))
-    placed = DevicesSpec(count=seed_axis * data_axis, seed_axis=seed_axis, data_axis=data_axis)
+    placed = DevicesSpec(
+        count=seed_axis * data_axis, seed_axis=seed_axis, data_axis=data_axis, shards=spec.devices.shards
+    )
     return build(spec.model_copy(update={"devices": placed}), source, use_mesh=True)
+
+
+def _exact_problem(spec: Spec, registration: Any, data_axis: int) -> tuple[str, str] | None:
+    """Why the spec cannot run on an exact layout (`devices.shards`), if it cannot."""
+    shards = spec.devices.shards
+    if registration.check_exact is None:
+        return "devices.shards", f"{spec.algorithm} has no exact layouts (leave devices.shards out)"
+    if shards % data_axis or shards < 2 * data_axis:
+        # Measured: with one logical shard per device, XLA compiles the
+        # shard's computation differently, and the bits differ.
+        return "devices.shards", (
+            f"{shards} logical shards do not split into at least two per device over data_axis {data_axis}"
+        )
+    return registration.check_exact(spec.hyperparameters, spec.network, shards)
 
 
 def _grid_network_problem(spec: Spec, shape: tuple[int, ...]) -> tuple[str, str] | None:

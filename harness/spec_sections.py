@@ -133,14 +133,23 @@ class TrackingSpec(_Model):
 
 
 class DevicesSpec(_Model):
-    """Where a spec runs, not what it computes: left out of the spec hash,
-    since the curves are the same on any number of devices (up to float
-    reduction order). The devices form a mesh `seed_axis x data_axis`: seeds
-    are spread over `seed`, each seed's env batch over `data`."""
+    """Where a spec runs, not what it computes: left out of the spec hash.
+    The devices form a mesh `seed_axis x data_axis`: seeds are spread over
+    `seed`, each seed's env batch over `data`. By default the curves are the
+    same computation on any layout but not the same bits (each device adds
+    its part first); `shards` asks for an exact layout, whose bits do not
+    depend on the data axis (recorded as `device.shards`)."""
 
     count: int | Literal["all"] = Field(default=1, description="devices to use: a number, or all (every process's)")
     seed_axis: int | None = Field(default=None, gt=0, description="devices along the seed axis (default: 1)")
     data_axis: int | None = Field(default=None, gt=0, description="devices along the data axis (default: the rest)")
+    shards: int | None = Field(
+        default=None,
+        gt=0,
+        description="exact layout (PPO): each seed's envs and minibatches split into this many logical shards,"
+        " at least two per data device, added in one fixed order: the same bits on the plain program and on"
+        " any data_axis that allows it; null: each device adds its own part first",
+    )
 
     @field_validator("count")
     @classmethod

@@ -45,6 +45,26 @@ SPECS = {
             "evaluation": {"episodes": 8, "policy": "sample", "max_steps": 64},
         },
     },
+    # Exact layouts (devices.shards): whole runs, long enough that layouts
+    # that add per device drift apart (64 iterations).
+    "ppo_exact": {
+        "algorithm": "ppo",
+        "env": {"suite": "gymnax", "id": "CartPole-v1"},
+        "budget": {"env_steps": 64 * 8 * 16},
+        "hyperparameters": {"num_envs": 8, "num_steps": 16, "num_minibatches": 2, "update_epochs": 2},
+        "optimizer": {"max_grad_norm": 0.5, "anneal_lr": True},
+        "devices": {"shards": 8},
+        "logging": {"interval": 16},
+    },
+    "ppo_gru_exact": {
+        "algorithm": "ppo",
+        "env": {"suite": "gymnax", "id": "CartPole-v1"},
+        "budget": {"env_steps": 64 * 32 * 8},
+        "network": {"kind": "gru", "gru_size": 16, "hidden_sizes": [16]},
+        "hyperparameters": {"num_envs": 32, "num_steps": 8, "num_minibatches": 2},
+        "devices": {"shards": 8},
+        "logging": {"interval": 16},
+    },
     "alphazero": {
         "algorithm": "alphazero",
         "env": {"suite": "pgx", "id": "tic_tac_toe"},
@@ -66,6 +86,8 @@ ALL = ["plain", "1x1", "1x2", "1x4", "2x2"]
 LAYOUTS = {
     "ppo": ALL,
     "ppo_gru": ["1x1", "1x4"],
+    "ppo_exact": ["plain", "1x1", "1x2", "1x4"],
+    "ppo_gru_exact": ["plain", "1x2", "1x4"],
     "reinforce": ["1x1", "1x4"],
     "alphazero": ["plain", "1x1", "1x4", "2x2"],
     "alphazero_knapsack": ["1x1", "1x4"],
@@ -83,7 +105,8 @@ def main() -> None:
         for layout in LAYOUTS[name]:
             spec_data = {"name": name, "seeds": [0, 1], "logging": {"interval": 2}, **data}
             plan = build.build_on(S.parse(spec_data), layout)
-            result = runner.run(plan.algorithm, plan.spec.seeds, plan.num_iterations, 2, mesh=plan.mesh)
+            interval = plan.spec.logging.interval
+            result = runner.run(plan.algorithm, plan.spec.seeds, plan.num_iterations, interval, mesh=plan.mesh)
             curves = {k: v.tolist() for k, v in result.metrics.items()}
             curves.update({f"eval/{k}": v.tolist() for k, v in result.evaluation.items()})
             out[name][layout] = curves

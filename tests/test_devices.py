@@ -85,7 +85,12 @@ def _differences(curves: dict[str, list], reference: dict[str, list]) -> list[st
 
 @pytest.mark.parametrize(
     "algorithm, layout",
-    [(name, layout) for name, layouts in LAYOUTS.items() for layout in layouts if layout not in ("plain", "1x1")],
+    [
+        (name, layout)
+        for name, layouts in LAYOUTS.items()
+        for layout in layouts
+        if layout not in ("plain", "1x1") and not name.endswith("_exact")
+    ],
 )
 def test_same_curves_on_1_2_and_4_devices(layouts_run, algorithm, layout):
     runs = layouts_run[algorithm]
@@ -101,6 +106,23 @@ def test_one_device_mesh_matches_the_plain_program(layouts_run, algorithm):
     runs = layouts_run[algorithm]
     assert _differences(runs["1x1"], runs["plain"]) == []
     assert runs["1x1"] == runs["plain"]
+
+
+@pytest.mark.parametrize("algorithm", ["ppo_exact", "ppo_gru_exact"])
+def test_exact_layouts_train_the_same_bits_on_1_2_and_4_devices(layouts_run, algorithm):
+    """`devices.shards`: whole runs (64 iterations, each of several
+    minibatch updates, gradient clipping and an annealed learning rate),
+    every metric of every iteration bit-identical on the plain program and on
+    meshes of 1, 2 and 4 data-parallel devices."""
+    runs = layouts_run[algorithm]
+    reference = runs["plain"]
+    assert len(reference["loss"]) == 64
+    for layout, curves in runs.items():
+        assert curves == reference, layout
+    # Not a run that stands still: it learns, and its seeds differ.
+    loss = np.asarray(reference["loss"])
+    assert not np.array_equal(loss[:, 0], loss[:, 1])
+    assert np.mean(reference["episode_length"][-8:]) > np.mean(reference["episode_length"][:8])
 
 
 def test_seeds_differ_from_each_other(layouts_run):
@@ -211,6 +233,39 @@ def test_batches_that_do_not_split_are_named(monkeypatch, algorithm, hyperparame
         build.build(S.parse(data, "split.yaml"), "split.yaml")
     assert message in str(error.value)
     assert "(devices.data_axis)" in str(error.value)
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"algorithm": "reinforce"}, "devices.shards: reinforce has no exact layouts"),
+        ({"devices": {"count": 4, "shards": 4}}, "devices.shards: 4 logical shards do not split into at least two"),
+        ({"devices": {"count": 4, "shards": 6}}, "devices.shards: 6 logical shards do not split into at least two"),
+        ({"hyperparameters": {"num_envs": 4, "num_steps": 16}}, "devices.shards: num_envs (4) does not split into 8"),
+        (
+            {"hyperparameters": {"num_envs": 8, "num_steps": 4, "num_minibatches": 8}},
+            "devices.shards: a minibatch of 4 steps does not split into 8 logical shards",
+        ),
+        ({"network": {"kind": "gru", "gru_size": 24}}, "network.gru_size: 24 is not a multiple of 16"),
+    ],
+)
+def test_exact_layouts_that_cannot_work_are_named(monkeypatch, change, message):
+    data = {
+        "name": "exact",
+        "algorithm": "ppo",
+        "env": {"suite": "gymnax", "id": "CartPole-v1"},
+        "seeds": [0],
+        "budget": {"env_steps": 10_000},
+        "hyperparameters": {"num_envs": 16, "num_steps": 16},
+        "devices": {"shards": 8},
+    }
+    data = {**data, **change}
+    if "shards" not in data["devices"]:
+        data["devices"] = {**data["devices"], "shards": 8}
+    monkeypatch.setattr(devices.jax, "device_count", lambda: 4)
+    with pytest.raises(S.SpecError) as error:
+        build.build(S.parse(data, "exact.yaml"), "exact.yaml")
+    assert message in " ".join(str(error.value).split())
 
 
 def test_bad_device_options_exit_2_with_one_line(tmp_path, capsys, tiny_spec_data):

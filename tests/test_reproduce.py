@@ -86,6 +86,36 @@ def test_the_host_name_does_not_matter(tiny_record):
     assert verdict.mode == "exact" and verdict.speed.hardware == "same device kind"
 
 
+def test_exact_layouts_are_judged_bit_for_bit_across_data_devices(tiny_record):
+    """Records of one spec on exact layouts (the same `devices.shards`): a
+    reference on the plain program judges a reproduction on 4 simulated
+    data devices bit for bit; other shards, a split seed axis or another XLA
+    flag do not."""
+    reference = tiny_record.model_copy(deep=True)
+    record = tiny_record.model_copy(deep=True)
+    reference.fingerprint.update(shards="8", mesh="none", device_count="1", local_device_count="1", xla_flags="")
+    record.fingerprint.update(
+        shards="8",
+        mesh="seed=1,data=4",
+        device_count="4",
+        local_device_count="4",
+        xla_flags="--xla_force_host_platform_device_count=4",
+    )
+    assert reproduce.not_exact_because(reference, record) == []
+    for key, value, reason in (
+        ("shards", "4", "device.shards"),
+        ("mesh", "seed=2,data=2", "device.mesh"),
+        ("xla_flags", "--xla_force_host_platform_device_count=4 --xla_cpu_enable_fast_math=true", "device.xla_flags"),
+    ):
+        changed = record.model_copy(deep=True)
+        changed.fingerprint[key] = value
+        assert [r for r in reproduce.not_exact_because(reference, changed) if reason in r], key
+    # Without shards, the layout is part of the exact fingerprint.
+    del reference.fingerprint["shards"], record.fingerprint["shards"]
+    reasons = reproduce.not_exact_because(reference, record)
+    assert any("device.mesh" in r for r in reasons) and any("device.device_count" in r for r in reasons)
+
+
 def test_a_reference_without_the_cpu_model_is_not_judged_bit_for_bit(tiny_record):
     reference = tiny_record.model_copy(deep=True)
     del reference.fingerprint["cpu_model"]

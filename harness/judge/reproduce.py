@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -52,9 +53,15 @@ EXACT_FINGERPRINT = (
     "cpu",
     "cpu_model",
     "mesh",
+    "shards",
 )
 # What a reference made before a key was recorded ran with.
-FINGERPRINT_DEFAULTS = {"mesh": "none"}
+FINGERPRINT_DEFAULTS = {"mesh": "none", "shards": "none"}
+# On exact layouts (the same `shards`), keys that do not change the bits:
+# how many devices there are and how the data axis splits (the seed axis
+# still does), and the flag that simulates host devices.
+LAYOUT_KEYS = ("device_count", "local_device_count", "process_count", "mesh", "xla_flags")
+_DEVICE_COUNT_FLAG = re.compile(r"--xla_force_host_platform_device_count=\S+")
 # Packages whose code runs in the training program (MLflow and orbax do not).
 NUMERICS_PACKAGES = ("jax", "jaxlib", "flax", "optax", "pgx", "jumanji", "gymnax", "mctx", "xminigrid")
 # Packages that became dependencies after references were published: a
@@ -201,9 +208,13 @@ def device_label(fingerprint: dict[str, str]) -> str:
 def not_exact_because(reference: Results, record: Results) -> list[str]:
     """Why bit-identical curves cannot be expected; empty when they can."""
     reasons = []
+    shards = reference.fingerprint.get("shards", "none")
+    exact_layouts = shards != "none" and shards == record.fingerprint.get("shards")
     for key in EXACT_FINGERPRINT:
         ref = reference.fingerprint.get(key, FINGERPRINT_DEFAULTS.get(key))
         new = record.fingerprint.get(key)
+        if exact_layouts and key in LAYOUT_KEYS:
+            ref, new = _layout_free(key, ref), _layout_free(key, new)
         if ref is None:
             reasons.append(f"device.{key} is not recorded in the reference")
         elif ref != new:
@@ -217,6 +228,19 @@ def not_exact_because(reference: Results, record: Results) -> list[str]:
     if reference.seeds != record.seeds:
         reasons.append(f"seeds {_seeds(reference.seeds)} in the reference, {_seeds(record.seeds)} here")
     return reasons
+
+
+def _layout_free(key: str, value: str | None) -> str | None:
+    """What of a fingerprint value still matters on exact layouts: the
+    seed axis of a mesh (`none`, the plain program, has one), XLA's flags
+    but the simulated device count, nothing of the device counts."""
+    if value is None:
+        return None
+    if key == "mesh":
+        return "seed=1" if value == "none" else value.split(",")[0]
+    if key == "xla_flags":
+        return " ".join(_DEVICE_COUNT_FLAG.sub("", value).split())
+    return "any"
 
 
 def _seeds(seeds: list[int]) -> str:

@@ -62,12 +62,13 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def fingerprint(layout: Any = None, device: Any = None) -> dict[str, str]:
+def fingerprint(layout: Any = None, device: Any = None, shards: int | None = None) -> dict[str, str]:
     """The devices and numerics settings a run executes with (tags
     `device.*`, results.json): those of JAX's default platform, or of
-    `device`'s (which need not be the default: the bench's `--device`), and
-    the mesh `layout` it used (`mesh: none` is the plain one-device program,
-    not the same program as a one-device mesh)."""
+    `device`'s (which need not be the default: the bench's `--device`), the
+    mesh `layout` it used (`mesh: none` is the plain one-device program,
+    not the same program as a one-device mesh) and its logical `shards`
+    (exact layouts, `devices.shards`; `none` without)."""
     device = device or jax.devices()[0]
     platform_name = device.platform
     return {
@@ -84,4 +85,5 @@ def fingerprint(layout: Any = None, device: Any = None) -> dict[str, str]:
         "cpu_model": cpu_model(),
         "mesh": "none" if layout is None else layout.describe(),
         "devices_used": "1" if layout is None else str(layout.count),
+        "shards": "none" if shards is None else str(shards),
     }

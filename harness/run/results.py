@@ -109,7 +109,7 @@ def make_results(
             compile_cache=compile_cache,
             wall_time=wall_time,
         ),
-        fingerprint=provenance.fingerprint(plan.layout),
+        fingerprint=provenance.fingerprint(plan.layout, shards=plan.spec.devices.shards),
         versions=provenance.versions(),
         git=git if git is not None else provenance.git_state(),
     )

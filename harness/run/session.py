@@ -138,7 +138,7 @@ def _train_and_log_main(plan: Plan, uri: str, options: RunOptions) -> Logged:
     # About 8 metrics an iteration (the algorithms log 6 to 12).
     expected_values = plan.num_iterations * len(plan.spec.seeds) * 8
     tracker = tracking.Tracking(uri, plan.spec.experiment_name, live_metrics=live, expected_values=expected_values)
-    fingerprint = provenance.fingerprint(plan.layout)
+    fingerprint = provenance.fingerprint(plan.layout, shards=plan.spec.devices.shards)
     versions, git = provenance.versions(), provenance.git_state()
     seeds = plan.spec.seeds
     bar = ProgressBar(

@@ -91,5 +91,15 @@ def test_episode_figures_come_from_the_last_step_with_endings():
     assert float(final.last_length) == 2.0
     assert final.running_return.tolist() == [1.0, 1.0]
     # No ending in a rollout keeps the previous figures.
-    quiet = Ended(*(jnp.zeros(4, x.dtype) for x in ended))
+    quiet = Ended(*(jnp.zeros((4, 1), x.dtype) for x in ended))
     assert float(finish_episode_stats(final, quiet).last_return) == 2.5
+    # Exact layouts: sums per logical shard (here one env each), added in
+    # shard order, give the same figures.
+    stats, ended = init_episode_stats(2), []
+    for reward, done in zip(rewards, dones, strict=True):
+        stats, e = step_episode_stats(stats, reward, done, shards=2)
+        ended.append(e)
+    ended = Ended(*(jnp.stack(x) for x in zip(*ended, strict=True)))
+    assert ended.count.shape == (4, 2)
+    exact = finish_episode_stats(stats, ended, exact=True)
+    assert float(exact.last_return) == 2.5 and float(exact.last_length) == 2.0

@@ -42,6 +42,14 @@ def env_steps_per_step(config: Any) -> int:
     return config.num_envs * config.num_steps
 
 
+def minibatch_size(config: Any, network: Any, steps_in_minibatches: bool) -> tuple[int, str]:
+    """One minibatch's size and unit: single steps when `steps_in_minibatches`
+    and the policy is feed-forward, else whole env fragments."""
+    if steps_in_minibatches and network.kind not in RECURRENT_KINDS:
+        return config.num_envs * config.num_steps // config.num_minibatches, "steps"
+    return config.num_envs // config.num_minibatches, "envs"
+
+
 def batch_check(steps_in_minibatches: bool) -> Callable[[Any, Any, int], base.Problem | None]:
     """Minibatches divide the rollout, and each of D data-parallel shards
     gets whole envs and an equal part of every minibatch. Minibatches are of
@@ -68,9 +76,8 @@ def batch_check(steps_in_minibatches: bool) -> Callable[[Any, Any, int], base.Pr
             return "evaluation.episodes", (
                 f"evaluation.episodes ({evaluation.episodes}) does not split over {shards} data-parallel devices"
             )
-        size = config.num_envs * (config.num_steps if flat else 1) // config.num_minibatches
+        size, unit = minibatch_size(config, network, steps_in_minibatches)
         if size % shards:
-            unit = "steps" if flat else "envs"
             return "num_minibatches", f"a minibatch of {size} {unit} does not split over {shards} data-parallel devices"
         return None
 
@@ -91,10 +98,8 @@ def exact_check(steps_in_minibatches: bool) -> Callable[[Any, Any, int], base.Pr
             )
         if config.num_envs % shards:
             return "devices.shards", f"num_envs ({config.num_envs}) does not split into {shards} logical shards"
-        flat = steps_in_minibatches and network.kind not in RECURRENT_KINDS
-        size = config.num_envs * (config.num_steps if flat else 1) // config.num_minibatches
+        size, unit = minibatch_size(config, network, steps_in_minibatches)
         if size % shards:
-            unit = "steps" if flat else "envs"
             return "devices.shards", f"a minibatch of {size} {unit} does not split into {shards} logical shards"
         return None
 
@@ -293,6 +298,7 @@ def collect(
     episode figures are summed per logical shard (see `algorithms.episodes`).
     """
     num_envs = actor.reset.shape[0] * parallel.size(axis_name)
+    local_shards = 1 if shards is None else parallel.local_shards(shards, axis_name)
 
     def step(actor: ActorState, key):
         action_key, env_key = jax.random.split(key)
@@ -305,8 +311,7 @@ def collect(
         reward = next_ts.reward[:, 0]
         done = next_ts.terminated | next_ts.truncated
         fragment = Fragment(ts.observation, ts.legal_action_mask, actor.reset, action, log_prob, value, reward, done)
-        local = 1 if shards is None else parallel.local_shards(shards, axis_name)
-        episodes, ended = step_episode_stats(actor.episodes, reward, done, local)
+        episodes, ended = step_episode_stats(actor.episodes, reward, done, local_shards)
         return ActorState(env_state, next_ts, carry, done, episodes), (fragment, ended)
 
     actor, (fragment, ended) = jax.lax.scan(step, actor, jax.random.split(key, num_steps))

@@ -129,14 +129,15 @@ def build(
         problem = registration.check(config, spec.network, layout.data_axis)
         if problem is not None:
             raise SpecError(source, [(f"hyperparameters.{problem[0]}", f"{problem[1]} (devices.data_axis)")], lines)
-    if spec.devices.shards is not None:
-        problem = _exact_problem(spec, registration, layout.data_axis if use_mesh else 1)
+    shards = spec.devices.shards
+    if shards is not None:
+        problem = _exact_problem(spec, registration, layout.data_axis)
         if problem is not None:
             raise SpecError(source, [problem], lines)
     optimizer = make_optimizer(
-        spec.optimizer, num_iterations * registration.updates_per_step(config), spec.devices.shards is not None
+        spec.optimizer, num_iterations * registration.updates_per_step(config), shards is not None
     )
-    exact = {} if spec.devices.shards is None else {"shards": spec.devices.shards}
+    exact = {} if shards is None else {"shards": shards}
     algorithm = registration.make(
         config, env, network=spec.network, optimizer=optimizer, axis_name=devices.DATA if use_mesh else None, **exact
     )

@@ -107,6 +107,10 @@ class Registration(NamedTuple):
     # exact layouts of L logical shards (`devices.shards`), else (spec key,
     # why not). None: it has no exact layouts.
     check_exact: Callable[[Any, Any, int], Problem | None] | None = None
+    # The hyperparameters that enter the computation only as numbers, in
+    # arithmetic (never in shapes or Python control flow): a sweep carries
+    # them in the state, one value per run (algorithms.sweep).
+    numeric: tuple[str, ...] = ()
 
     def make(self, config: Any, env: Environment, **kwargs: Any) -> Algorithm:
         """The algorithm, with its env steps per step."""

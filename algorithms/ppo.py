@@ -194,4 +194,10 @@ def make_ppo(
     return make_algorithm(env, policy, config, optimizer, stages, axis_name)
 
 
-register("ppo", make_ppo, steps_in_minibatches=True, exact=True)
+register(
+    "ppo",
+    make_ppo,
+    steps_in_minibatches=True,
+    numeric=("gamma", "gae_lambda", "clip_eps", "value_coef", "entropy_coef", "reward_scale"),
+    exact=True,
+)

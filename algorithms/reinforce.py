@@ -110,4 +110,6 @@ def make_reinforce(
     return make_algorithm(env, policy, config, optimizer, stages, axis_name)
 
 
-register("reinforce", make_reinforce, steps_in_minibatches=False)
+register(
+    "reinforce", make_reinforce, steps_in_minibatches=False, numeric=("gamma", "value_coef", "entropy_coef", "c_rho")
+)

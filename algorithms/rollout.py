@@ -107,10 +107,16 @@ def exact_check(steps_in_minibatches: bool) -> Callable[[Any, Any, int], base.Pr
 
 
 def register(
-    name: str, make: Callable[..., base.Algorithm], *, steps_in_minibatches: bool, exact: bool = False
+    name: str,
+    make: Callable[..., base.Algorithm],
+    *,
+    steps_in_minibatches: bool,
+    numeric: tuple[str, ...],
+    exact: bool = False,
 ) -> None:
     """Register an on-policy algorithm: single-agent, discrete actions, and
     `update_epochs x num_minibatches` updates of `num_envs x num_steps` steps;
+    `numeric`: its hyperparameters that are only numbers (sweeps);
     `exact`: its factory takes `shards` (exact layouts)."""
     base.register(
         name,
@@ -121,6 +127,7 @@ def register(
             check_env=base.single_agent_discrete(name),
             check=batch_check(steps_in_minibatches),
             check_exact=exact_check(steps_in_minibatches) if exact else None,
+            numeric=numeric,
         ),
     )
 

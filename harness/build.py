@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import optax
 
 import algorithms
-from algorithms import optimizers
+from algorithms import optimizers, sweep
 from harness import envs
 from harness.envs_xminigrid import EnvKwargsError
 from harness.run import devices
@@ -60,12 +60,46 @@ def make_optimizer(spec: Any, total_updates: int, exact: bool = False) -> optax.
     return opt
 
 
+# The optimizer's settings that enter the computation only as numbers (sweeps).
+OPTIMIZER_NUMERIC = ("learning_rate", "adam_eps", "max_grad_norm")
+
+
+def numeric_keys(spec: Spec) -> tuple[str, ...]:
+    """The dotted spec keys a sweep can carry as numbers in the state: the
+    algorithm's numeric hyperparameters and the optimizer's, where set (a
+    null, e.g. no gradient clipping, is structure)."""
+    registration = algorithms.registry[spec.algorithm]
+    keys = [
+        f"hyperparameters.{name}" for name in registration.numeric if getattr(spec.hyperparameters, name) is not None
+    ]
+    keys += [f"optimizer.{name}" for name in OPTIMIZER_NUMERIC if getattr(spec.optimizer, name) is not None]
+    return tuple(keys)
+
+
+def with_numbers(spec: Spec, numbers: dict[str, Any]) -> Spec:
+    """`spec` with `section.name -> value` set, unvalidated: the values may
+    be tracers (a sweep's numbers, inside the traced program)."""
+    for key, value in numbers.items():
+        section, name = key.split(".")
+        spec = spec.model_copy(update={section: getattr(spec, section).model_copy(update={name: value})})
+    return spec
+
+
 def build(
-    spec: Spec, source: str = "<spec>", lines: dict[str, int] | None = None, *, use_mesh: bool | None = None
+    spec: Spec,
+    source: str = "<spec>",
+    lines: dict[str, int] | None = None,
+    *,
+    use_mesh: bool | None = None,
+    swept: tuple[str, ...] = (),
+    runs: int | None = None,
 ) -> Plan:
     """Everything the runner needs. The spec's `devices:` layout is checked
     against the devices there are; a mesh is used when it has more than one
-    device (`use_mesh` forces it on or off; off needs a one-device layout)."""
+    device (`use_mesh` forces it on or off; off needs a one-device layout).
+    A sweep's program (harness.sweep) carries the `swept` keys (of
+    `numeric_keys`) as numbers in its state (algorithms.sweep), and trains
+    `runs` runs (points x seeds) where a plain run trains its seeds."""
     try:
         env, env_info = envs.make(spec.env.suite, spec.env.id, spec.env.kwargs, spec.env.wrappers)
     except envs.UnknownEnvError as error:
@@ -116,7 +150,7 @@ def build(
             lines,
         )
     try:
-        layout = devices.resolve(spec.devices, len(spec.seeds))
+        layout = devices.resolve(spec.devices, runs or len(spec.seeds))
     except devices.LayoutError as error:
         raise SpecError(source, [(error.key, str(error))], lines) from None
     if use_mesh is None:
@@ -134,13 +168,24 @@ def build(
         problem = _exact_problem(spec, registration, layout.data_axis)
         if problem is not None:
             raise SpecError(source, [problem], lines)
-    optimizer = make_optimizer(
-        spec.optimizer, num_iterations * registration.updates_per_step(config), shards is not None
-    )
     exact = {} if shards is None else {"shards": shards}
-    algorithm = registration.make(
-        config, env, network=spec.network, optimizer=optimizer, axis_name=devices.DATA if use_mesh else None, **exact
-    )
+
+    def make_algorithm(spec: Spec) -> algorithms.Algorithm:
+        optimizer = make_optimizer(
+            spec.optimizer, num_iterations * registration.updates_per_step(config), shards is not None
+        )
+        return registration.make(
+            spec.hyperparameters,
+            env,
+            network=spec.network,
+            optimizer=optimizer,
+            axis_name=devices.DATA if use_mesh else None,
+            **exact,
+        )
+
+    algorithm = make_algorithm(spec)
+    if swept:
+        algorithm = sweep.swept(lambda numbers: make_algorithm(with_numbers(spec, numbers)), algorithm)
     mesh = devices.make_mesh(layout) if use_mesh else None
     return Plan(
         spec,

@@ -1,4 +1,4 @@
-"""`harness run | validate | publish | reproduce | compare | sync`.
+"""`harness run | sweep | validate | publish | reproduce | compare | sync`.
 
 User errors (a bad spec, an unusable tracking store, a checkpoint that cannot
 be resumed) print one message and exit 2 without a traceback; nothing is
@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 import harness
 from harness import build, spec
+from harness import sweep as sweeps
 from harness.console import err_console, out_console, print_table
 from harness.judge import compare, publish, reproduce
 from harness.judge.compare import CompareError
@@ -29,7 +30,7 @@ from harness.judge.reproduce import ReproduceError
 from harness.record import rundir, sync, tracking
 from harness.record.rundir import CheckpointError
 from harness.record.tracking import TrackingError
-from harness.run import cluster, compile_cache, results, session
+from harness.run import cluster, compile_cache, results, session, sweep_session
 from harness.run.cluster import DistributedError
 from harness.run.runner import Interrupted, NonFiniteMetricError
 from harness.spec import SpecError
@@ -65,18 +66,45 @@ def _devices(args: argparse.Namespace) -> dict:
 def _plan(loaded: spec.Spec, source: str, lines, args: argparse.Namespace | None) -> build.Plan:
     """Build `loaded` with the command line's device options (if `args` has
     any) in place of its `devices:` section."""
+    return build.build(_with_devices(loaded, args), source, lines)
+
+
+def _with_devices(loaded: spec.Spec, args: argparse.Namespace | None) -> spec.Spec:
+    """`loaded` with the command line's device options (if `args` has any)
+    in place of its `devices:` section."""
     if args is not None and (given := _devices(args)):
         try:
-            loaded = build.with_devices(loaded, given)
+            return build.with_devices(loaded, given)
         except ValidationError as error:
             problem = error.errors()[0]
             option = DEVICE_OPTIONS[str(problem["loc"][0])]
             raise _OptionError(f"{option}: {problem['msg'].removeprefix('Value error, ')}") from None
-    return build.build(loaded, source, lines)
+    return loaded
 
 
 def _load_plan(path: str, args: argparse.Namespace | None = None) -> build.Plan:
-    return _plan(spec.load(path), str(path), spec.key_lines(Path(path).read_text()), args)
+    loaded = spec.load(path)
+    if loaded.sweep is not None:
+        raise SpecError(str(path), [("sweep", "a spec with a sweep: section is trained by harness sweep (or run)")])
+    return _plan(loaded, str(path), spec.key_lines(Path(path).read_text()), args)
+
+
+def _load_sweep(args: argparse.Namespace) -> sweeps.Sweep | None:
+    """The sweep of `args.spec` with the command line's sweep options, or
+    None for a spec without one and no --set."""
+    loaded = _with_devices(spec.load(args.spec), args)
+    sets = sweeps.parse_sets(getattr(args, "set", None) or [])
+    if loaded.sweep is None and not sets:
+        return None
+    return sweeps.make_sweep(
+        loaded,
+        args.spec,
+        spec.key_lines(Path(args.spec).read_text()),
+        sets=sets,
+        samples=getattr(args, "samples", None),
+        sample_seed=getattr(args, "sample_seed", 0),
+        max_points=getattr(args, "max_points", sweeps.MAX_POINTS),
+    )
 
 
 def _options(args: argparse.Namespace, **extra) -> session.RunOptions:
@@ -93,6 +121,12 @@ def _options(args: argparse.Namespace, **extra) -> session.RunOptions:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    sweep = _load_sweep(args)
+    if sweep is not None:
+        sys.stdout.write(spec.to_yaml(sweep.spec))
+        sys.stdout.write(f"# spec_hash: {spec.spec_hash(sweep.spec)}\n")
+        sys.stdout.write("\n".join(sweep_session.describe(sweep)) + "\n")
+        return 0
     plan = _load_plan(args.spec)
     sys.stdout.write(spec.to_yaml(plan.spec))
     sys.stdout.write(f"# spec_hash: {plan.spec_hash}\n")
@@ -103,7 +137,21 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_sweep(args: argparse.Namespace) -> int:
+    """Train every point of a sweep (harness.sweep), program by program."""
+    sweep = _load_sweep(args)
+    if sweep is None:
+        return _user_error(f"{args.spec}: no sweep: add a sweep: section or --set KEY=V1,V2")
+    if args.metric is not None:
+        sweep_session.check_metric(sweep, args.metric, args.spec)
+    uri = tracking.resolve_uri(args.tracking_uri, sweep.spec.tracking.uri)
+    logged = sweep_session.run_sweep(sweep, uri, _options(args, resume=args.resume or False), metric=args.metric)
+    return EXIT_INCOMPLETE if logged.offline else 0
+
+
 def cmd_run(args: argparse.Namespace) -> int:
+    if spec.load(args.spec).sweep is not None:
+        return cmd_sweep(args)
     plan = _load_plan(args.spec, args)
     uri = tracking.resolve_uri(args.tracking_uri, plan.spec.tracking.uri)
     logged = session.train_and_log(plan, uri, _options(args, resume=args.resume or False))
@@ -253,8 +301,12 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="harness", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
 
-    v = sub.add_parser("validate", help="check a spec and print it resolved, with its hash")
+    v = sub.add_parser("validate", help="check a spec and print it resolved, with its hash (and a sweep's points)")
     v.add_argument("spec")
+    v.add_argument("--set", action="append", metavar="KEY=V1,V2,...", help="as for harness sweep")
+    v.add_argument("--samples", type=int, metavar="N", help="as for harness sweep")
+    v.add_argument("--sample-seed", type=int, default=0, help="as for harness sweep")
+    v.add_argument("--max-points", type=int, default=sweeps.MAX_POINTS, help="as for harness sweep")
     v.set_defaults(func=cmd_validate)
 
     r = sub.add_parser("run", help="train a spec over all its seeds and log it to MLflow")
@@ -277,7 +329,31 @@ def parser() -> argparse.ArgumentParser:
         help="continue the newest unfinished run of this spec (or run RUN_ID) from its latest good checkpoint,"
         " in the same MLflow runs",
     )
-    r.set_defaults(func=cmd_run)
+    r.set_defaults(func=cmd_run, metric=None)
+
+    sw = sub.add_parser(
+        "sweep",
+        help="train a grid or random draws of hyperparameters, numeric ones in one program, and rank them",
+        description="Train every point of the spec's sweep: section (and --set): a grid of its lists, or "
+        "--samples N random draws from its lists and ranges. Points that differ only in numbers (learning rate, "
+        "discount, loss coefficients, ...) train in one program, vmapped with the seeds; the others one program "
+        "per structure, in turn. MLflow gets a sweep run, a run per point (its own spec and hash) and a run per "
+        "seed under each; the sweep run gets the summary (summary.md, summary.json, sweep.png).",
+    )
+    sw.add_argument("spec")
+    sw.add_argument("--set", action="append", metavar="KEY=V1,V2,...", help="sweep KEY over these values (repeatable)")
+    sw.add_argument("--samples", type=int, metavar="N", help="N random points instead of the grid")
+    sw.add_argument("--sample-seed", type=int, default=0, help="seed of the random points (default 0)")
+    sw.add_argument("--max-points", type=int, default=sweeps.MAX_POINTS, help="refuse more points than this (1024)")
+    sw.add_argument("--metric", help="the final metric to rank points by (default: eval_return or episode_return)")
+    _add_store_options(sw, checkpoints=True, progress=True)
+    _add_device_options(sw)
+    compile_cache.add_arguments(sw)
+    sw.add_argument("--live-metrics", action="store_true", help="stream per-iteration metrics during training")
+    sw.add_argument(
+        "--resume", nargs="?", const=True, metavar="RUN_ID", help="continue the newest unfinished sweep of this spec"
+    )
+    sw.set_defaults(func=cmd_sweep)
 
     sy = sub.add_parser(
         "sync",

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator, model_serializer
 
 # The sections are part of this module's interface (harness.spec.NetworkSpec, ...).
 from harness.spec_sections import (  # noqa: F401
@@ -39,6 +39,8 @@ from harness.spec_sections import (  # noqa: F401
     ReinforceHyperparameters,
     RolloutEvaluationSpec,
     SeedRange,
+    SweepRange,
+    SweepValues,
     TrackingSpec,
     Wrapper,
     _Model,
@@ -78,6 +80,9 @@ class _SpecBase(_Model):
     tracking: TrackingSpec = TrackingSpec()
     devices: DevicesSpec = DevicesSpec()
     checkpoint: CheckpointSpec = CheckpointSpec()
+    # Dotted spec key -> its values (a list: a grid; a range: random draws),
+    # trained as one program where they are numbers (harness.sweep).
+    sweep: dict[str, SweepValues] | None = None
 
     @field_validator("seeds", mode="before")
     @classmethod
@@ -97,6 +102,24 @@ class _SpecBase(_Model):
         if any(not 0 <= s < 2**32 for s in seeds):
             raise ValueError("seeds must be in [0, 2**32)")
         return seeds
+
+    @field_validator("sweep")
+    @classmethod
+    def _check_sweep(cls, sweep: dict[str, Any] | None) -> dict[str, Any] | None:
+        if sweep is not None and not sweep:
+            raise ValueError("a sweep needs at least one key")
+        for key, values in (sweep or {}).items():
+            if isinstance(values, tuple) and not values:
+                raise ValueError(f"{key}: an empty list of values")
+        return sweep
+
+    @model_serializer(mode="wrap")
+    def _drop_no_sweep(self, handler: Any) -> dict[str, Any]:
+        # Sweeps came after specs were published: a spec without one keeps its hash.
+        data = handler(self)
+        if self.sweep is None:
+            data.pop("sweep", None)
+        return data
 
     @property
     def experiment_name(self) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer, model_validator
 
 
 class _Model(BaseModel):
@@ -170,6 +170,25 @@ class CheckpointSpec(_Model):
         " null or 0: none, except the final one on Ctrl-C/SIGTERM",
     )
     keep: int = Field(default=3, gt=0, description="the newest checkpoints kept; older ones are deleted")
+
+
+class SweepRange(_Model):
+    """A range a sweep draws values from (`harness sweep --samples N`)."""
+
+    low: float
+    high: float
+    log: bool = Field(default=False, description="log-uniform (low > 0): for learning rates and the like")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> SweepRange:
+        if self.high < self.low:
+            raise ValueError(f"high ({self.high}) is below low ({self.low})")
+        if self.log and self.low <= 0:
+            raise ValueError("a log-uniform range needs low > 0")
+        return self
+
+
+SweepValues = tuple[Any, ...] | SweepRange
 
 
 class RolloutEvaluationSpec(_Model):

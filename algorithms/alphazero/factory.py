@@ -361,5 +361,6 @@ base.register(
         env_steps_per_step=env_steps_per_step,
         check_env=check_env,
         check=check_batches,
+        numeric=("value_coef", "l2_coef"),
     ),
 )

@@ -37,11 +37,18 @@ def write_json(path: Path, data: Any, indent: int | None = None) -> None:
 
 
 class Journal:
+    """The journal of a run directory. A sweep trains its programs in turn
+    and sets `scope` for each (`{"group": g, "runs": [run id per column]}`):
+    entries then carry it (the metric writer and `harness sync` send an
+    entry's columns to its `runs`), and `chunks` and `logged_through` read
+    only that group's entries."""
+
     def __init__(self, directory: Path):
         self.directory = Path(directory)
         self.path = self.directory / JOURNAL_FILE
         self._entries = self._read()
         self._file = None
+        self.scope: dict[str, Any] | None = None
 
     def _read(self) -> list[dict[str, Any]]:
         """The complete entries; a torn last line (a crash mid-write) is cut off."""
@@ -64,6 +71,11 @@ class Journal:
     def entries(self) -> list[dict[str, Any]]:
         return list(self._entries)
 
+    def _scoped(self) -> list[dict[str, Any]]:
+        if self.scope is None:
+            return self._entries
+        return [e for e in self._entries if e.get("group") == self.scope["group"]]
+
     def append(
         self, kind: str, first: int, steps: int, metrics: dict[str, list], dtypes: dict[str, str]
     ) -> dict[str, Any]:
@@ -75,6 +87,7 @@ class Journal:
             "steps": steps,
             "metrics": metrics,
             "dtypes": dtypes,
+            **(self.scope or {}),
         }
         if self._file is None:
             self._file = self.path.open("a")
@@ -93,7 +106,7 @@ class Journal:
     def logged_through(self) -> int:
         """The last iteration whose metrics are in the journal (0: none)."""
         ends = [
-            e["first"] + len(next(iter(e["metrics"].values()))) - 1 for e in self._entries if e["kind"] == "iterations"
+            e["first"] + len(next(iter(e["metrics"].values()))) - 1 for e in self._scoped() if e["kind"] == "iterations"
         ]
         return max(ends, default=0)
 
@@ -108,9 +121,10 @@ class Journal:
             dtypes = entry.get("dtypes", {})
             return {k: np.asarray(v, dtype=dtypes.get(k, "float32")) for k, v in entry["metrics"].items()}
 
-        evaluations = {e["first"]: e for e in self._entries if e["kind"] == "evaluation"}
+        entries = self._scoped()
+        evaluations = {e["first"]: e for e in entries if e["kind"] == "evaluation"}
         out, seen = [], set()
-        for e in self._entries:
+        for e in entries:
             if e["kind"] != "iterations" or e["first"] in seen:
                 continue
             last = e["first"] + len(next(iter(e["metrics"].values()))) - 1

@@ -19,7 +19,8 @@ holds the lock, so on 2 cores 4 workers write about twice as fast as one.
 Usage: `python -m harness.record.metric_writer URI [RUN_DIR [WORKERS]]`. Protocol, one JSON
 document per line on stdin: first `{"runs": [run_id, ...]}` (one per seed
 column), then the journal's entries (`harness.record.journal`): `{"seq": n, "first":
-i, "steps": s, "metrics": {name: [[value per seed] per iteration]}}`. After
+i, "steps": s, "metrics": {name: [[value per seed] per iteration]}}` (a
+sweep's entries name their own columns' runs: `"runs": [...]`). After
 each entry (and every entry before it) reaches the store, its `seq` is
 recorded in RUN_DIR's uploaded.json. "database is locked" is retried. When
 the store cannot be reached, the writer stops trying, reads its input to
@@ -147,14 +148,15 @@ class Uploader:
         self.client = open_client(uri)  # an unusable store is reported here, before the first entry
 
     def submit(self, entry: dict) -> None:
+        run_ids = entry.get("runs", self.run_ids)  # a sweep's entry names its columns' runs
         if self.pool is None:  # one process: the writer writes
-            upload_entry(self.client, self.run_ids, entry)
+            upload_entry(self.client, run_ids, entry)
             self.in_flight.append((entry.get("seq"), []))  # done already
             return
         timestamp = int(time.time() * 1000)
         futures = [
             self.pool.submit(_upload_job, run_id, column, part, timestamp)
-            for run_id, column, part in split_entry(entry, self.run_ids, self.workers)
+            for run_id, column, part in split_entry(entry, run_ids, self.workers)
         ]
         self.in_flight.append((entry.get("seq"), futures))
 

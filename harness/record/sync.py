@@ -47,7 +47,7 @@ def sync_run(directory: Path, uri: str | None = None) -> SyncReport:
                 for run_id in run_ids
             }
             for entry in pending:
-                upload_entry(client, run_ids, entry, stored)
+                upload_entry(client, entry.get("runs", run_ids), entry, stored)
                 mark_uploaded(journal.directory, entry["seq"])
         calls = read_pending(directory)
         delivered = 0

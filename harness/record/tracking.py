@@ -89,7 +89,10 @@ class Tracking:
         except Exception as error:  # noqa: BLE001  (MLflow raises many kinds)
             raise TrackingError(f"cannot use the MLflow tracking store {uri!r}: {first_line(error)}") from None
         self.parent_id: str | None = None
+        # The runs that get per-iteration metrics, in column order: by seed,
+        # or (a sweep) by column index, points x seeds.
         self.child_ids: dict[int, str] = {}
+        self.point_ids: list[str] = []  # a sweep's runs of its points, between parent and seeds
         self._writer: subprocess.Popen | None = None  # harness.record.metric_writer, while runs are open
         self._outbox: queue.Queue = queue.Queue()
         self._feeder: threading.Thread | None = None
@@ -129,13 +132,48 @@ class Tracking:
             for batch in _batches(entries, _MAX_PARAMS_PER_BATCH):
                 store.retry_locked(self.client.log_batch, run_id, params=batch)
 
-    def reopen(self, parent_id: str, child_ids: dict[int, str], tags: dict[str, str]) -> None:
+    def start_sweep(
+        self,
+        run_name: str,
+        params: dict[str, str],
+        tags: dict[str, str],
+        points: list[tuple[str, dict[str, str], dict[str, str]]],
+        seeds: tuple[int, ...],
+    ) -> None:
+        """A sweep's runs: the sweep's own (the parent), one per point (name,
+        params, tags) under it, and one per seed under each point; the
+        columns of the per-iteration metrics are points x seeds."""
+        from mlflow.entities import Param
+
+        def create(name: str, run_tags: dict[str, str]) -> str:
+            run = store.retry_locked(self.client.create_run, self.experiment_id, run_name=name, tags=run_tags)
+            return run.info.run_id
+
+        def log_params(run_id: str, values: dict[str, str]) -> None:
+            for batch in _batches([Param(k, v) for k, v in values.items()], _MAX_PARAMS_PER_BATCH):
+                store.retry_locked(self.client.log_batch, run_id, params=batch)
+
+        self.parent_id = create(run_name, tags)
+        log_params(self.parent_id, params)
+        for name, point_params, point_tags in points:
+            point_id = create(name, {**point_tags, "mlflow.parentRunId": self.parent_id})
+            self.point_ids.append(point_id)
+            log_params(point_id, point_params)
+            for seed in seeds:
+                seed_tags = {**point_tags, "mlflow.parentRunId": point_id, "seed": str(seed)}
+                run_id = create(f"{name}/seed={seed}", seed_tags)
+                self.child_ids[len(self.child_ids)] = run_id
+                log_params(run_id, {**point_params, "seed": str(seed)})
+
+    def reopen(
+        self, parent_id: str, child_ids: dict[int, str], tags: dict[str, str], point_ids: list[str] = ()
+    ) -> None:
         """Continue the runs of an earlier invocation (a resume): they are
         RUNNING again, with `tags` added, and end as this one ends."""
         from mlflow.entities import RunTag
 
-        self.parent_id, self.child_ids = parent_id, dict(child_ids)
-        for run_id in [parent_id, *child_ids.values()]:
+        self.parent_id, self.child_ids, self.point_ids = parent_id, dict(child_ids), list(point_ids)
+        for run_id in [parent_id, *self.point_ids, *child_ids.values()]:
             store.retry_locked(self.client.update_run, run_id, status="RUNNING")
             store.retry_locked(self.client.log_batch, run_id, tags=[RunTag(k, v) for k, v in tags.items()])
 
@@ -195,7 +233,7 @@ class Tracking:
             flush_error = error
             if status == "FINISHED":
                 status, note = "FAILED", str(error)
-        for run_id in [*self.child_ids.values(), self.parent_id]:
+        for run_id in [*self.child_ids.values(), *self.point_ids, self.parent_id]:
             if note:
                 self._call(
                     "tags",
@@ -249,27 +287,43 @@ class Tracking:
             else:
                 self._outbox.put({"first": first, "steps": env_steps_per_iteration, "metrics": values})
 
-    def log_summary(self, run_metrics: dict[int | None, dict[str, float]]) -> None:
-        """Single values per run: key None is the parent, an int a seed."""
+    def _run_id(self, key: int | str | None) -> str:
+        """None: the parent; an int: a seed's (a sweep's column's) run; a str: that run id."""
+        if key is None:
+            return self.parent_id
+        return key if isinstance(key, str) else self.child_ids[key]
+
+    def log_summary(self, run_metrics: dict[int | str | None, dict[str, float]]) -> None:
+        """Single values per run: key None is the parent, an int a seed (a
+        sweep's column), a str a run id (a sweep's point)."""
         from mlflow.entities import Metric
 
         timestamp = int(time.time() * 1000)
-        for seed, values in run_metrics.items():
-            run_id = self.parent_id if seed is None else self.child_ids[seed]
+        for key, values in run_metrics.items():
+            run_id = self._run_id(key)
             metrics = [Metric(k, float(v), timestamp, 0) for k, v in values.items()]
             for batch in _batches(metrics, MAX_METRICS_PER_BATCH):
                 self._call(
                     "metrics", run_id, {m.key: m.value for m in batch}, self.client.log_batch, run_id, metrics=batch
                 )
 
-    def set_tags(self, tags: dict[str, str]) -> None:
-        """Tags on the parent run (kept for harness sync if the store is gone)."""
-        self._call("tags", self.parent_id, tags, set_tags, self.client, self.parent_id, tags)
+    def set_tags(self, tags: dict[str, str], run: int | str | None = None) -> None:
+        """Tags on the parent run, or another (see log_summary's keys); kept
+        for harness sync if the store is gone."""
+        run_id = self._run_id(run)
+        self._call("tags", run_id, tags, set_tags, self.client, run_id, tags)
 
-    def log_artifacts(self, files: dict[str, str], seed: int | None = None) -> None:
-        """Write each `name -> text` as an artifact of the parent (or a seed's) run."""
-        run_id = self.parent_id if seed is None else self.child_ids[seed]
+    def log_artifacts(self, files: dict[str, str], seed: int | str | None = None) -> None:
+        """Write each `name -> text` as an artifact of the parent run, or
+        another (see log_summary's keys)."""
+        run_id = self._run_id(seed)
         self._call("artifacts", run_id, files, log_texts, self.client, run_id, files)
+
+    def log_files(self, paths: list[Path], run: int | str | None = None) -> None:
+        """Log files (e.g. a plot) as artifacts of the parent run, or another."""
+        run_id = self._run_id(run)
+        for path in paths:
+            store.retry_locked(self.client.log_artifact, run_id, str(path))
 
     def flush(self) -> None:
         """Wait until every queued metric is in the store."""

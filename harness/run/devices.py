@@ -120,25 +120,31 @@ def on_mesh(fn: Callable, mesh: Mesh | None, *, metrics_axis: int) -> Callable:
 
 
 def init_on_mesh(init: Callable, mesh: Mesh | None) -> Callable:
-    """`init(seeds uint32 [S]) -> state`, one shard per device on `mesh`,
-    where it takes the seeds as `[S, data_axis]` (see `seeds_for`)."""
+    """`init(inputs) -> state` over per-run inputs (leaves `[S]`: the seeds,
+    a sweep's numbers), one shard per device on `mesh`, where it takes them
+    as `[S, data_axis]` (see `per_run`)."""
     if mesh is None:
         return init
 
-    def per_device(seeds):
-        return _expand_data(init(seeds[:, 0]))
+    def per_device(inputs):
+        return _expand_data(init(_squeeze_data(inputs)))
 
     return jax.shard_map(per_device, mesh=mesh, in_specs=(P(SEED, DATA),), out_specs=P(SEED, DATA), check_vma=False)
 
 
-def seeds_for(seeds: tuple[int, ...], mesh: Mesh | None) -> jax.Array:
-    """The seeds as the initialisation takes them: `[S]` uint32, or on a mesh
-    `[S, data_axis]`, placed on its devices (in every process)."""
-    values = np.asarray(seeds, dtype=np.uint32)
+def per_run(inputs: Any, mesh: Mesh | None) -> Any:
+    """Per-run inputs (numpy leaves `[S]`) as the initialisation takes them:
+    device arrays `[S]`, or on a mesh `[S, data_axis]`, placed on its
+    devices (in every process)."""
     if mesh is None:
-        return jnp.asarray(values)
-    values = np.repeat(values[:, None], mesh.shape[DATA], axis=1)
-    return jax.make_array_from_callback(values.shape, NamedSharding(mesh, P(SEED, DATA)), lambda index: values[index])
+        return jax.tree.map(jnp.asarray, inputs)
+
+    def place(values: np.ndarray) -> jax.Array:
+        values = np.repeat(np.asarray(values)[:, None], mesh.shape[DATA], axis=1)
+        sharding = NamedSharding(mesh, P(SEED, DATA))
+        return jax.make_array_from_callback(values.shape, sharding, lambda index: values[index])
+
+    return jax.tree.map(place, inputs)
 
 
 def metrics_to_host(tree: Any, mesh: Mesh | None) -> Any:

@@ -139,28 +139,38 @@ def compile_evaluate(
 
 
 def init_state(
-    algorithm: Algorithm, seeds: tuple[int, ...], mesh: Mesh | None = None, programs: Programs | None = None
+    algorithm: Algorithm,
+    seeds: tuple[int, ...],
+    mesh: Mesh | None = None,
+    programs: Programs | None = None,
+    numbers: dict[str, np.ndarray] | None = None,
 ) -> tuple[Any, float]:
     """The seed-batched initial state, and the seconds its compile took. On a
-    mesh, every leaf is `[num_seeds, data_axis, ...]`: one shard per device."""
+    mesh, every leaf is `[num_seeds, data_axis, ...]`: one shard per device.
+    `numbers` (a sweep's, `[num_runs]` float32 per name) go to
+    `algorithm.init(key, numbers)` with each run's seed (algorithms.sweep)."""
 
     # lax.map, not vmap: seed-batched orthogonal initialisers become batched
     # LAPACK QR calls, which on jaxlib's CPU backend parallelise inside the
     # XLA thread pool and can deadlock it when two run at once (seen with
     # jaxlib 0.10.2 on 2 cores). One seed at a time keeps each QR unbatched.
-    def init(values):
-        return jax.lax.map(algorithm.init, jax.vmap(jax.random.key)(values))
+    def init(inputs):
+        values, numbers = inputs
+        keys = jax.vmap(jax.random.key)(values)
+        if numbers is None:
+            return jax.lax.map(algorithm.init, keys)
+        return jax.lax.map(lambda run: algorithm.init(*run), (keys, numbers))
 
-    values = devices.seeds_for(seeds, mesh)
+    inputs = devices.per_run((np.asarray(seeds, dtype=np.uint32), numbers), mesh)
     start = time.perf_counter()
     compiled = compile_once(
         programs,
         ("init", algorithm.init, mesh),
-        values,
-        lambda: jax.jit(devices.init_on_mesh(init, mesh)).lower(values).compile(),
+        inputs,
+        lambda: jax.jit(devices.init_on_mesh(init, mesh)).lower(inputs).compile(),
     )
     compile_seconds = time.perf_counter() - start
-    return jax.block_until_ready(compiled(values)), compile_seconds
+    return jax.block_until_ready(compiled(inputs)), compile_seconds
 
 
 class Interrupted(KeyboardInterrupt):
@@ -253,6 +263,7 @@ def run(
     checkpointer: Checkpointer | None = None,
     mesh: Mesh | None = None,
     programs: Programs | None = None,
+    numbers: dict[str, np.ndarray] | None = None,
 ) -> RunResult:
     """Train every seed for `num_iterations` iterations.
 
@@ -284,13 +295,15 @@ def run(
       programs: compiled programs to reuse and keep (harness.run.programs),
         for a caller that runs this algorithm again in this process; None:
         every program is compiled for this run.
+      numbers: a sweep's hyperparameters, one value per run (`seeds` then
+        holds each run's seed; algorithms.sweep).
 
     Raises:
       NonFiniteMetricError: a metric is NaN or Inf; no later chunk is logged
         and no state from that chunk on is checkpointed.
       Interrupted: SIGINT or SIGTERM came; acted on between chunks.
     """
-    state, compile_seconds = init_state(algorithm, seeds, mesh, programs)
+    state, compile_seconds = init_state(algorithm, seeds, mesh, programs, numbers)
     done = 0
     history: tuple[ChunkMetrics, ...] = ()
     if start is not None:

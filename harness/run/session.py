@@ -30,7 +30,7 @@ from harness.run.programs import Programs
 from harness.run.progress import ProgressBar
 
 
-def _tags(plan: Plan, fingerprint: dict[str, str], versions: dict[str, str], git: dict[str, str]) -> dict[str, str]:
+def run_tags(plan: Plan, fingerprint: dict[str, str], versions: dict[str, str], git: dict[str, str]) -> dict[str, str]:
     return {
         "spec_hash": plan.spec_hash,
         "spec_name": plan.spec.name,
@@ -182,7 +182,7 @@ def _train_and_log_main(plan: Plan, uri: str, options: RunOptions) -> Logged:
                 tracker.start(
                     run_name=f"{plan.spec.name}@{plan.spec_hash[:8]}",
                     params=spec.flatten(spec.canonical(plan.spec)),
-                    tags={**_tags(plan, fingerprint, versions, git), **options.tags},
+                    tags={**run_tags(plan, fingerprint, versions, git), **options.tags},
                     seeds=seeds,
                 )
                 directory = rundir.RunDirectory.create(
@@ -214,7 +214,7 @@ def _train_and_log_main(plan: Plan, uri: str, options: RunOptions) -> Logged:
             )
             start = None
             if resume:
-                start = _resumer(plan, directory, ckpt, journal_, tracker, bar)
+                start = resumer(plan, directory, ckpt, journal_, tracker, bar)
             elif multi_process:  # the other processes wait to hear whether to resume
                 start = lambda template: (*checkpoint.restore(template), ())  # noqa: E731
             cluster.announce_start()
@@ -322,7 +322,7 @@ def _check_resumable(directory, plan, uri: str) -> None:
         raise rundir.CheckpointError(f"run {directory.run_id} finished; nothing to resume")
 
 
-def _resumer(plan, directory, ckpt, journal_, tracker, bar):
+def resumer(plan, directory, ckpt, journal_, tracker, bar):
     """The runner's `start`: restore the newest good checkpoint into the
     freshly initialised state (in a multi-process job: and send it to the
     other processes), tag the runs, and give the journaled metrics before

@@ -103,6 +103,15 @@ class _SpecBase(_Model):
             raise ValueError("seeds must be in [0, 2**32)")
         return seeds
 
+    @field_validator("sweep", mode="before")
+    @classmethod
+    def _sweep_shapes(cls, sweep: Any) -> Any:
+        if isinstance(sweep, dict):
+            for key, values in sweep.items():
+                if not isinstance(values, (list, tuple, dict, SweepRange)):
+                    raise ValueError(f"{key}: give a list of values, or a range {{low, high}} (got {values!r})")
+        return sweep
+
     @field_validator("sweep")
     @classmethod
     def _check_sweep(cls, sweep: dict[str, Any] | None) -> dict[str, Any] | None:

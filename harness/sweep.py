@@ -207,7 +207,10 @@ def make_sweep(
         except SpecError as error:
             raise SpecError(
                 source,
-                [(_blame(key, values), f"{_show(_value_at(data, key))}: {message}") for key, message in error.problems],
+                [
+                    (_blame(key, values), f"value {_show(_value_at(data, key))}: {message}")
+                    for key, message in error.problems
+                ],
                 {_blame(key, values): lines.get(_blame(key, values), lines.get("sweep")) for key, _ in error.problems},
             ) from None
         points.append(Point(index, values, point_spec))
@@ -253,8 +256,9 @@ def _groups(points: list[Point], keys: tuple[str, ...], source: str, lines: dict
             plan = build.build(first.spec, source, lines, swept=numeric, runs=runs)
         except SpecError as error:
             problems = [
-                (key, f"{message} (sweep point {first.index}: {first.label()})") for key, message in error.problems
+                (_blame(key, first.values), f"{message} (sweep point {first.index}: {first.label()})")
+                for key, message in error.problems
             ]
-            raise SpecError(source, problems, lines) from None
+            raise SpecError(source, problems, {key: lines.get(key) for key, _ in problems}) from None
         groups.append(Group(tuple(p for p, _ in members), numeric, plan))
     return tuple(groups)

@@ -427,7 +427,8 @@ def get_parent_run(client, uri: str, run_id: str):
             raise TrackingError(f"no run {run_id!r} in the MLflow tracking store {uri!r}") from None
         raise TrackingError(f"cannot read run {run_id!r} from {uri!r}: {error}") from None
     parent_id = run.data.tags.get("mlflow.parentRunId")
-    if parent_id is None:
+    # A sweep's point run is the parent run of its spec (its own parent is the sweep's).
+    if parent_id is None or ("sweep.point" in run.data.tags and "seed" not in run.data.tags):
         return run, None
     note = f"run {run_id} is the run of seed {run.data.tags.get('seed', '?')}; using its parent run {parent_id}"
     return get_parent_run(client, uri, parent_id)[0], note

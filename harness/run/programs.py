@@ -38,6 +38,9 @@ class Programs:
     def __init__(self) -> None:
         self._compiled: dict[Hashable, Any] = {}
 
+    def __len__(self) -> int:
+        return len(self._compiled)
+
     def get(self, key: Hashable, args: Any, make: Callable[[], Any]) -> Any:
         """The program compiled under `key` for arguments like `args`; made
         by `make()` the first time."""

@@ -104,6 +104,7 @@ def _load_sweep(args: argparse.Namespace) -> sweeps.Sweep | None:
         samples=getattr(args, "samples", None),
         sample_seed=getattr(args, "sample_seed", 0),
         max_points=getattr(args, "max_points", sweeps.MAX_POINTS),
+        exact_points=getattr(args, "exact_points", False),
     )
 
 
@@ -307,6 +308,7 @@ def parser() -> argparse.ArgumentParser:
     v.add_argument("--samples", type=int, metavar="N", help="as for harness sweep")
     v.add_argument("--sample-seed", type=int, default=0, help="as for harness sweep")
     v.add_argument("--max-points", type=int, default=sweeps.MAX_POINTS, help="as for harness sweep")
+    v.add_argument("--exact-points", action="store_true", help="as for harness sweep")
     v.set_defaults(func=cmd_validate)
 
     r = sub.add_parser("run", help="train a spec over all its seeds and log it to MLflow")
@@ -345,6 +347,12 @@ def parser() -> argparse.ArgumentParser:
     sw.add_argument("--samples", type=int, metavar="N", help="N random points instead of the grid")
     sw.add_argument("--sample-seed", type=int, default=0, help="seed of the random points (default 0)")
     sw.add_argument("--max-points", type=int, default=sweeps.MAX_POINTS, help="refuse more points than this (1024)")
+    sw.add_argument(
+        "--exact-points",
+        action="store_true",
+        help="train each program's points one after another, each point's seeds batched as in its own run:"
+        " every point's curves bit-identical to its spec's own run (one compile; no batching across points)",
+    )
     sw.add_argument("--metric", help="the final metric to rank points by (default: eval_return or episode_return)")
     _add_store_options(sw, checkpoints=True, progress=True)
     _add_device_options(sw)

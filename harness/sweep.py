@@ -69,6 +69,8 @@ class Group(NamedTuple):
     def run_seeds(self) -> tuple[int, ...]:
         return tuple(seed for _ in self.points for seed in self.plan.spec.seeds)
 
+    block: int | None = None  # runs per block mapped one after another (exact points); None: all vmapped
+
     @property
     def numbers(self) -> dict[str, np.ndarray] | None:
         """Each run's value of every numeric key, float32 `[runs]`, or None."""
@@ -86,12 +88,14 @@ class Sweep(NamedTuple):
     mode: str  # "grid", or "random: N samples, seed S"
     points: tuple[Point, ...]
     groups: tuple[Group, ...]
+    exact_points: bool = False  # points one after another in their program: their own runs' bits
 
     @property
     def sweep_hash(self) -> str:
-        """sha256 of the points' spec hashes, in order: what the sweep trains."""
+        """sha256 of the points' spec hashes, in order, and of how a
+        program batches them: what the sweep trains, bit for bit."""
         hashes = [spec_hash(p.spec) for p in self.points]
-        return hashlib.sha256(json.dumps(hashes).encode()).hexdigest()
+        return hashlib.sha256(json.dumps([hashes, self.exact_points]).encode()).hexdigest()
 
     @property
     def num_runs(self) -> int:
@@ -157,10 +161,14 @@ def make_sweep(
     samples: int | None = None,
     sample_seed: int = 0,
     max_points: int = MAX_POINTS,
+    exact_points: bool = False,
 ) -> Sweep:
     """The sweep of `spec` (its `sweep:` section with `sets` added or
     replacing keys): every point validated and every group built before
-    anything compiles. Problems raise `SpecError` naming `sweep.<key>`."""
+    anything compiles. Problems raise `SpecError` naming `sweep.<key>`.
+    `exact_points`: each program trains its points one after another, each
+    point's seeds batched as in the point's own run, which then gives the
+    same bits (one compile still; no batching across points)."""
     lines = lines or {}
     swept: dict[str, Any] = {**(spec.sweep or {}), **(sets or {})}
     if not swept:
@@ -215,7 +223,8 @@ def make_sweep(
             ) from None
         points.append(Point(index, values, point_spec))
     resolved = spec.model_copy(update={"sweep": swept})
-    return Sweep(resolved, keys, mode, tuple(points), _groups(points, keys, source, lines))
+    groups = _groups(points, keys, source, lines, exact_points)
+    return Sweep(resolved, keys, mode, tuple(points), groups, exact_points)
 
 
 def _blame(key: str, values: dict[str, Any]) -> str:
@@ -238,7 +247,9 @@ def _value_at(data: dict[str, Any], key: str) -> Any:
     return node
 
 
-def _groups(points: list[Point], keys: tuple[str, ...], source: str, lines: dict[str, int]) -> tuple[Group, ...]:
+def _groups(
+    points: list[Point], keys: tuple[str, ...], source: str, lines: dict[str, int], exact_points: bool
+) -> tuple[Group, ...]:
     """Points by structure (their specs with numeric keys' values blanked),
     in order of first appearance; each group built once."""
     by_structure: dict[str, list[tuple[Point, tuple[str, ...]]]] = {}
@@ -260,5 +271,10 @@ def _groups(points: list[Point], keys: tuple[str, ...], source: str, lines: dict
                 for key, message in error.problems
             ]
             raise SpecError(source, problems, {key: lines.get(key) for key, _ in problems}) from None
-        groups.append(Group(tuple(p for p, _ in members), numeric, plan))
+        seed_axis = plan.layout.seed_axis if plan.layout else 1
+        if exact_points and len(members) % seed_axis:
+            problem = f"--exact-points needs whole points on every device: seed_axis {seed_axis} does not divide"
+            raise SpecError(source, [("devices.seed_axis", f"{problem} a program's {len(members)} points")], lines)
+        block = len(first.spec.seeds) if exact_points else None
+        groups.append(Group(tuple(p for p, _ in members), numeric, plan, block))
     return tuple(groups)

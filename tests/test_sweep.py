@@ -138,11 +138,17 @@ def S_parent(client, uri, run_id):
     return get_parent_run(client, uri, run_id)
 
 
-def test_a_point_trains_what_its_spec_trains(swept):
+@pytest.fixture(scope="module")
+def singles(swept) -> dict[int, tuple]:
+    """Points 0 and 2 (the learning rates at num_envs 4) as specs of their own, trained alone."""
+    return {i: train(S.canonical(swept.sweep.points[i].spec)) for i in (0, 2)}
+
+
+def test_a_point_trains_what_its_spec_trains(swept, singles):
     """The learning-rate points of num_envs 4 against their specs' single runs."""
     logged = swept.whole
-    for point in (swept.sweep.points[0], swept.sweep.points[2]):
-        plan, single = train(S.canonical(point.spec) | {"devices": {}})
+    for index, (plan, single) in singles.items():
+        point = swept.sweep.points[index]
         point_id = logged.point_ids[point.index]
         seeds = swept.client.search_runs(
             [swept.client.get_run(point_id).info.experiment_id],
@@ -155,6 +161,22 @@ def test_a_point_trains_what_its_spec_trains(swept):
                 scale = max(float(np.abs(values[:, s]).max()), 1e-6)
                 worst = float(np.abs(logged_values - values[:, s]).max()) / scale
                 assert worst <= TOLERANCE, (point.label(), name, seed, worst)
+
+
+def test_exact_points_give_their_specs_own_bits(swept, singles):
+    data = copy.deepcopy(SWEEP_SPEC)
+    data["sweep"] = {"optimizer.learning_rate": [0.001, 0.003]}
+    sweep = sweeps.make_sweep(S.parse(data), "spec.yaml", exact_points=True)
+    (group,) = sweep.groups
+    assert group.block == 2 and sweep.sweep_hash != sweeps.make_sweep(S.parse(data), "spec.yaml").sweep_hash
+    plan = group.plan
+    result = runner.run(
+        plan.algorithm, group.run_seeds, plan.num_iterations, 4, numbers=group.numbers, block=group.block
+    )
+    for i, index in enumerate((0, 2)):
+        _, single = singles[index]
+        for name, values in single.metrics.items():
+            np.testing.assert_array_equal(result.metrics[name][:, 2 * i : 2 * i + 2], values, err_msg=name)
 
 
 def test_an_interrupted_sweep_resumes_bit_identically(swept):
@@ -270,5 +292,22 @@ def test_validate_lists_the_points_and_programs(tmp_path):
     path = write_spec(tmp_path, copy.deepcopy(SWEEP_SPEC))
     code, out, err = run_cli("validate", str(path), "--set", "hyperparameters.gamma=0.9,0.99")
     assert code == 0, err
-    assert "8 points x 2 seeds in 2 program(s)" in out
+    assert "8 points x 2 seeds in 2 program(s), points and seeds vmapped together" in out
     assert "numbers in the state: optimizer.learning_rate, hyperparameters.gamma" in out
+
+
+def test_compare_and_reproduce_read_a_sweep_as_its_points(swept, tmp_path):
+    code, out, err = run_cli(
+        "compare",
+        swept.whole.parent_id,
+        "--tracking-uri",
+        swept.uri,
+        "--allow-different-specs",
+        "--out",
+        str(tmp_path / "compare.png"),
+    )
+    assert code == 0, err
+    assert f"run {swept.whole.parent_id} is a sweep; comparing its 4 points" in err
+    assert "optimizer.learning_rate" in out and (tmp_path / "compare.png").exists()
+    code, out, err = run_cli("reproduce", "--run-id", swept.whole.parent_id, "--tracking-uri", swept.uri)
+    assert code == 2 and "is a sweep: reproduce one of its points" in err

@@ -54,12 +54,17 @@ def _load(client, run) -> ComparedRun | None:
     return ComparedRun(run.info.run_id, run.info.run_name or "", run.info.experiment_id, run.data.tags, record)
 
 
+def _is_sweep(run) -> bool:
+    return run.data.tags.get("harness.kind") == "sweep"
+
+
 def fetch(client, uri: str, *, experiment: str | None = None, run_ids: list[str] | None = None):
     """The runs to compare and notes on what was skipped or substituted.
 
-    With `experiment`: every finished harness parent run in it (comparisons
-    and failed runs are skipped). With `run_ids`: exactly those runs (a seed's
-    run stands for its parent); each must have finished and logged results.json.
+    With `experiment`: every finished harness parent run in it, and every
+    point of its sweeps (comparisons and failed runs are skipped). With
+    `run_ids`: exactly those runs (a seed's run stands for its parent, a
+    sweep's for its points); each must have finished and logged results.json.
     """
     notes: list[str] = []
     runs: list[ComparedRun] = []
@@ -75,8 +80,9 @@ def fetch(client, uri: str, *, experiment: str | None = None, run_ids: list[str]
         )
         for run in candidates:
             tags = run.data.tags
-            if "mlflow.parentRunId" in tags or "spec_hash" not in tags:
-                continue  # a seed's run, or not a training run (e.g. a comparison)
+            point = "sweep.point" in tags and "seed" not in tags  # a sweep's point: a run of its spec
+            if ("mlflow.parentRunId" in tags and not point) or "spec_hash" not in tags or _is_sweep(run):
+                continue  # a seed's run, a sweep's own run, or not a training run (e.g. a comparison)
             loaded = _load(client, run)
             if loaded is None:
                 notes.append(f"skipped run {run.info.run_id}: no results.json")
@@ -89,6 +95,13 @@ def fetch(client, uri: str, *, experiment: str | None = None, run_ids: list[str]
         run, note = tracking.get_parent_run(client, uri, run_id)
         if note:
             notes.append(note)
+        if _is_sweep(run):  # a sweep's run stands for its points
+            points = client.search_runs(
+                [run.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{run.info.run_id}'"
+            )
+            notes.append(f"run {run.info.run_id} is a sweep; comparing its {len(points)} points")
+            runs.extend(p for p in map(lambda r: _load(client, r), points) if p is not None)
+            continue
         if run.info.run_id in {r.run_id for r in runs}:
             continue
         loaded = _load(client, run) if run.info.status == "FINISHED" else None

@@ -55,6 +55,11 @@ def logged_run(uri: str, run_id: str) -> LoggedRun:
     client = tracking.open_client(uri)
     run, note = tracking.get_parent_run(client, uri, run_id)
     run_id = run.info.run_id
+    if run.data.tags.get("harness.kind") == "sweep":
+        raise ReproduceError(
+            f"run {run_id} is a sweep: reproduce one of its points (harness reproduce --run-id POINT_RUN_ID;"
+            " the sweep's summary.md lists them)"
+        )
     spec_yaml = tracking.read_text_artifact(client, run_id, "spec.yaml")
     if spec_yaml is None:
         raise ReproduceError(f"run {run_id} in {uri} has no logged spec (spec.yaml): it was not made by harness run")

@@ -83,18 +83,29 @@ class RunResult(NamedTuple):
         return self.steady_env_steps / self.steady_seconds if self.steady_seconds > 0 else float("nan")
 
 
-def over_seeds(fn: Callable, map_seeds: bool = False) -> Callable:
+def over_seeds(fn: Callable, map_seeds: bool = False, block: int | None = None) -> Callable:
     """`fn` of one seed's state, over a seed-batched state: vmapped, or one
-    seed after another (`Algorithm.map_seeds`)."""
-    if map_seeds:
-        return lambda state: jax.lax.map(fn, state)
-    return jax.vmap(fn)
+    seed after another (`Algorithm.map_seeds`). With `block`, the runs go in
+    consecutive blocks of that many, one block after another (`lax.map`),
+    each block batched as above: a sweep's points one after another, each
+    point's seeds batched, as in the point's own run (the same bits)."""
+    batched = (lambda state: jax.lax.map(fn, state)) if map_seeds else jax.vmap(fn)
+    if block is None:
+        return batched
+
+    def blocks(state):
+        split = jax.tree.map(lambda x: x.reshape(x.shape[0] // block, block, *x.shape[1:]), state)
+        return jax.tree.map(lambda x: x.reshape(x.shape[0] * x.shape[1], *x.shape[2:]), jax.lax.map(batched, split))
+
+    return blocks
 
 
-def make_chunk(step: Callable, length: int, mesh: Mesh | None = None, map_seeds: bool = False) -> Callable:
+def make_chunk(
+    step: Callable, length: int, mesh: Mesh | None = None, map_seeds: bool = False, block: int | None = None
+) -> Callable:
     """`length` iterations of `step` over the seeds, jitted, state donated;
     on a mesh, one shard per device (see `harness.run.devices.on_mesh`)."""
-    seeds_step = over_seeds(step, map_seeds)
+    seeds_step = over_seeds(step, map_seeds, block)
 
     def chunk(state):
         return jax.lax.scan(lambda carry, _: seeds_step(carry), state, None, length=length)
@@ -109,13 +120,14 @@ def compile_chunk(
     mesh: Mesh | None = None,
     map_seeds: bool = False,
     programs: Programs | None = None,
+    block: int | None = None,
 ) -> tuple[Callable, float]:
     start = time.perf_counter()
     compiled = compile_once(
         programs,
-        ("chunk", step, length, mesh, map_seeds),
+        ("chunk", step, length, mesh, map_seeds, block),
         state,
-        lambda: make_chunk(step, length, mesh, map_seeds).lower(state).compile(),
+        lambda: make_chunk(step, length, mesh, map_seeds, block).lower(state).compile(),
     )
     return compiled, time.perf_counter() - start
 
@@ -126,15 +138,16 @@ def compile_evaluate(
     mesh: Mesh | None = None,
     map_seeds: bool = False,
     programs: Programs | None = None,
+    block: int | None = None,
 ) -> tuple[Callable, float]:
     """The evaluation over the seeds, jitted, state donated."""
     start = time.perf_counter()
 
     def make():
-        fn = devices.on_mesh(over_seeds(evaluate, map_seeds), mesh, metrics_axis=0)
+        fn = devices.on_mesh(over_seeds(evaluate, map_seeds, block), mesh, metrics_axis=0)
         return jax.jit(fn, donate_argnums=0).lower(state).compile()
 
-    compiled = compile_once(programs, ("evaluate", evaluate, mesh, map_seeds), state, make)
+    compiled = compile_once(programs, ("evaluate", evaluate, mesh, map_seeds, block), state, make)
     return compiled, time.perf_counter() - start
 
 
@@ -264,6 +277,7 @@ def run(
     mesh: Mesh | None = None,
     programs: Programs | None = None,
     numbers: dict[str, np.ndarray] | None = None,
+    block: int | None = None,
 ) -> RunResult:
     """Train every seed for `num_iterations` iterations.
 
@@ -297,6 +311,8 @@ def run(
         every program is compiled for this run.
       numbers: a sweep's hyperparameters, one value per run (`seeds` then
         holds each run's seed; algorithms.sweep).
+      block: run the runs in consecutive blocks of this many, one block
+        after another (a sweep's points, see `over_seeds`); None: all at once.
 
     Raises:
       NonFiniteMetricError: a metric is NaN or Inf; no later chunk is logged
@@ -320,14 +336,16 @@ def run(
     lengths = schedule[boundaries.index(done) + 1 :] if done else schedule
     chunk_fn = tail_fn = evaluate_fn = None
     if any(n == chunk_iterations for n in lengths):
-        chunk_fn, seconds = compile_chunk(algorithm.step, chunk_iterations, state, mesh, algorithm.map_seeds, programs)
+        chunk_fn, seconds = compile_chunk(
+            algorithm.step, chunk_iterations, state, mesh, algorithm.map_seeds, programs, block
+        )
         compile_seconds += seconds
     if remainder and lengths:
         # A shorter last chunk is another program; compile it now, not mid-run.
-        tail_fn, seconds = compile_chunk(algorithm.step, remainder, state, mesh, algorithm.map_seeds, programs)
+        tail_fn, seconds = compile_chunk(algorithm.step, remainder, state, mesh, algorithm.map_seeds, programs, block)
         compile_seconds += seconds
     if algorithm.evaluate is not None and lengths:
-        evaluate_fn, seconds = compile_evaluate(algorithm.evaluate, state, mesh, algorithm.map_seeds, programs)
+        evaluate_fn, seconds = compile_evaluate(algorithm.evaluate, state, mesh, algorithm.map_seeds, programs, block)
         compile_seconds += seconds
     if on_compiled is not None:
         on_compiled(compile_seconds)

@@ -77,6 +77,7 @@ def _sweep_tags(sweep: Sweep, versions: dict[str, str], git: dict[str, str]) -> 
         "sweep.mode": sweep.mode,
         "sweep.points": str(len(sweep.points)),
         "sweep.programs": str(len(sweep.groups)),
+        "sweep.exact_points": str(sweep.exact_points).lower(),
         **tracking.provenance_tags(provenance.fingerprint(sweep.groups[0].plan.layout), versions, git),
     }
 
@@ -266,6 +267,7 @@ def _train_group(
                 mesh=plan.mesh,
                 programs=options.programs,
                 numbers=group.numbers,
+                block=group.block,
             )
     finally:
         closing = time.perf_counter()
@@ -393,8 +395,10 @@ def check_metric(sweep: Sweep, metric: str, source: str) -> None:
 
 def describe(sweep: Sweep) -> list[str]:
     """What `harness validate` prints about a sweep: its points and programs."""
+    batching = "points one after another (exact)" if sweep.exact_points else "points and seeds vmapped together"
     lines = [
-        f"# sweep ({sweep.mode}): {len(sweep.points)} points x {len(sweep.spec.seeds)} seeds in {len(sweep.groups)} program(s)"
+        f"# sweep ({sweep.mode}): {len(sweep.points)} points x {len(sweep.spec.seeds)} seeds"
+        f" in {len(sweep.groups)} program(s), {batching}"
     ]
     for g, group in enumerate(sweep.groups):
         carried = ", ".join(group.numeric) or "none"

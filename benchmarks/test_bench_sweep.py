@@ -8,7 +8,9 @@ A point run alone runs at the same speed whichever its learning rate, so
 (its compile and its steady env steps/s) and counted N times; rounds
 alternate the order. The rate is the one program's steady env steps/s (all
 points); the note gives the point's own rate, both compiles, and the time
-to train all N points either way."""
+to train all N points either way, and the rate and compile of the same
+program with `--exact-points` (points one after another, each with its own
+run's bits)."""
 
 from __future__ import annotations
 
@@ -43,18 +45,31 @@ def _spec() -> spec_module.Spec:
 def test_sweep(entry, points):
     base = _spec()
     rates = [float(r) for r in np.geomspace(1e-4, 1e-2, points)] if points > 1 else [base.optimizer.learning_rate]
-    sweep = sweeps.make_sweep(base, "ppo_cartpole.yaml", sets={"optimizer.learning_rate": tuple(rates)})
-    (group,) = sweep.groups
-    single = build.build(sweep.points[0].spec)
-    figures: dict[str, list[float]] = {"sps": [], "compile": [], "single_sps": [], "single_compile": []}
+    sets = {"optimizer.learning_rate": tuple(rates)}
+    (group,) = sweeps.make_sweep(base, "ppo_cartpole.yaml", sets=sets).groups
+    (exact,) = sweeps.make_sweep(base, "ppo_cartpole.yaml", sets=sets, exact_points=True).groups
+    single = build.build(group.points[0].spec)
+    figures: dict[str, list[float]] = {name: [] for name in ("sps", "compile", "single_sps", "single_compile")}
+    if points > 1:
+        figures |= {"exact_sps": [], "exact_compile": []}
 
-    def one_program():
+    def train(group: sweeps.Group, prefix: str) -> None:
         plan = group.plan
         result = runner.run(
-            plan.algorithm, group.run_seeds, plan.num_iterations, plan.spec.logging.interval, numbers=group.numbers
+            plan.algorithm,
+            group.run_seeds,
+            plan.num_iterations,
+            plan.spec.logging.interval,
+            numbers=group.numbers,
+            block=group.block,
         )
-        figures["sps"].append(result.sps)
-        figures["compile"].append(result.compile_seconds)
+        figures[f"{prefix}sps"].append(result.sps)
+        figures[f"{prefix}compile"].append(result.compile_seconds)
+
+    def one_program():
+        train(group, "")
+        if points > 1:  # --exact-points: the points one after another in the one program
+            train(exact, "exact_")
 
     def one_point():
         result = runner.run(single.algorithm, single.spec.seeds, single.num_iterations, single.spec.logging.interval)
@@ -83,7 +98,12 @@ def test_sweep(entry, points):
             note=f"{points} point(s) in one program: {median['sps']:,.0f} steps/s, compile {median['compile']:.1f} s;"
             f" one after another: {median['single_sps']:,.0f} steps/s, {points} compile(s) of"
             f" {median['single_compile']:.1f} s; all {points} trained in {together:.1f} s against {in_turn:.1f} s"
-            f" ({in_turn / together:.1f}x)",
+            f" ({in_turn / together:.1f}x)"
+            + (
+                f"; --exact-points: {median['exact_sps']:,.0f} steps/s, compile {median['exact_compile']:.1f} s"
+                if points > 1
+                else ""
+            ),
             extra={name: values for name, values in figures.items()},
         )
     )

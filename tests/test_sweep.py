@@ -122,6 +122,8 @@ def test_the_mlflow_layout_reads_back(swept):
         assert "final_episode_return" in run.data.metrics and "sps" in run.data.metrics
         record = logged.records[point.index]
         assert record.spec_hash == S.spec_hash(point.spec) and record.mlflow_run_id == point_id
+        # Vmapped with another point: not its own run's batch, so not its bits (see the README).
+        assert record.fingerprint["batch"] == run.data.tags["device.batch"] == "4 runs vmapped (2 points x 2 seeds)"
         seeds = client.search_runs([run.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{point_id}'")
         assert sorted(r.data.tags["seed"] for r in seeds) == ["0", "1"]
         for seed_run in seeds:
@@ -311,3 +313,8 @@ def test_compare_and_reproduce_read_a_sweep_as_its_points(swept, tmp_path):
     assert "optimizer.learning_rate" in out and (tmp_path / "compare.png").exists()
     code, out, err = run_cli("reproduce", "--run-id", swept.whole.parent_id, "--tracking-uri", swept.uri)
     assert code == 2 and "is a sweep: reproduce one of its points" in err
+    # A point reproduces as the spec it is: statistically, since it was vmapped with another point.
+    point_id = swept.whole.point_ids[0]
+    code, out, err = run_cli("reproduce", "--run-id", point_id, "--tracking-uri", swept.uri, "--no-progress")
+    assert code == 0, out + err
+    assert "not judged bit for bit: device.batch: '4 runs vmapped (2 points x 2 seeds)' in the reference" in out

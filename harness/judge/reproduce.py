@@ -54,9 +54,11 @@ EXACT_FINGERPRINT = (
     "cpu_model",
     "mesh",
     "shards",
+    "batch",
 )
-# What a reference made before a key was recorded ran with.
-FINGERPRINT_DEFAULTS = {"mesh": "none", "shards": "none"}
+# What a record without a key ran with: a reference made before the key was
+# recorded; `batch` is recorded only by a sweep's vmapped points.
+FINGERPRINT_DEFAULTS = {"mesh": "none", "shards": "none", "batch": "none"}
 # On exact layouts (the same `shards`), keys that do not change the bits:
 # how many devices there are and how the data axis splits (the seed axis
 # still does), and the flag that simulates host devices.
@@ -212,7 +214,7 @@ def not_exact_because(reference: Results, record: Results) -> list[str]:
     exact_layouts = shards != "none" and shards == record.fingerprint.get("shards")
     for key in EXACT_FINGERPRINT:
         ref = reference.fingerprint.get(key, FINGERPRINT_DEFAULTS.get(key))
-        new = record.fingerprint.get(key)
+        new = record.fingerprint.get(key, FINGERPRINT_DEFAULTS.get(key))
         if exact_layouts and key in LAYOUT_KEYS:
             ref, new = _layout_free(key, ref), _layout_free(key, new)
         if ref is None:

@@ -153,11 +153,22 @@ def run_sweep(sweep: Sweep, uri: str, options: RunOptions | None = None, metric:
     return logged._replace(offline=tracker.offline)
 
 
+def batch_of(sweep: Sweep, group: Group) -> str | None:
+    """The fingerprint's `batch` of a program's points: how many runs were
+    vmapped together where that is more than a point's own run batches (its
+    seeds), which rounds differently in the last bits; None otherwise."""
+    if sweep.exact_points or len(group.points) == 1:
+        return None
+    return f"{len(group.run_seeds)} runs vmapped ({len(group.points)} points x {len(sweep.spec.seeds)} seeds)"
+
+
 def _start(sweep, tracker, root, uri, versions, git, options) -> rundir.RunDirectory:
     """The sweep's MLflow runs and run directory."""
     points = []
     for group in sweep.groups:
         fingerprint = provenance.fingerprint(group.plan.layout, shards=group.plan.spec.devices.shards)
+        if (batch := batch_of(sweep, group)) is not None:
+            fingerprint["batch"] = batch
         for point in group.points:
             plan = group.plan._replace(spec=point.spec, spec_hash=spec.spec_hash(point.spec))
             tags = {
@@ -286,6 +297,7 @@ def _train_group(
         metric_writing=flushed - closed,
         total=flushed - (started_at or began),
     )
+    batch = batch_of(sweep, group)
     records = {}
     for i, point in enumerate(group.points):
         point_id = tracker.point_ids[point.index]
@@ -306,6 +318,8 @@ def _train_group(
             compile_cache=verdict[0],
         )
         record.mlflow_run_id = point_id
+        if batch is not None:
+            record.fingerprint = {**record.fingerprint, "batch": batch}
         speed = {
             "sps": record.speed.sps,
             "sps_per_device": record.speed.sps_per_device,

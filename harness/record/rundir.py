@@ -116,6 +116,18 @@ class RunDirectory:
         return (self.path / SPEC_FILE).read_text()
 
 
+def check_store_and_status(directory: RunDirectory, uri: str) -> None:
+    """Refuse to resume a run logged to another store, or one that finished."""
+    info = directory.info
+    if info.get("tracking_uri") != uri:
+        raise CheckpointError(
+            f"run {directory.run_id} is logged to {info.get('tracking_uri')!r}, not {uri!r};"
+            f" pass --tracking-uri {info.get('tracking_uri')}"
+        )
+    if info.get("status") == "FINISHED":
+        raise CheckpointError(f"run {directory.run_id} finished; nothing to resume")
+
+
 def run_directories(root: Path) -> list[RunDirectory]:
     """Every run directory under `root`, oldest first."""
     root = Path(root)

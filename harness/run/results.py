@@ -62,6 +62,25 @@ def summary(finals: dict[int, dict[str, float]]) -> dict[str, float]:
     return {name: float(np.mean([f[name] for f in finals.values()])) for name in names}
 
 
+def wall_time(
+    result: RunResult, *, started: float, training_started: float, closing: float, closed: float, flushed: float
+) -> WallTime:
+    """Where a run's wall time went, from the session's clock readings
+    (time.perf_counter()): the command's start, training's start, the end of
+    training (the checkpointer closing, then closed) and the metrics flushed."""
+    first_chunk = result.chunk_seconds[0] if result.chunk_seconds else 0.0
+    return WallTime(
+        startup=training_started - started,
+        compile=result.compile_seconds,
+        first_chunk=first_chunk,
+        steady=sum(result.chunk_seconds) - first_chunk,
+        evaluation=result.evaluation_seconds,
+        checkpoint=result.checkpoint_seconds + closed - closing,
+        metric_writing=flushed - closed,
+        total=flushed - started,
+    )
+
+
 def make_results(
     plan: Plan,
     result: RunResult,

@@ -24,7 +24,7 @@ from harness import spec
 from harness.build import Plan
 from harness.console import err_console
 from harness.record import journal, rundir, tracking
-from harness.record.schema import Results, WallTime
+from harness.record.schema import Results
 from harness.run import checkpoint, cluster, compile_cache, provenance, results, runner
 from harness.run.programs import Programs
 from harness.run.progress import ProgressBar
@@ -223,37 +223,19 @@ def _train_and_log_main(plan: Plan, uri: str, options: RunOptions) -> Logged:
             # A NaN/Inf raises out of here: the chunks before it stay logged and
             # the runs end FAILED with the message; no checkpoint is written
             # from the chunk that had it on.
-            try:
-                with bar:
-                    result = runner.run(
-                        plan.algorithm,
-                        seeds,
-                        plan.num_iterations,
-                        plan.spec.logging.interval,
-                        sink=sink,
-                        on_compiled=compiled,
-                        start=start,
-                        checkpointer=ckpt,
-                        mesh=plan.mesh,
-                        programs=options.programs,
-                    )
-            finally:
-                closing = time.perf_counter()
-                ckpt.close()
-                closed = time.perf_counter()
+            result, closing, closed = train_plan(
+                plan, seeds, bar, ckpt, options, sink=sink, on_compiled=compiled, start=start
+            )
             wall = time.perf_counter() - started
             tracker.flush()
             flushed = time.perf_counter()
-            first_chunk = result.chunk_seconds[0] if result.chunk_seconds else 0.0
-            wall_time = WallTime(
-                startup=training_started - (options.started_at or called_at),
-                compile=result.compile_seconds,
-                first_chunk=first_chunk,
-                steady=sum(result.chunk_seconds) - first_chunk,
-                evaluation=result.evaluation_seconds,
-                checkpoint=result.checkpoint_seconds + closed - closing,
-                metric_writing=flushed - closed,
-                total=flushed - (options.started_at or called_at),
+            wall_time = results.wall_time(
+                result,
+                started=options.started_at or called_at,
+                training_started=training_started,
+                closing=closing,
+                closed=closed,
+                flushed=flushed,
             )
             record = results.make_results(
                 plan, result, wall, flushed - closed, git, wall_time=wall_time, compile_cache=cache_verdict
@@ -299,6 +281,8 @@ def _train_and_log_main(plan: Plan, uri: str, options: RunOptions) -> Logged:
 def _check_resumable(directory, plan, uri: str) -> None:
     """Refuse to resume a run of another spec, or of another store."""
     info = directory.info
+    if info.get("kind") == "sweep":
+        raise rundir.CheckpointError(f"run {directory.run_id} is a sweep; resume it with harness sweep SPEC --resume")
     if info.get("spec_hash") != plan.spec_hash:
         try:
             old = spec.canonical(spec.parse(yaml.safe_load(directory.spec_yaml)))
@@ -313,13 +297,33 @@ def _check_resumable(directory, plan, uri: str) -> None:
             f" {plan.spec.name}'s is now {plan.spec_hash[:12]}): {listed or 'the hashes differ'}."
             " Its checkpoints cannot be restored under this spec; run it without --resume for a new run"
         )
-    if info.get("tracking_uri") != uri:
-        raise rundir.CheckpointError(
-            f"run {directory.run_id} is logged to {info.get('tracking_uri')!r}, not {uri!r};"
-            f" pass --tracking-uri {info.get('tracking_uri')}"
-        )
-    if info.get("status") == "FINISHED":
-        raise rundir.CheckpointError(f"run {directory.run_id} finished; nothing to resume")
+    rundir.check_store_and_status(directory, uri)
+
+
+def train_plan(
+    plan: Plan, seeds: tuple[int, ...], bar: ProgressBar, ckpt: Any, options: RunOptions, **run: Any
+) -> tuple[runner.RunResult, float, float]:
+    """`runner.run` of `plan` over `seeds` with the progress bar shown and the
+    checkpointer closed (its writes waited for) on every way out; `run` are
+    the runner's other arguments (sink, start, a sweep's numbers, ...).
+    Returns the result and when the closing began and ended."""
+    try:
+        with bar:
+            result = runner.run(
+                plan.algorithm,
+                seeds,
+                plan.num_iterations,
+                plan.spec.logging.interval,
+                checkpointer=ckpt,
+                mesh=plan.mesh,
+                programs=options.programs,
+                **run,
+            )
+    finally:
+        closing = time.perf_counter()
+        ckpt.close()
+        closed = time.perf_counter()
+    return result, closing, closed
 
 
 def resumer(plan, directory, ckpt, journal_, tracker, bar):

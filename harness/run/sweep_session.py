@@ -26,12 +26,12 @@ from harness import spec
 from harness.console import err_console, out_console, print_table
 from harness.judge import sweep_summary
 from harness.record import journal, rundir, tracking
-from harness.record.schema import Results, WallTime
+from harness.record.schema import Results
 from harness.record.schema import parse as parse_results
 from harness.run import checkpoint, compile_cache, provenance, results, runner
 from harness.run.cluster import DistributedError
 from harness.run.progress import ProgressBar
-from harness.run.session import RunOptions, resumer, run_tags
+from harness.run.session import RunOptions, resumer, run_tags, train_plan
 from harness.sweep import Group, Sweep
 
 POINTS_DIR = "points"
@@ -57,13 +57,7 @@ def _check_resumable(directory: rundir.RunDirectory, sweep: Sweep, uri: str) -> 
             f"run {directory.run_id} swept other points (sweep hash {str(info.get('sweep_hash'))[:12]}, this sweep's"
             f" is {sweep.sweep_hash[:12]}): give the same spec, --set, --samples and --sample-seed to resume it"
         )
-    if info.get("tracking_uri") != uri:
-        raise rundir.CheckpointError(
-            f"run {directory.run_id} is logged to {info.get('tracking_uri')!r}, not {uri!r};"
-            f" pass --tracking-uri {info.get('tracking_uri')}"
-        )
-    if info.get("status") == "FINISHED":
-        raise rundir.CheckpointError(f"sweep {directory.run_id} finished; nothing to resume")
+    rundir.check_store_and_status(directory, uri)
 
 
 def _sweep_tags(sweep: Sweep, versions: dict[str, str], git: dict[str, str]) -> dict[str, str]:
@@ -264,38 +258,27 @@ def _train_group(
     )
     start = resumer(plan, directory, ckpt, journal_, tracker, bar) if resuming else None
     training_started = time.perf_counter()
-    try:
-        with bar:
-            result = runner.run(
-                plan.algorithm,
-                group.run_seeds,
-                plan.num_iterations,
-                plan.spec.logging.interval,
-                sink=sink,
-                on_compiled=compiled,
-                start=start,
-                checkpointer=ckpt,
-                mesh=plan.mesh,
-                programs=options.programs,
-                numbers=group.numbers,
-                block=group.block,
-            )
-    finally:
-        closing = time.perf_counter()
-        ckpt.close()
-        closed = time.perf_counter()
+    result, closing, closed = train_plan(
+        plan,
+        group.run_seeds,
+        bar,
+        ckpt,
+        options,
+        sink=sink,
+        on_compiled=compiled,
+        start=start,
+        numbers=group.numbers,
+        block=group.block,
+    )
     tracker.flush()
     flushed = time.perf_counter()
-    first_chunk = result.chunk_seconds[0] if result.chunk_seconds else 0.0
-    wall_time = WallTime(
-        startup=training_started - (started_at or began),
-        compile=result.compile_seconds,
-        first_chunk=first_chunk,
-        steady=sum(result.chunk_seconds) - first_chunk,
-        evaluation=result.evaluation_seconds,
-        checkpoint=result.checkpoint_seconds + closed - closing,
-        metric_writing=flushed - closed,
-        total=flushed - (started_at or began),
+    wall_time = results.wall_time(
+        result,
+        started=started_at or began,
+        training_started=training_started,
+        closing=closing,
+        closed=closed,
+        flushed=flushed,
     )
     batch = batch_of(sweep, group)
     records = {}

@@ -80,6 +80,9 @@ SPECS = {
         "hyperparameters": {**ALPHAZERO, "ranked_reward": {"memory": 4}, "evaluation": {"games": 4}},
     },
 }
+# A sweep: two learning rates x two seeds in one program, points and seeds
+# sharing the seed axis of the mesh.
+SPECS["sweep"] = {**SPECS["ppo"], "sweep": {"optimizer.learning_rate": [1e-3, 3e-3]}}
 
 
 ALL = ["plain", "1x1", "1x2", "1x4", "2x2"]
@@ -91,12 +94,14 @@ LAYOUTS = {
     "reinforce": ["1x1", "1x4"],
     "alphazero": ["plain", "1x1", "1x4", "2x2"],
     "alphazero_knapsack": ["1x1", "1x4"],
+    "sweep": ["1x1", "2x2", "4x1"],
 }
 
 
 def main() -> None:
     from harness import build
     from harness import spec as S
+    from harness import sweep as sweeps
     from harness.run import runner
 
     out: dict[str, dict[str, dict[str, list]]] = {}
@@ -104,9 +109,16 @@ def main() -> None:
         out[name] = {}
         for layout in LAYOUTS[name]:
             spec_data = {"name": name, "seeds": [0, 1], "logging": {"interval": 2}, **data}
-            plan = build.build_on(S.parse(spec_data), layout)
+            if "sweep" in spec_data:
+                seed_axis, data_axis = (int(n) for n in layout.split("x"))
+                spec_data["devices"] = {"count": seed_axis * data_axis, "seed_axis": seed_axis}
+                (group,) = sweeps.make_sweep(S.parse(spec_data), name).groups
+                plan, seeds, numbers = group.plan, group.run_seeds, group.numbers
+            else:
+                plan = build.build_on(S.parse(spec_data), layout)
+                seeds, numbers = plan.spec.seeds, None
             interval = plan.spec.logging.interval
-            result = runner.run(plan.algorithm, plan.spec.seeds, plan.num_iterations, interval, mesh=plan.mesh)
+            result = runner.run(plan.algorithm, seeds, plan.num_iterations, interval, mesh=plan.mesh, numbers=numbers)
             curves = {k: v.tolist() for k, v in result.metrics.items()}
             curves.update({f"eval/{k}": v.tolist() for k, v in result.evaluation.items()})
             out[name][layout] = curves

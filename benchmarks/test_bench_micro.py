@@ -57,6 +57,7 @@ def timed_rounds(entry, call, rounds: int) -> list[float]:
 
 ENVS = [
     ("gymnax", "CartPole-v1"),
+    ("gymnax", "Breakout-MinAtar"),
     ("jumanji", "Game2048-v1"),
     ("pgx", "connect_four"),
     ("xminigrid", "MiniGrid-Empty-6x6"),

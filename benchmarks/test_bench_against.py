@@ -2,11 +2,14 @@
 project's PPO and PureJaxRL's `ppo.py` (from the checkout at PATH, see
 harness/bench/peers.py) at PureJaxRL's own CartPole configuration (4 envs x
 128 steps, 4 epochs x 4 minibatches, 64x64 tanh MLP), the published
-`ppo_cartpole` spec being that configuration.
+`ppo_cartpole` spec being that configuration, and at its MinAtar
+configuration on Breakout-MinAtar (64 envs x 128 steps, 4 epochs x 8
+minibatches, 64x64 relu MLP over the flattened grid), the published
+`ppo_minatar_breakout` spec.
 
 Both are compiled ahead, then timed alternately in one process, the order
 switching every round so that machine noise hits both alike: one timed call
-is `ITERATIONS` training iterations of every seed (PureJaxRL: its whole
+is a few training iterations of every seed (PureJaxRL: its whole
 jitted `train` with that many updates, vmapped over the seeds as its README
 does; the project: one runner chunk of that many iterations). The headline
 rate is the project's; the note gives the ratio of the medians and
@@ -29,15 +32,21 @@ from harness.run import runner
 
 pytestmark = pytest.mark.against
 
-ITERATIONS = 64  # per timed call: 64 x 512 = 32,768 env steps per seed
 ROUNDS = 5
+# name -> (published spec, PureJaxRL's configuration, iterations per timed
+# call: 64 x 512 = 32,768 env steps per seed on CartPole, 8 x 8,192 = 65,536
+# on MinAtar)
+CASES = {
+    "cartpole": ("ppo_cartpole", peers.PUREJAXRL_PPO_CARTPOLE, 64),
+    "minatar_breakout": ("ppo_minatar_breakout", peers.PUREJAXRL_PPO_MINATAR, 8),
+}
 
 
-def _ours(num_seeds: int):
-    loaded = spec_module.load(PUBLISHED_SPECS / "ppo_cartpole.yaml")
+def _ours(spec_name: str, num_seeds: int, iterations: int):
+    loaded = spec_module.load(PUBLISHED_SPECS / f"{spec_name}.yaml")
     plan = build.build(loaded.model_copy(update={"seeds": tuple(range(num_seeds))}))
     state, init_seconds = runner.init_state(plan.algorithm, plan.spec.seeds)
-    chunk, chunk_seconds = runner.compile_chunk(plan.algorithm.step, ITERATIONS, state)
+    chunk, chunk_seconds = runner.compile_chunk(plan.algorithm.step, iterations, state)
     holder = {"state": state}
 
     def call():
@@ -47,8 +56,8 @@ def _ours(num_seeds: int):
     return plan, call, init_seconds + chunk_seconds
 
 
-def _peer(make_train, num_seeds: int):
-    config = dict(peers.PUREJAXRL_PPO_CARTPOLE, TOTAL_TIMESTEPS=ITERATIONS * 4 * 128)
+def _peer(make_train, config: dict, num_seeds: int, iterations: int):
+    config = dict(config, TOTAL_TIMESTEPS=iterations * config["NUM_ENVS"] * config["NUM_STEPS"])
     train = make_train(config)
     keys = jax.random.split(jax.random.PRNGKey(30), num_seeds)
     fn, args = (jax.jit(train), (keys[0],)) if num_seeds == 1 else (jax.jit(jax.vmap(train)), (keys,))
@@ -58,12 +67,17 @@ def _peer(make_train, num_seeds: int):
     return lambda: compiled(*args)["metrics"], compile_seconds
 
 
-@pytest.mark.parametrize("num_seeds", [1, 16], ids=["1seed", "16seeds"])
-def test_against_purejaxrl_ppo(entry, bench, num_seeds):
+@pytest.mark.parametrize(
+    "case, num_seeds",
+    [("cartpole", 1), ("cartpole", 16), ("minatar_breakout", 1), ("minatar_breakout", 4)],
+    ids=["1seed", "16seeds", "minatar_breakout-1seed", "minatar_breakout-4seeds"],
+)
+def test_against_purejaxrl_ppo(entry, bench, case, num_seeds):
+    spec_name, config, iterations = CASES[case]
     make_train = peers.load_purejaxrl_ppo(bench.against)
-    plan, ours, our_compile = _ours(num_seeds)
-    peer, peer_compile = _peer(make_train, num_seeds)
-    steps = ITERATIONS * plan.env_steps_per_iteration * num_seeds
+    plan, ours, our_compile = _ours(spec_name, num_seeds, iterations)
+    peer, peer_compile = _peer(make_train, config, num_seeds, iterations)
+    steps = iterations * plan.env_steps_per_iteration * num_seeds
     our_rates: list[float] = []
     peer_rates: list[float] = []
 
@@ -89,7 +103,7 @@ def test_against_purejaxrl_ppo(entry, bench, num_seeds):
                 "spec_name": plan.spec.name,
                 "spec_hash": plan.spec_hash,
                 "seeds": num_seeds,
-                "iterations_per_call": ITERATIONS,
+                "iterations_per_call": iterations,
                 "peer": "purejaxrl/ppo.py",
             },
             unit=measure.ENV_STEPS,

@@ -89,3 +89,9 @@ def test_ppo_minigrid_empty_6x6_claim():
     assert ref["baselines"]["random_policy"]["mean_return"] < 0.5
     first = [curve[0] for curve in ref["evaluation_curves"]["metrics"]["eval_return"].values()]
     assert max(first) < 0.5, first
+
+
+def test_ppo_minatar_breakout_claim():
+    ref = reference("ppo_minatar_breakout")
+    assert ref["final"]["episode_return"] >= 30, ref["final"]["episode_return"]
+    assert ref["baselines"]["random_policy"]["mean_return"] < 1

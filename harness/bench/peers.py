@@ -54,6 +54,18 @@ PUREJAXRL_PPO_CARTPOLE = {
     "DEBUG": False,
 }
 
+# Its MinAtar configuration (the same ppo.py: the grid flattened, a relu MLP).
+PUREJAXRL_PPO_MINATAR = {
+    **PUREJAXRL_PPO_CARTPOLE,
+    "LR": 5e-3,
+    "NUM_ENVS": 64,
+    "NUM_STEPS": 128,
+    "UPDATE_EPOCHS": 4,
+    "NUM_MINIBATCHES": 8,
+    "ACTIVATION": "relu",
+    "ENV_NAME": "Breakout-MinAtar",
+}
+
 # Modules PureJaxRL's wrappers.py imports for wrappers CartPole does not use.
 _UNUSED_IMPORTS = {
     "brax": ("brax", "brax.envs", "brax.envs.wrappers", "brax.envs.wrappers.training"),

@@ -91,7 +91,11 @@ def test_against_purejaxrl_ppo(entry, bench, case, num_seeds):
         for fn, rates in pair if len(our_rates) % 2 else reversed(pair):
             rates.append(timed(fn))
 
-    jax.block_until_ready((ours(), peer()))  # warm-up calls, untimed
+    # Warm-up calls, untimed, one after the other: PureJaxRL's seed-vmapped
+    # initialisation makes batched LAPACK QR calls, which can deadlock XLA's
+    # CPU thread pool when another program runs at the same time.
+    jax.block_until_ready(ours())
+    jax.block_until_ready(peer())
     with measure.HostMemoryPeak() as memory:
         entry.benchmark.pedantic(one_round, rounds=ROUNDS, iterations=1, warmup_rounds=0)
     ratio = statistics.median(our_rates) / statistics.median(peer_rates)

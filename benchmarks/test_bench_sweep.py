@@ -38,8 +38,9 @@ def _spec() -> spec_module.Spec:
 
 @pytest.mark.parametrize(
     "points",
-    # 64 points take about 80 s here: --full, to keep the default suite under 10 minutes.
-    [1, 8, pytest.param(64, marks=pytest.mark.full_only)],
+    # 1 point (the sweep program's own cost: 1.0x) and 64 (about 80 s here)
+    # with --full, to keep the default suite under 10 minutes.
+    [pytest.param(1, marks=pytest.mark.full_only), 8, pytest.param(64, marks=pytest.mark.full_only)],
     ids=lambda n: f"ppo_cartpole-{n}point{'s' if n > 1 else ''}",
 )
 def test_sweep(entry, points):

@@ -68,7 +68,7 @@ class Algorithm(NamedTuple):
     around it.
     """
 
-    init: Callable[[PRNGKey], State]
+    init: Callable[..., State]  # (key) -> state; a sweep's (algorithms.sweep): (key, numbers) -> state
     step: Callable[[State], tuple[State, Metrics]]
     # Env steps one `step` consumes (one seed): filled in by
     # `Registration.make` from the registration's own count, the one home of it.

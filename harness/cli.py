@@ -27,7 +27,7 @@ from harness.console import err_console, out_console, print_table
 from harness.judge import compare, publish, reproduce
 from harness.judge.compare import CompareError
 from harness.judge.reproduce import ReproduceError
-from harness.record import rundir, sync, tracking
+from harness.record import rundir, sync, system_metrics, tracking
 from harness.record.rundir import CheckpointError
 from harness.record.tracking import TrackingError
 from harness.run import cluster, compile_cache, results, session, sweep_session
@@ -109,8 +109,12 @@ def _load_sweep(args: argparse.Namespace) -> sweeps.Sweep | None:
 
 
 def _options(args: argparse.Namespace, **extra) -> session.RunOptions:
+    interval = getattr(args, "system_metrics_interval", None)
+    if interval is not None and interval <= 0:
+        raise _OptionError(f"--system-metrics-interval must be positive, not {interval}")
     return session.RunOptions(
         started_at=args.started_at,
+        system_metrics=None if getattr(args, "no_system_metrics", True) else interval,
         progress=not args.no_progress,
         live_metrics=getattr(args, "live_metrics", False),
         checkpoint_dir=Path(args.checkpoint_dir) if getattr(args, "checkpoint_dir", None) else None,
@@ -285,6 +289,21 @@ def _add_store_options(p: argparse.ArgumentParser, *, checkpoints: bool = False,
         p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
+def _add_system_metrics_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--no-system-metrics",
+        action="store_true",
+        help="do not log MLflow's system metrics (CPU, memory, NVIDIA GPU utilisation, memory and power) on the run",
+    )
+    p.add_argument(
+        "--system-metrics-interval",
+        type=float,
+        default=system_metrics.DEFAULT_INTERVAL,
+        metavar="SECONDS",
+        help=f"seconds between system-metrics samples (default {system_metrics.DEFAULT_INTERVAL:g})",
+    )
+
+
 def _add_device_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("devices", "where the spec runs (instead of its devices: section; not in the spec hash)")
     g.add_argument("--devices", dest="count", metavar="N|all", help="how many devices (default: the spec's, 1)")
@@ -317,6 +336,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--results-out", help="also write results.json to this path")
     _add_device_options(r)
     compile_cache.add_arguments(r)
+    _add_system_metrics_options(r)
     r.add_argument(
         "--live-metrics",
         action="store_true",
@@ -357,6 +377,7 @@ def parser() -> argparse.ArgumentParser:
     _add_store_options(sw, checkpoints=True, progress=True)
     _add_device_options(sw)
     compile_cache.add_arguments(sw)
+    _add_system_metrics_options(sw)
     sw.add_argument("--live-metrics", action="store_true", help="stream per-iteration metrics during training")
     sw.add_argument(
         "--resume", nargs="?", const=True, metavar="RUN_ID", help="continue the newest unfinished sweep of this spec"
@@ -403,6 +424,7 @@ def parser() -> argparse.ArgumentParser:
     _add_store_options(rep, progress=True)
     _add_device_options(rep)
     compile_cache.add_arguments(rep)
+    _add_system_metrics_options(rep)
     rep.set_defaults(func=cmd_reproduce)
 
     cmp = sub.add_parser(

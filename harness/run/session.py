@@ -25,6 +25,7 @@ from harness.build import Plan
 from harness.console import err_console
 from harness.record import journal, rundir, tracking
 from harness.record.schema import Results
+from harness.record.system_metrics import SystemMetrics, cannot_measure
 from harness.run import checkpoint, cluster, compile_cache, provenance, results, runner
 from harness.run.programs import Programs
 from harness.run.progress import ProgressBar
@@ -59,6 +60,9 @@ class RunOptions:
     # Compiled programs to reuse and keep, for a caller that trains this
     # plan again in this process (harness.run.programs); None: compile all.
     programs: Programs | None = None
+    # Seconds between MLflow's system-metrics samples on the parent run
+    # (harness.record.system_metrics); None: none.
+    system_metrics: float | None = None
 
 
 class Logged(NamedTuple):
@@ -223,9 +227,10 @@ def _train_and_log_main(plan: Plan, uri: str, options: RunOptions) -> Logged:
             # A NaN/Inf raises out of here: the chunks before it stay logged and
             # the runs end FAILED with the message; no checkpoint is written
             # from the chunk that had it on.
-            result, closing, closed = train_plan(
-                plan, seeds, bar, ckpt, options, sink=sink, on_compiled=compiled, start=start
-            )
+            with system_metrics(uri, tracker.parent_id, options, resume=bool(resume)):
+                result, closing, closed = train_plan(
+                    plan, seeds, bar, ckpt, options, sink=sink, on_compiled=compiled, start=start
+                )
             wall = time.perf_counter() - started
             tracker.flush()
             flushed = time.perf_counter()
@@ -298,6 +303,14 @@ def _check_resumable(directory, plan, uri: str) -> None:
             " Its checkpoints cannot be restored under this spec; run it without --resume for a new run"
         )
     rundir.check_store_and_status(directory, uri)
+
+
+def system_metrics(uri: str, run_id: str, options: RunOptions, *, resume: bool) -> SystemMetrics:
+    """MLflow's system-metrics monitor on `run_id` as `options` ask (saying
+    once what it cannot record on this platform)."""
+    if options.system_metrics is not None and (note := cannot_measure(jax.default_backend())):
+        err_console.print(note, soft_wrap=True)
+    return SystemMetrics(uri, run_id, options.system_metrics, resume=resume)
 
 
 def train_plan(

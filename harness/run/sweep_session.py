@@ -31,7 +31,7 @@ from harness.record.schema import parse as parse_results
 from harness.run import checkpoint, compile_cache, provenance, results, runner
 from harness.run.cluster import DistributedError
 from harness.run.progress import ProgressBar
-from harness.run.session import RunOptions, resumer, run_tags, train_plan
+from harness.run.session import RunOptions, resumer, run_tags, system_metrics, train_plan
 from harness.sweep import Group, Sweep
 
 POINTS_DIR = "points"
@@ -109,20 +109,21 @@ def run_sweep(sweep: Sweep, uri: str, options: RunOptions | None = None, metric:
             tracker.attach(journal_)
             done = set(directory.info.get("groups_done", []))
             resuming = bool(options.resume)
-            for g, group in enumerate(sweep.groups):
-                if g in done:
-                    for point in group.points:
-                        path = directory.path / POINTS_DIR / f"{point.index}.json"
-                        records[point.index] = parse_results(path.read_text(), str(path))
-                    continue
-                started_at = options.started_at if not records else None
-                trained = _train_group(
-                    sweep, g, group, tracker, journal_, directory, options, resuming, started_at, git
-                )
-                records.update(trained)
-                resuming = False
-                done.add(g)
-                directory.update(groups_done=sorted(done))
+            with system_metrics(uri, tracker.parent_id, options, resume=resuming):
+                for g, group in enumerate(sweep.groups):
+                    if g in done:
+                        for point in group.points:
+                            path = directory.path / POINTS_DIR / f"{point.index}.json"
+                            records[point.index] = parse_results(path.read_text(), str(path))
+                        continue
+                    started_at = options.started_at if not records else None
+                    trained = _train_group(
+                        sweep, g, group, tracker, journal_, directory, options, resuming, started_at, git
+                    )
+                    records.update(trained)
+                    resuming = False
+                    done.add(g)
+                    directory.update(groups_done=sorted(done))
             journal_.scope = None
             logged = _summarise(sweep, records, tracker, metric, uri)
             status = "FINISHED"

@@ -21,6 +21,7 @@ structure, one program per group, trained in turn.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import itertools
 import json
@@ -47,6 +48,7 @@ FIXED = {
 }
 MAX_POINTS = 1024
 NUMBER = "<number>"  # a numeric key's value in a structure's fingerprint
+MISSING = object()  # no such key
 
 
 class Point(NamedTuple):
@@ -55,7 +57,7 @@ class Point(NamedTuple):
     spec: Spec  # the point's own spec: no sweep section, its values set
 
     def label(self) -> str:
-        return ", ".join(f"{key}={_show(value)}" for key, value in self.values.items())
+        return _label(self.values)
 
 
 class Group(NamedTuple):
@@ -64,12 +66,11 @@ class Group(NamedTuple):
     points: tuple[Point, ...]
     numeric: tuple[str, ...]  # swept keys carried as numbers in the state
     plan: build.Plan  # its first point's spec, the numeric keys swept
+    block: int | None = None  # runs per block mapped one after another (exact points); None: all vmapped
 
     @property
     def run_seeds(self) -> tuple[int, ...]:
         return tuple(seed for _ in self.points for seed in self.plan.spec.seeds)
-
-    block: int | None = None  # runs per block mapped one after another (exact points); None: all vmapped
 
     @property
     def numbers(self) -> dict[str, np.ndarray] | None:
@@ -97,13 +98,13 @@ class Sweep(NamedTuple):
         hashes = [spec_hash(p.spec) for p in self.points]
         return hashlib.sha256(json.dumps([hashes, self.exact_points]).encode()).hexdigest()
 
-    @property
-    def num_runs(self) -> int:
-        return len(self.points) * len(self.spec.seeds)
-
 
 def _show(value: Any) -> str:
     return json.dumps(value) if not isinstance(value, str) else value
+
+
+def _label(values: dict[str, Any]) -> str:
+    return ", ".join(f"{key}={_show(value)}" for key, value in values.items())
 
 
 def parse_sets(sets: list[str], source: str = "--set") -> dict[str, tuple[Any, ...]]:
@@ -121,15 +122,6 @@ def parse_sets(sets: list[str], source: str = "--set") -> dict[str, tuple[Any, .
             raise SpecError(source, [(key.strip(), "an empty list of values")])
         swept[key.strip()] = values
     return swept
-
-
-def _lookup(data: dict[str, Any], key: str) -> bool:
-    node: Any = data
-    for part in key.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return False
-        node = node[part]
-    return True
 
 
 def _assign(data: dict[str, Any], key: str, value: Any) -> None:
@@ -181,7 +173,7 @@ def make_sweep(
         root = key.split(".")[0]
         if root in FIXED:
             problems.append((where, f"cannot be swept: {FIXED[root]}"))
-        elif not _lookup(base, key):
+        elif _value_at(base, key) is MISSING:
             problems.append(
                 (where, f"no such key in a {spec.algorithm} spec (keys are dotted, e.g. optimizer.learning_rate)")
             )
@@ -206,19 +198,15 @@ def make_sweep(
 
     points = []
     for index, values in enumerate(combos):
-        data = json.loads(json.dumps(base))
+        data = copy.deepcopy(base)
         for key, value in values.items():
             _assign(data, key, value)
-        label = ", ".join(f"{k}={_show(v)}" for k, v in values.items())
         try:
-            point_spec = parse(data, f"{source} (sweep point {index}: {label})")
+            point_spec = parse(data, f"{source} (sweep point {index}: {_label(values)})")
         except SpecError as error:
             raise SpecError(
                 source,
-                [
-                    (_blame(key, values), f"value {_show(_value_at(data, key))}: {message}")
-                    for key, message in error.problems
-                ],
+                [(_blame(key, values), f"value {_shown_at(data, key)}: {message}") for key, message in error.problems],
                 {_blame(key, values): lines.get(_blame(key, values), lines.get("sweep")) for key, _ in error.problems},
             ) from None
         points.append(Point(index, values, point_spec))
@@ -235,7 +223,13 @@ def _blame(key: str, values: dict[str, Any]) -> str:
     return key
 
 
+def _shown_at(data: dict[str, Any], key: str) -> str:
+    value = _value_at(data, key)
+    return _show(None if value is MISSING else value)
+
+
 def _value_at(data: dict[str, Any], key: str) -> Any:
+    """The value at dotted `key` (list items by index), or MISSING."""
     node: Any = data
     for part in key.split("."):
         if isinstance(node, dict) and part in node:
@@ -243,7 +237,7 @@ def _value_at(data: dict[str, Any], key: str) -> Any:
         elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
             node = node[int(part)]
         else:
-            return None
+            return MISSING
     return node
 
 
@@ -254,7 +248,8 @@ def _groups(
     in order of first appearance; each group built once."""
     by_structure: dict[str, list[tuple[Point, tuple[str, ...]]]] = {}
     for point in points:
-        numeric = tuple(key for key in keys if key in build.numeric_keys(point.spec))
+        numbers = build.numeric_keys(point.spec)
+        numeric = tuple(key for key in keys if key in numbers)
         blank = canonical(point.spec)
         for key in numeric:
             _assign(blank, key, NUMBER)

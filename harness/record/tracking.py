@@ -114,23 +114,30 @@ class Tracking:
 
     # ------------------------------------------------------------ lifecycle
 
-    def start(self, run_name: str, params: dict[str, str], tags: dict[str, str], seeds: tuple[int, ...]) -> None:
+    def _create(self, name: str, tags: dict[str, str]) -> str:
+        run = store.retry_locked(self.client.create_run, self.experiment_id, run_name=name, tags=tags)
+        return run.info.run_id
+
+    def _log_params(self, run_id: str, params: dict[str, str]) -> None:
         from mlflow.entities import Param
 
-        def create(name: str, run_tags: dict[str, str]) -> str:
-            run = store.retry_locked(self.client.create_run, self.experiment_id, run_name=name, tags=run_tags)
-            return run.info.run_id
+        for batch in _batches([Param(k, v) for k, v in params.items()], _MAX_PARAMS_PER_BATCH):
+            store.retry_locked(self.client.log_batch, run_id, params=batch)
 
-        self.parent_id = create(run_name, tags)
+    def _start_seeds(
+        self, name: str, params: dict[str, str], tags: dict[str, str], seeds, parent_id: str, *, by_column: bool
+    ) -> None:
+        """A run per seed under `parent_id`, in `child_ids` by seed, or (a
+        sweep, whose points repeat the seeds) by column index."""
         for seed in seeds:
-            self.child_ids[seed] = create(
-                f"{run_name}/seed={seed}", {**tags, "mlflow.parentRunId": self.parent_id, "seed": str(seed)}
-            )
-        param_list = [Param(k, v) for k, v in params.items()]
-        for run_id, extra in [(self.parent_id, {}), *[(rid, {"seed": str(s)}) for s, rid in self.child_ids.items()]]:
-            entries = param_list + [Param(k, v) for k, v in extra.items()]
-            for batch in _batches(entries, _MAX_PARAMS_PER_BATCH):
-                store.retry_locked(self.client.log_batch, run_id, params=batch)
+            run_id = self._create(f"{name}/seed={seed}", {**tags, "mlflow.parentRunId": parent_id, "seed": str(seed)})
+            self.child_ids[len(self.child_ids) if by_column else seed] = run_id
+            self._log_params(run_id, {**params, "seed": str(seed)})
+
+    def start(self, run_name: str, params: dict[str, str], tags: dict[str, str], seeds: tuple[int, ...]) -> None:
+        self.parent_id = self._create(run_name, tags)
+        self._log_params(self.parent_id, params)
+        self._start_seeds(run_name, params, tags, seeds, self.parent_id, by_column=False)
 
     def start_sweep(
         self,
@@ -143,27 +150,13 @@ class Tracking:
         """A sweep's runs: the sweep's own (the parent), one per point (name,
         params, tags) under it, and one per seed under each point; the
         columns of the per-iteration metrics are points x seeds."""
-        from mlflow.entities import Param
-
-        def create(name: str, run_tags: dict[str, str]) -> str:
-            run = store.retry_locked(self.client.create_run, self.experiment_id, run_name=name, tags=run_tags)
-            return run.info.run_id
-
-        def log_params(run_id: str, values: dict[str, str]) -> None:
-            for batch in _batches([Param(k, v) for k, v in values.items()], _MAX_PARAMS_PER_BATCH):
-                store.retry_locked(self.client.log_batch, run_id, params=batch)
-
-        self.parent_id = create(run_name, tags)
-        log_params(self.parent_id, params)
+        self.parent_id = self._create(run_name, tags)
+        self._log_params(self.parent_id, params)
         for name, point_params, point_tags in points:
-            point_id = create(name, {**point_tags, "mlflow.parentRunId": self.parent_id})
+            point_id = self._create(name, {**point_tags, "mlflow.parentRunId": self.parent_id})
             self.point_ids.append(point_id)
-            log_params(point_id, point_params)
-            for seed in seeds:
-                seed_tags = {**point_tags, "mlflow.parentRunId": point_id, "seed": str(seed)}
-                run_id = create(f"{name}/seed={seed}", seed_tags)
-                self.child_ids[len(self.child_ids)] = run_id
-                log_params(run_id, {**point_params, "seed": str(seed)})
+            self._log_params(point_id, point_params)
+            self._start_seeds(name, point_params, point_tags, seeds, point_id, by_column=True)
 
     def reopen(
         self, parent_id: str, child_ids: dict[int, str], tags: dict[str, str], point_ids: list[str] = ()

@@ -153,17 +153,6 @@ def _train_and_log_main(plan: Plan, uri: str, options: RunOptions) -> Logged:
         console=err_console,
         enabled=options.progress,
     )
-    logged_through = [0]
-
-    def sink(chunk: runner.ChunkMetrics) -> None:
-        # A resumed run recomputes the chunks after its checkpoint; those the
-        # interrupted run logged already (bit-identical) are not logged twice.
-        if chunk.last_iteration > logged_through[0]:
-            tracker.log_chunk(chunk, plan.env_steps_per_iteration)
-        bar.update(chunk)
-        if options.on_chunk is not None:
-            options.on_chunk(chunk)
-
     cache_before = compile_cache.usage()  # taken again just before training
     cache_verdict = "off"
 
@@ -209,7 +198,7 @@ def _train_and_log_main(plan: Plan, uri: str, options: RunOptions) -> Logged:
                 directory.update(status="RUNNING")
             journal_ = journal.Journal(directory.path)
             tracker.attach(journal_)
-            logged_through[0] = journal_.logged_through()
+            sink = chunk_sink(tracker, bar, plan.env_steps_per_iteration, journal_.logged_through(), options)
             ckpt = checkpoint.Checkpointer(
                 directory.state_dir,
                 every=plan.spec.checkpoint.every,
@@ -303,6 +292,24 @@ def _check_resumable(directory, plan, uri: str) -> None:
             " Its checkpoints cannot be restored under this spec; run it without --resume for a new run"
         )
     rundir.check_store_and_status(directory, uri)
+
+
+def chunk_sink(
+    tracker: tracking.Tracking, bar: ProgressBar, env_steps_per_iteration: int, logged_through: int, options: RunOptions
+) -> Callable[[runner.ChunkMetrics], None]:
+    """The runner's sink: each chunk to MLflow (through the journal), the
+    progress bar and `options.on_chunk`. A resumed run recomputes the chunks
+    after its checkpoint; those up to `logged_through`, which the
+    interrupted run logged already (bit-identical), are not logged twice."""
+
+    def sink(chunk: runner.ChunkMetrics) -> None:
+        if chunk.last_iteration > logged_through:
+            tracker.log_chunk(chunk, env_steps_per_iteration)
+        bar.update(chunk)
+        if options.on_chunk is not None:
+            options.on_chunk(chunk)
+
+    return sink
 
 
 def system_metrics(uri: str, run_id: str, options: RunOptions, *, resume: bool) -> SystemMetrics:

@@ -28,10 +28,10 @@ from harness.judge import sweep_summary
 from harness.record import journal, rundir, tracking
 from harness.record.schema import Results
 from harness.record.schema import parse as parse_results
-from harness.run import checkpoint, compile_cache, provenance, results, runner
+from harness.run import checkpoint, compile_cache, provenance, results
 from harness.run.cluster import DistributedError
 from harness.run.progress import ProgressBar
-from harness.run.session import RunOptions, resumer, run_tags, system_metrics, train_plan
+from harness.run.session import RunOptions, chunk_sink, resumer, run_tags, system_metrics, train_plan
 from harness.sweep import Group, Sweep
 
 POINTS_DIR = "points"
@@ -159,26 +159,21 @@ def batch_of(sweep: Sweep, group: Group) -> str | None:
 
 def _start(sweep, tracker, root, uri, versions, git, options) -> rundir.RunDirectory:
     """The sweep's MLflow runs and run directory."""
+    group_of = {point.index: group for group in sweep.groups for point in group.points}
     points = []
-    for group in sweep.groups:
+    for point in sweep.points:
+        group = group_of[point.index]
         fingerprint = provenance.fingerprint(group.plan.layout, shards=group.plan.spec.devices.shards)
         if (batch := batch_of(sweep, group)) is not None:
             fingerprint["batch"] = batch
-        for point in group.points:
-            plan = group.plan._replace(spec=point.spec, spec_hash=spec.spec_hash(point.spec))
-            tags = {
-                **run_tags(plan, fingerprint, versions, git),
-                "sweep.point": str(point.index),
-                "sweep.values": point.label(),
-                **options.tags,
-            }
-            points.append(
-                (
-                    point.index,
-                    (f"{point.spec.name}@{plan.spec_hash[:8]}", spec.flatten(spec.canonical(point.spec)), tags),
-                )
-            )
-    points = [entry for _, entry in sorted(points)]
+        plan = group.plan._replace(spec=point.spec, spec_hash=spec.spec_hash(point.spec))
+        tags = {
+            **run_tags(plan, fingerprint, versions, git),
+            "sweep.point": str(point.index),
+            "sweep.values": point.label(),
+            **options.tags,
+        }
+        points.append((f"{point.spec.name}@{plan.spec_hash[:8]}", spec.flatten(spec.canonical(point.spec)), tags))
     tracker.start_sweep(
         f"{sweep.spec.name}@sweep-{sweep.sweep_hash[:8]}",
         params=spec.flatten(spec.canonical(sweep.spec)),
@@ -221,7 +216,6 @@ def _train_group(
     seeds = len(sweep.spec.seeds)
     columns = [point.index * seeds + s for point in group.points for s in range(seeds)]
     journal_.scope = {"group": g, "runs": [tracker.child_ids[c] for c in columns]}
-    logged_through = journal_.logged_through()
     name = f"{sweep.spec.name} [{g + 1}/{len(sweep.groups)}]" if len(sweep.groups) > 1 else sweep.spec.name
     bar = ProgressBar(
         name,
@@ -232,13 +226,7 @@ def _train_group(
         enabled=options.progress,
     )
 
-    def sink(chunk: runner.ChunkMetrics) -> None:
-        if chunk.last_iteration > logged_through:
-            tracker.log_chunk(chunk, plan.env_steps_per_iteration)
-        bar.update(chunk)
-        if options.on_chunk is not None:
-            options.on_chunk(chunk)
-
+    sink = chunk_sink(tracker, bar, plan.env_steps_per_iteration, journal_.logged_through(), options)
     cache_before = compile_cache.usage()
     verdict = ["off"]
 

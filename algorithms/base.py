@@ -44,6 +44,9 @@ class Environment(NamedTuple):
     num_actions: int  # number of discrete actions, or the action dimension
     num_players: int
     discrete_actions: bool
+    # Continuous actions: the bounds (low, high) of each dimension, `[A]`
+    # each; the env clips what it is sent to them. None for discrete actions.
+    action_bounds: tuple[Any, Any] | None = None
 
 
 def random_legal_action(key: PRNGKey, legal_action_mask: jax.Array) -> jax.Array:
@@ -51,11 +54,20 @@ def random_legal_action(key: PRNGKey, legal_action_mask: jax.Array) -> jax.Array
     return jax.random.categorical(key, jnp.where(legal_action_mask, 0.0, -jnp.inf))
 
 
+def random_action(env: Environment, key: PRNGKey, legal_action_mask: jax.Array) -> jax.Array:
+    """A uniformly random action per row of `legal_action_mask [..., A]`: a
+    legal discrete one, or a continuous one uniform within the bounds."""
+    if env.discrete_actions:
+        return random_legal_action(key, legal_action_mask)
+    low, high = (jnp.asarray(bound, jnp.float32) for bound in env.action_bounds)
+    return jax.random.uniform(key, legal_action_mask.shape, jnp.float32, low, high)
+
+
 def random_step(env: Environment, env_state: Any, timestep: TimeStep, key: PRNGKey) -> tuple[jax.Array, Any, TimeStep]:
-    """One step of a batch of envs with uniformly random legal actions:
-    `(action [B], env_state, timestep)` after it."""
+    """One step of a batch of envs with uniformly random (legal) actions:
+    `(action [B] or [B, A], env_state, timestep)` after it."""
     action_key, env_key = jax.random.split(key)
-    action = random_legal_action(action_key, timestep.legal_action_mask)
+    action = random_action(env, action_key, timestep.legal_action_mask)
     env_state, timestep = jax.vmap(env.step)(env_state, action, jax.random.split(env_key, action.shape[0]))
     return action, env_state, timestep
 
@@ -125,13 +137,12 @@ def register(name: str, registration: Registration) -> None:
     registry[name] = registration
 
 
-def single_agent_discrete(name: str) -> Callable[[Any, Environment], str | None]:
-    """An env check for algorithms that need one agent and discrete actions."""
+def single_agent(name: str) -> Callable[[Any, Environment], str | None]:
+    """An env check for algorithms that need one agent (discrete or
+    continuous actions)."""
 
     def check(config: Any, env: Environment) -> str | None:
         del config
-        if not env.discrete_actions:
-            return f"{name} needs a discrete action space; this env's actions are continuous"
         if env.num_players != 1:
             return f"{name} needs a single-agent env; this env has {env.num_players} players"
         return None

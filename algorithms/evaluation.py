@@ -2,8 +2,8 @@
 their own, apart from training.
 
 `evaluate(state)` plays `episodes` episodes from fresh resets under the
-current parameters, acting greedily (the most likely legal action) or by
-sampling the policy, and reports their mean return and length as
+current parameters (and observation statistics, frozen), acting greedily
+(the most likely legal action; a Gaussian's mean) or by sampling the policy, and reports their mean return and length as
 `eval_return` and `eval_length`. Its keys come from the training key folded
 with a constant of its own, and the state comes back unchanged, so training
 is bit-identical with evaluation on or off. Under `axis_name` each shard
@@ -19,15 +19,15 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from algorithms import base, parallel
-from algorithms.networks import Policy, masked_logits
+from algorithms import base, normalization, parallel
+from algorithms.networks import Policy
 
 EVALUATION_STREAM = 0x0E7A1  # folded into the training key: evaluation's own keys
 
 
 def make_evaluate(env: base.Environment, policy: Policy, spec: Any, axis_name: str | None = None):
     """`evaluate(state) -> (state, {eval_return, eval_length})` for a state
-    with `params` and `key` (rollout.OnPolicyState); `spec` has `episodes`,
+    with `params`, `key` and `actor` (rollout.OnPolicyState); `spec` has `episodes`,
     `policy` ("greedy" or "sample") and `max_steps` (the most steps an
     episode is played for; one that has not ended by then counts as it is)."""
     num = spec.episodes
@@ -43,12 +43,12 @@ def make_evaluate(env: base.Environment, policy: Policy, spec: Any, axis_name: s
         def body(carry):
             env_state, ts, memory, reset, total, length, done, t, key = carry
             key, action_key, step_key = jax.random.split(key, 3)
-            memory, logits, _ = policy.apply(state.params, memory, ts.observation, reset)
-            logits = masked_logits(logits, ts.legal_action_mask)
+            observation = normalization.observe(state.actor.normalizer, ts.observation)
+            memory, head, _ = policy.apply(state.params, memory, observation, reset)
             if spec.policy == "greedy":
-                action = jnp.argmax(logits, axis=-1)
+                action = policy.distribution.mode(head, ts.legal_action_mask)
             else:
-                action = parallel.categorical(action_key, logits, axis_name)
+                action = policy.distribution.sample(action_key, head, ts.legal_action_mask, axis_name)
             env_state, ts = jax.vmap(env.step)(env_state, action, parallel.split(step_key, num, axis_name))
             total = total + jnp.where(done, 0.0, ts.reward[:, 0])
             length = length + jnp.where(done, 0.0, 1.0)

@@ -12,6 +12,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from algorithms.distributions import CATEGORICAL, Distribution, for_actions
+
 _ACTIVATIONS = {"tanh": nn.tanh, "relu": nn.relu}
 # Network kinds with a memory (`Policy.recurrent`): trained on whole env fragments.
 RECURRENT_KINDS = ("gru", "grid_gru")
@@ -80,9 +82,10 @@ class MLP(nn.Module):
 class ActorCritic(nn.Module):
     """Separate actor and critic MLPs over a flattened observation.
 
-    Input `[..., *observation_shape]`; returns logits `[..., num_actions]` and
-    value `[...]`. Orthogonal initialisation, with a small final actor layer
-    (scale 0.01) so the initial policy is near uniform.
+    Input `[..., *observation_shape]`; returns logits `[..., num_actions]`
+    (continuous: the Gaussian head `[..., 2 num_actions]`) and value `[...]`.
+    Orthogonal initialisation, with a small final actor layer (scale 0.01) so
+    the initial policy is near uniform (near-zero means).
     """
 
     num_actions: int
@@ -90,13 +93,22 @@ class ActorCritic(nn.Module):
     activation: str
     observation_ndim: int
     align: int = 1
+    continuous: bool = False  # the actor's head: Gaussian means, and a learned log std
 
     @nn.compact
     def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
         x = _flat(obs, self.observation_ndim)
         logits = MLP(self.hidden_sizes, self.activation, self.num_actions, 0.01, self.align, name="actor")(x)
         value = MLP(self.hidden_sizes, self.activation, 1, 1.0, self.align, name="critic")(x)
-        return logits, jnp.squeeze(value, -1)
+        return _gaussian_head(self, logits) if self.continuous else logits, jnp.squeeze(value, -1)
+
+
+def _gaussian_head(module: nn.Module, mean: jax.Array) -> jax.Array:
+    """A diagonal Gaussian's head `[..., 2 A]` (`algorithms.distributions`):
+    the means, and one state-independent log standard deviation per action
+    dimension (a parameter `log_std` of `module`, initially 0), broadcast."""
+    log_std = module.param("log_std", nn.initializers.zeros, (mean.shape[-1],))
+    return jnp.concatenate([mean, jnp.broadcast_to(log_std, mean.shape)], axis=-1)
 
 
 class GRUActorCritic(nn.Module):
@@ -114,6 +126,7 @@ class GRUActorCritic(nn.Module):
     activation: str
     observation_ndim: int
     align: int = 1  # the GRU's own layers are gru_size wide: exact layouts ask for a multiple of 16
+    continuous: bool = False  # as ActorCritic's
 
     @nn.compact
     def __call__(self, carry, obs, reset):
@@ -122,7 +135,7 @@ class GRUActorCritic(nn.Module):
         carry, y = nn.GRUCell(self.gru_size, name="gru")(carry, x)
         logits = _dense(self.num_actions, 0.01, self.align)(y)
         value = _dense(1, 1.0, self.align)(y)
-        return carry, logits, jnp.squeeze(value, -1)
+        return carry, _gaussian_head(self, logits) if self.continuous else logits, jnp.squeeze(value, -1)
 
 
 class GridEncoder(nn.Module):
@@ -221,23 +234,33 @@ class GridGRUActorCritic(nn.Module):
 class Policy(NamedTuple):
     """A network behind one interface, recurrent or not.
 
-    `apply(params, carry, obs, reset) -> (carry, logits, value)` takes one
+    `apply(params, carry, obs, reset) -> (carry, head, value)` takes one
     step for any batch shape; a feed-forward policy has an empty carry
-    (`[..., 0]`) and ignores `reset`.
+    (`[..., 0]`) and ignores `reset`. `head` parameterises `distribution`
+    (logits, or a Gaussian's means and log standard deviations).
     """
 
     init: Callable[[jax.Array, jax.Array], Any]  # (key, one observation) -> params
     initial_carry: Callable[[tuple[int, ...]], jax.Array]  # batch shape -> zeros [..., H]
     apply: Callable[..., tuple[jax.Array, jax.Array, jax.Array]]
     recurrent: bool
+    distribution: Distribution = CATEGORICAL
 
 
-def make_policy(network: Any, num_actions: int, observation_shape: tuple[int, ...], align: int = 1) -> Policy:
+def make_policy(
+    network: Any, num_actions: int, observation_shape: tuple[int, ...], align: int = 1, discrete: bool = True
+) -> Policy:
     """The policy for the spec's `network:` section (`kind: mlp | gru |
-    grid_gru`); `align` > 1 computes its dense layers that wide (`Dense`)."""
+    grid_gru`) over `num_actions` discrete actions, or (`discrete` False) a
+    diagonal Gaussian over an action of `num_actions` dimensions; `align` > 1
+    computes its dense layers that wide (`Dense`)."""
     ndim = len(observation_shape)
+    distribution = for_actions(discrete)
+    continuous = distribution.continuous
+    if continuous and network.kind not in ("mlp", "gru"):
+        raise ValueError(f"a {network.kind} network has no continuous actions; use mlp or gru")
     if network.kind == "mlp":
-        net = ActorCritic(num_actions, tuple(network.hidden_sizes), network.activation, ndim, align)
+        net = ActorCritic(num_actions, tuple(network.hidden_sizes), network.activation, ndim, align, continuous)
 
         def apply(params, carry, obs, reset):
             del reset
@@ -249,11 +272,12 @@ def make_policy(network: Any, num_actions: int, observation_shape: tuple[int, ..
             initial_carry=lambda batch_shape: jnp.zeros((*batch_shape, 0), jnp.float32),
             apply=apply,
             recurrent=False,
+            distribution=distribution,
         )
     if network.kind in RECURRENT_KINDS:
         if network.kind == "gru":
             net = GRUActorCritic(
-                num_actions, tuple(network.hidden_sizes), network.gru_size, network.activation, ndim, align
+                num_actions, tuple(network.hidden_sizes), network.gru_size, network.activation, ndim, align, continuous
             )
         else:
             net = GridGRUActorCritic(
@@ -278,13 +302,14 @@ def make_policy(network: Any, num_actions: int, observation_shape: tuple[int, ..
             initial_carry=initial_carry,
             apply=net.apply,
             recurrent=True,
+            distribution=distribution,
         )
     raise ValueError(f"unknown network kind {network.kind!r}")
 
 
 def unroll(policy: Policy, params: Any, carry: jax.Array, obs: jax.Array, reset: jax.Array):
     """The policy over a fragment: `carry [B, H]` at its start, `obs [T, B, ...]`,
-    `reset [T, B]` -> `logits [T, B, A]`, `value [T, B]`. A feed-forward policy
+    `reset [T, B]` -> `head [T, B, W]`, `value [T, B]`. A feed-forward policy
     takes the whole fragment in one batch; a recurrent one steps through time."""
     if not policy.recurrent:
         _, logits, value = policy.apply(params, carry, obs, reset)
@@ -296,12 +321,6 @@ def unroll(policy: Policy, params: Any, carry: jax.Array, obs: jax.Array, reset:
 
     _, (logits, value) = jax.lax.scan(step, carry, (obs, reset))
     return logits, value
-
-
-def masked_logits(logits: jax.Array, legal_action_mask: jax.Array) -> jax.Array:
-    """Illegal actions get the lowest finite logit, so they are never sampled
-    and their probability is exactly zero without producing NaNs."""
-    return jnp.where(legal_action_mask, logits, jnp.finfo(logits.dtype).min)
 
 
 # ------------------------------------------------------- AlphaZero networks

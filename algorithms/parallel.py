@@ -71,6 +71,14 @@ def categorical(key: jax.Array, logits: jax.Array, axis_name: str | None) -> jax
     return jnp.argmax(logits + noise, axis=-1)
 
 
+def normal(key: jax.Array, shape: tuple[int, ...], dtype: Any, axis_name: str | None) -> jax.Array:
+    """`jax.random.normal(key, global_shape)`, this shard's rows (`shape` is
+    the local one)."""
+    axis_name = _sharded(axis_name)
+    global_shape = (shape[0] * size(axis_name), *shape[1:])
+    return local_slice(jax.random.normal(key, global_shape, dtype), axis_name)
+
+
 def bernoulli(key: jax.Array, p: float, shape: tuple[int, ...], axis_name: str | None) -> jax.Array:
     """`jax.random.bernoulli(key, p, global_shape)`, this shard's rows."""
     axis_name = _sharded(axis_name)

@@ -14,8 +14,11 @@ whole env fragments and replays them from the memory they started with.
 `config` is any object with the attributes of the spec's `hyperparameters`
 (num_envs, num_steps, gamma, gae_lambda, clip_eps, clip_value, value_coef,
 entropy_coef, update_epochs, num_minibatches, normalize_advantages,
-reward_scale). `reward_scale` multiplies rewards for learning only (values
-and advantages); reported episode returns stay in the env's own units.
+reward_scale, normalize_observations, normalize_rewards). `reward_scale`
+multiplies rewards for learning only (values and advantages); reported
+episode returns stay in the env's own units. Continuous actions take a
+diagonal Gaussian policy (`algorithms.distributions`); the normalisation
+options are `algorithms.normalization`'s.
 """
 
 from __future__ import annotations
@@ -35,9 +38,7 @@ from algorithms.rollout import (
     Stages,
     align_for,
     bootstrap_value,
-    entropy_of,
     gather,
-    log_prob_of,
     make_algorithm,
     make_update,
     minibatch_indices,
@@ -68,7 +69,7 @@ def make_loss(config: Any, policy: Any, axis_name: str | None = None, normalized
             logits, value = unroll(policy, params, carry, data.observation, data.reset)
         else:
             _, logits, value = policy.apply(params, carry, data.observation, data.reset)
-        log_pi_a, log_pi = log_prob_of(logits, data.legal_action_mask, data.action)
+        log_pi_a, entropy = policy.distribution.log_prob_entropy(logits, data.legal_action_mask, data.action)
         log_ratio = log_pi_a - data.log_prob
         ratio = jnp.exp(log_ratio)
         advantage = batch.advantage
@@ -82,7 +83,7 @@ def make_loss(config: Any, policy: Any, axis_name: str | None = None, normalized
             value_clipped = data.value + jnp.clip(value - data.value, -config.clip_eps, config.clip_eps)
             value_error = jnp.maximum(value_error, jnp.square(value_clipped - batch.target))
         value_loss = 0.5 * value_error.mean()
-        entropy = entropy_of(log_pi, data.legal_action_mask).mean()
+        entropy = entropy.mean()
         loss = policy_loss + config.value_coef * value_loss - config.entropy_coef * entropy
         return loss, dict(
             loss=loss,
@@ -108,7 +109,7 @@ def make_stages(
     """PPO's policy network and the stages of its iteration (see `make_ppo`):
     targets are GAE advantages and value targets; minibatches are single
     steps (feed-forward) or whole env fragments (recurrent)."""
-    policy = make_policy(network, env.num_actions, env.observation_shape, align_for(shards))
+    policy = make_policy(network, env.num_actions, env.observation_shape, align_for(shards), env.discrete_actions)
     num_envs, num_steps = config.num_envs, config.num_steps
     loss = make_loss(config, policy, axis_name, normalized=shards is not None)
     update = make_update(loss, optimizer, axis_name, shards)
@@ -168,7 +169,8 @@ def make_ppo(
     axis_name: str | None = None,
     shards: int | None = None,
 ) -> base.Algorithm:
-    """Build PPO for `env` (discrete actions, one agent).
+    """Build PPO for `env` (one agent; discrete actions, or continuous ones
+    with a diagonal Gaussian policy).
 
     Args:
       config: the hyperparameters (see the module docstring).

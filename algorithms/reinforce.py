@@ -18,7 +18,8 @@ return like a termination.
 
 `config` is any object with the attributes of the spec's `hyperparameters`
 (num_envs, num_steps, gamma, baseline, value_coef, entropy_coef, c_rho,
-update_epochs, num_minibatches, normalize_advantages).
+update_epochs, num_minibatches, normalize_advantages, normalize_observations,
+normalize_rewards; the last two are `algorithms.normalization`'s).
 """
 
 from __future__ import annotations
@@ -36,9 +37,7 @@ from algorithms.rollout import (
     ActorState,
     Fragment,
     bootstrap_value,
-    entropy_of,
     gather,
-    log_prob_of,
     make_algorithm,
     make_stages,
     make_update,
@@ -60,17 +59,18 @@ def make_reinforce(
 
     Args:
       config: the hyperparameters (see the module docstring).
-      env: an unbatched, auto-resetting environment with discrete actions.
+      env: an unbatched, auto-resetting environment (discrete actions, or
+        continuous ones with a diagonal Gaussian policy).
       network: the spec's network section (feed-forward or recurrent).
       optimizer: the optax transformation (clipping and schedule included).
       axis_name: when set, gradients are averaged over this named axis, so the
         same step runs data-parallel under `shard_map`.
     """
-    policy = make_policy(network, env.num_actions, env.observation_shape)
+    policy = make_policy(network, env.num_actions, env.observation_shape, discrete=env.discrete_actions)
 
     def loss_fn(params, batch: Fragment, carry: jax.Array, returns: jax.Array):
         logits, value = unroll(policy, params, carry, batch.observation, batch.reset)
-        log_pi_a, log_pi = log_prob_of(logits, batch.legal_action_mask, batch.action)
+        log_pi_a, entropy = policy.distribution.log_prob_entropy(logits, batch.legal_action_mask, batch.action)
         rho = jnp.exp(jax.lax.stop_gradient(log_pi_a) - batch.log_prob)
         if config.c_rho is not None:
             rho = jnp.minimum(rho, config.c_rho)
@@ -79,7 +79,7 @@ def make_reinforce(
             mean, std = parallel.mean_std(advantage, axis_name)
             advantage = (advantage - mean) / (std + 1e-8)
         policy_loss = -(rho * advantage * log_pi_a).mean()
-        entropy = entropy_of(log_pi, batch.legal_action_mask).mean()
+        entropy = entropy.mean()
         value_loss = 0.5 * jnp.square(value - returns).mean() if config.baseline else jnp.zeros(())
         loss = policy_loss - config.entropy_coef * entropy + config.value_coef * value_loss
         return loss, dict(

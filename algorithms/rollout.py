@@ -11,11 +11,12 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from algorithms import base, parallel
+from algorithms import base, normalization, parallel
 from algorithms.base import Environment, TimeStep
 from algorithms.episodes import EpisodeStats, finish_episode_stats, init_episode_stats, step_episode_stats
 from algorithms.evaluation import make_evaluate
-from algorithms.networks import RECURRENT_KINDS, ROW_STABLE_WIDTH, Policy, masked_logits
+from algorithms.networks import RECURRENT_KINDS, ROW_STABLE_WIDTH, Policy
+from algorithms.normalization import Normalizer
 
 
 class ActorState(NamedTuple):
@@ -24,6 +25,9 @@ class ActorState(NamedTuple):
     carry: jax.Array  # [B, H] the policy's memory (H = 0 for feed-forward)
     reset: jax.Array  # [B] the current observation starts an episode
     episodes: EpisodeStats
+    # Running observation and reward statistics (algorithms.normalization);
+    # None when the spec normalises neither.
+    normalizer: Normalizer | None = None
 
 
 class OnPolicyState(NamedTuple):
@@ -114,8 +118,9 @@ def register(
     numeric: tuple[str, ...],
     exact: bool = False,
 ) -> None:
-    """Register an on-policy algorithm: single-agent, discrete actions, and
-    `update_epochs x num_minibatches` updates of `num_envs x num_steps` steps;
+    """Register an on-policy algorithm: single-agent, discrete or continuous
+    actions, and `update_epochs x num_minibatches` updates of `num_envs x
+    num_steps` steps;
     `numeric`: its hyperparameters that are only numbers (sweeps);
     `exact`: its factory takes `shards` (exact layouts)."""
     base.register(
@@ -124,7 +129,7 @@ def register(
             factory=make,
             updates_per_step=updates_per_step,
             env_steps_per_step=env_steps_per_step,
-            check_env=base.single_agent_discrete(name),
+            check_env=base.single_agent(name),
             check=batch_check(steps_in_minibatches),
             check_exact=exact_check(steps_in_minibatches) if exact else None,
             numeric=numeric,
@@ -198,7 +203,7 @@ def make_stages(
     made with the same `shards`)."""
 
     def collect_stage(state: OnPolicyState, key: jax.Array) -> tuple[ActorState, Fragment]:
-        return collect(env, policy, state.params, state.actor, key, config.num_steps, axis_name, shards)
+        return collect(env, policy, state.params, state.actor, key, config.num_steps, axis_name, shards, config.gamma)
 
     scan = jax.lax.scan if shards is None else parallel.opaque_scan
 
@@ -233,7 +238,7 @@ def make_algorithm(
 
     def init(key: jax.Array) -> OnPolicyState:
         key, net_key, env_key = jax.random.split(key, 3)
-        actor = init_actor(env, policy, env_key, config.num_envs, axis_name)
+        actor = init_actor(env, policy, env_key, config.num_envs, axis_name, config)
         params = policy.init(net_key, actor.timestep.observation[0])
         return OnPolicyState(params, optimizer.init(params), actor, key, jnp.zeros((), jnp.int32))
 
@@ -252,40 +257,39 @@ def make_algorithm(
 class Fragment(NamedTuple):
     """T steps of B envs; index t is the decision at step t."""
 
-    observation: jax.Array  # [T, B, *obs]
+    observation: jax.Array  # [T, B, *obs] what the policy saw (normalised, if the spec says so)
     legal_action_mask: jax.Array  # [T, B, A]
     reset: jax.Array  # [T, B] observation t starts an episode (memory is cleared)
-    action: jax.Array  # [T, B]
+    action: jax.Array  # [T, B] discrete, [T, B, A] continuous (the unclipped sample)
     log_prob: jax.Array  # [T, B] log mu(a_t | x_t) of the behaviour policy
     value: jax.Array  # [T, B] V(x_t) at collection time
-    reward: jax.Array  # [T, B]
+    reward: jax.Array  # [T, B] to learn from (scaled, if the spec normalises rewards)
     done: jax.Array  # [T, B] transition t ended its episode (terminated or truncated)
 
 
 def init_actor(
-    env: Environment, policy: Policy, key: jax.Array, num_envs: int, axis_name: str | None = None
+    env: Environment, policy: Policy, key: jax.Array, num_envs: int, axis_name: str | None = None, config: Any = None
 ) -> ActorState:
-    """This shard's part of `num_envs` envs (env i reset with key i of `split(key, num_envs)`)."""
+    """This shard's part of `num_envs` envs (env i reset with key i of
+    `split(key, num_envs)`), and the normalisation statistics the config's
+    `normalize_observations` and `normalize_rewards` ask for, having seen
+    the first observations."""
     env_state, timestep = jax.vmap(env.reset)(parallel.split(key, num_envs, axis_name))
     local = parallel.local_count(num_envs, axis_name)
+    observations = getattr(config, "normalize_observations", False)
+    rewards = getattr(config, "normalize_rewards", False)
+    normalizer = None
+    if observations or rewards:
+        normalizer = normalization.init(env.observation_shape, local, observations, rewards)
+        normalizer = normalization.see_observations(normalizer, timestep.observation, axis_name)
     return ActorState(
         env_state=env_state,
         timestep=timestep,
         carry=policy.initial_carry((local,)),
         reset=jnp.ones((local,), bool),
         episodes=init_episode_stats(local),
+        normalizer=normalizer,
     )
-
-
-def log_prob_of(logits: jax.Array, legal_action_mask: jax.Array, action: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """log pi(a|x) of the taken actions and the masked log-probabilities."""
-    log_pi = jax.nn.log_softmax(masked_logits(logits, legal_action_mask))
-    return jnp.take_along_axis(log_pi, action[..., None], -1)[..., 0], log_pi
-
-
-def entropy_of(log_pi: jax.Array, legal_action_mask: jax.Array) -> jax.Array:
-    # Masked actions have probability exactly 0; where() keeps 0 * min-logit out.
-    return -jnp.where(legal_action_mask, jnp.exp(log_pi) * log_pi, 0.0).sum(-1)
 
 
 def collect(
@@ -297,29 +301,37 @@ def collect(
     num_steps: int,
     axis_name: str | None = None,
     shards: int | None = None,
+    gamma: Any = 1.0,
 ) -> tuple[ActorState, Fragment]:
     """Step the B envs `num_steps` times with actions sampled from the policy.
 
     Rewards are player 0's: the on-policy algorithms here are single-agent.
     Under `axis_name`, `actor` holds this shard's envs of B; with `shards`,
     episode figures are summed per logical shard (see `algorithms.episodes`).
+    The actor's normaliser, if any, sees every step (rewards discounted by
+    `gamma`).
     """
     num_envs = actor.reset.shape[0] * parallel.size(axis_name)
     local_shards = 1 if shards is None else parallel.local_shards(shards, axis_name)
 
+    dist = policy.distribution
+
     def step(actor: ActorState, key):
         action_key, env_key = jax.random.split(key)
         ts = actor.timestep
-        carry, logits, value = policy.apply(params, actor.carry, ts.observation, actor.reset)
-        action = parallel.categorical(action_key, masked_logits(logits, ts.legal_action_mask), axis_name)
-        log_prob, _ = log_prob_of(logits, ts.legal_action_mask, action)
+        observation = normalization.observe(actor.normalizer, ts.observation)
+        carry, head, value = policy.apply(params, actor.carry, observation, actor.reset)
+        action = dist.sample(action_key, head, ts.legal_action_mask, axis_name)
+        log_prob = dist.log_prob(head, ts.legal_action_mask, action)
         env_keys = parallel.split(env_key, num_envs, axis_name)
         env_state, next_ts = jax.vmap(env.step)(actor.env_state, action, env_keys)
         reward = next_ts.reward[:, 0]
         done = next_ts.terminated | next_ts.truncated
-        fragment = Fragment(ts.observation, ts.legal_action_mask, actor.reset, action, log_prob, value, reward, done)
+        normalizer = normalization.see_observations(actor.normalizer, next_ts.observation, axis_name)
+        normalizer, learn_reward = normalization.see_rewards(normalizer, reward, done, gamma, axis_name)
+        fragment = Fragment(observation, ts.legal_action_mask, actor.reset, action, log_prob, value, learn_reward, done)
         episodes, ended = step_episode_stats(actor.episodes, reward, done, local_shards)
-        return ActorState(env_state, next_ts, carry, done, episodes), (fragment, ended)
+        return ActorState(env_state, next_ts, carry, done, episodes, normalizer), (fragment, ended)
 
     actor, (fragment, ended) = jax.lax.scan(step, actor, jax.random.split(key, num_steps))
     return actor._replace(episodes=finish_episode_stats(actor.episodes, ended, axis_name, shards is not None)), fragment
@@ -327,7 +339,8 @@ def collect(
 
 def bootstrap_value(policy: Policy, params: Any, actor: ActorState) -> jax.Array:
     """V(x_T) of the observation after the fragment, `[B]`."""
-    _, _, value = policy.apply(params, actor.carry, actor.timestep.observation, actor.reset)
+    observation = normalization.observe(actor.normalizer, actor.timestep.observation)
+    _, _, value = policy.apply(params, actor.carry, observation, actor.reset)
     return value
 
 

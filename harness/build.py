@@ -120,6 +120,13 @@ def build(
     problem = registration.check(config, spec.network, 1) if registration.check else None
     if problem is not None:
         raise SpecError(source, [(f"hyperparameters.{problem[0]}", problem[1])], lines)
+    if not env.discrete_actions and spec.network.kind not in ("mlp", "gru"):
+        where = f"{spec.env.suite}/{spec.env.id}"
+        raise SpecError(
+            source,
+            [("network.kind", f"{where} has continuous actions, which {spec.network.kind} has no head for")],
+            lines,
+        )
     if spec.network.kind == "resnet" and len(env.observation_shape) != 3:
         raise SpecError(
             source,

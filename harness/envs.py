@@ -1,5 +1,6 @@
 """One environment interface (`algorithms.base.Environment`) over gymnax,
-jumanji, pgx and xminigrid (harness/envs_xminigrid.py).
+jumanji, pgx, xminigrid (harness/envs_xminigrid.py) and brax
+(harness/envs_brax.py).
 
 Each adapter is a pair of pure functions, `reset(key)` and
 `step(state, action, key)`, with auto-reset: a step that ends an episode
@@ -20,7 +21,7 @@ import numpy as np
 
 from algorithms.base import Environment, TimeStep
 
-SUITES = ("gymnax", "jumanji", "pgx", "xminigrid")
+SUITES = ("gymnax", "jumanji", "pgx", "xminigrid", "brax")
 
 
 class EnvInfo(NamedTuple):
@@ -60,6 +61,18 @@ def single_agent_timestep(observation, num_actions: int, reward, terminated, tru
     )
 
 
+def clip_to_bounds(low: np.ndarray, high: np.ndarray, shape: tuple[int, ...]) -> Callable[[jax.Array], jax.Array]:
+    """What a continuous env is sent of a policy's action `[A]`: clipped to
+    the bounds `[A]` and reshaped to the env's action shape (the policy's
+    Gaussian sample is unbounded; its log-probability is of the unclipped
+    sample)."""
+
+    def to_env(action: jax.Array) -> jax.Array:
+        return jnp.clip(action.reshape(low.shape), low, high).reshape(shape)
+
+    return to_env
+
+
 def _version(package: str) -> str:
     return importlib.metadata.version(package)
 
@@ -95,14 +108,24 @@ def _make_gymnax(env_id: str, kwargs: dict[str, Any]) -> tuple[Environment, EnvI
         obs, state = env.reset(key, params)
         return state, timestep(obs, 0.0, False, False)
 
+    bounds = None
+    if not discrete:
+        shape = tuple(action_space.shape)
+        bounds = tuple(
+            np.broadcast_to(np.asarray(b, np.float32), shape).reshape(-1) for b in (action_space.low, action_space.high)
+        )
+    to_env = None if discrete else clip_to_bounds(*bounds, shape)
+
     def step(state, action, key):
+        if to_env is not None:
+            action = to_env(action)
         # gymnax's own `step` resets on termination or truncation.
         obs, state, reward, terminated, truncated, _ = env.step(key, state, action, params)
         return state, timestep(obs, reward, terminated, truncated)
 
     version = env_id.rsplit("-", 1)[-1] if "-v" in env_id else None
     return (
-        Environment(reset, step, obs_shape, num_actions, 1, discrete),
+        Environment(reset, step, obs_shape, num_actions, 1, discrete, bounds),
         EnvInfo("gymnax", env_id, _version("gymnax"), version),
     )
 
@@ -238,11 +261,25 @@ def _make_xminigrid(env_id: str, kwargs: dict[str, Any]) -> tuple[Environment, E
     return env, EnvInfo("xminigrid", env_id, _version("xminigrid"), version)
 
 
+# ----------------------------------------------------------------------- brax
+
+
+def _make_brax(env_id: str, kwargs: dict[str, Any]) -> tuple[Environment, EnvInfo]:
+    from harness import envs_brax
+
+    available = envs_brax.registered()
+    if env_id not in available:
+        raise UnknownEnvError(f"brax has no env {env_id!r}" + _closest(env_id, available))
+    env, library_version, version = envs_brax.make_brax(env_id, kwargs)
+    return env, EnvInfo("brax", env_id, library_version, version)
+
+
 _MAKERS: dict[str, Callable[[str, dict[str, Any]], tuple[Environment, EnvInfo]]] = {
     "gymnax": _make_gymnax,
     "jumanji": _make_jumanji,
     "pgx": _make_pgx,
     "xminigrid": _make_xminigrid,
+    "brax": _make_brax,
 }
 
 

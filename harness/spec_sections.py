@@ -41,7 +41,7 @@ Wrapper = Annotated[MaskObservation | ObserveLegalActions | ObservePreviousActio
 
 
 class EnvSpec(_Model):
-    suite: Literal["gymnax", "jumanji", "pgx", "xminigrid"]
+    suite: Literal["gymnax", "jumanji", "pgx", "xminigrid", "brax"]
     id: str
     kwargs: dict[str, Any] = Field(default_factory=dict)
     wrappers: tuple[Wrapper, ...] = ()
@@ -201,13 +201,21 @@ class RolloutEvaluationSpec(_Model):
 
 class _OnPolicyHyperparameters(_Model):
     evaluation: RolloutEvaluationSpec | None = Field(default=None, description="evaluation rollouts; null: none")
+    normalize_observations: bool = Field(
+        default=False, description="running mean and variance of observations; the policy sees them standardised"
+    )
+    normalize_rewards: bool = Field(
+        default=False, description="rewards divided by a running std of discounted returns, for learning only"
+    )
 
     @model_serializer(mode="wrap")
-    def _drop_no_evaluation(self, handler: Any) -> dict[str, Any]:
-        # Evaluation came after specs were published: a spec without it keeps its hash.
+    def _drop_later_defaults(self, handler: Any) -> dict[str, Any]:
+        # Evaluation and normalisation came after specs were published: a
+        # spec that leaves them at their defaults keeps its hash.
         data = handler(self)
-        if self.evaluation is None:
-            data.pop("evaluation", None)
+        for key, off in (("evaluation", None), ("normalize_observations", False), ("normalize_rewards", False)):
+            if getattr(self, key) == off:
+                data.pop(key, None)
         return data
 
 

@@ -15,6 +15,8 @@ ENVS = [
     ("gymnax", "CartPole-v1"),
     ("gymnax", "Acrobot-v1"),
     ("gymnax", "Breakout-MinAtar"),
+    ("gymnax", "Pendulum-v1"),
+    ("gymnax", "MountainCarContinuous-v0"),
     ("jumanji", "Snake-v1"),
     ("jumanji", "Game2048-v1"),
     ("jumanji", "Knapsack-v1"),
@@ -22,6 +24,7 @@ ENVS = [
     ("pgx", "connect_four"),
     ("pgx", "othello"),
     ("xminigrid", "MiniGrid-Empty-6x6"),
+    ("brax", "inverted_pendulum"),
 ]
 NUM_ENVS, NUM_STEPS = 4, 64
 
@@ -58,8 +61,12 @@ def check_env_api(env, info):
     assert before.legal_action_mask.shape == (NUM_STEPS, NUM_ENVS, env.num_actions)
     assert before.legal_action_mask.dtype == bool
     assert before.legal_action_mask.any(-1).all(), "every state has a legal action"
-    # Random legal actions are legal.
-    assert np.take_along_axis(before.legal_action_mask, action[..., None], -1).all()
+    if env.discrete_actions:  # random legal actions are legal
+        assert np.take_along_axis(before.legal_action_mask, action[..., None], -1).all()
+    else:  # random continuous actions are within the bounds
+        low, high = env.action_bounds
+        assert action.shape == (NUM_STEPS, NUM_ENVS, env.num_actions)
+        assert (low <= action).all() and (action <= high).all() and (low < high).all()
     assert after.reward.shape == (NUM_STEPS, NUM_ENVS, env.num_players)
     assert after.reward.dtype == np.float32
     assert after.terminated.dtype == bool and after.truncated.dtype == bool

@@ -115,7 +115,16 @@ def test_gru_tiny_ppo_runs_and_carries_memory_across_fragments():
             "hyperparameters.num_minibatches",
             "num_envs (6) does not divide into num_minibatches (4)",
         ),
-        ({"env": {"suite": "gymnax", "id": "Pendulum-v1"}}, "env.id", "ppo needs a discrete action space"),
+        (
+            {"env": {"suite": "gymnax", "id": "Pendulum-v1", "wrappers": [{"name": "observe_legal_actions"}]}},
+            "env.wrappers",
+            "observe_legal_actions needs discrete actions",
+        ),
+        (
+            {"env": {"suite": "gymnax", "id": "Pendulum-v1"}, "network": {"kind": "grid_gru"}},
+            "network.kind",
+            "has continuous actions, which grid_gru has no head for",
+        ),
         (
             {
                 "env": {
@@ -128,7 +137,13 @@ def test_gru_tiny_ppo_runs_and_carries_memory_across_fragments():
             "outside the observation",
         ),
     ],
-    ids=["minibatches", "gru minibatches", "continuous actions", "mask out of range"],
+    ids=[
+        "minibatches",
+        "gru minibatches",
+        "legal actions of continuous",
+        "grid net on continuous",
+        "mask out of range",
+    ],
 )
 def test_bad_ppo_specs(tmp_path, capsys, change, key, fragment):
     path = write_spec(tmp_path, copy.deepcopy(TINY_PPO) | change)

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import mctx
 
 from algorithms.base import Environment, TimeStep
-from algorithms.networks import masked_logits
+from algorithms.distributions import masked_logits
 
 
 class Games(NamedTuple):

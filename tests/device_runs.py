@@ -45,6 +45,22 @@ SPECS = {
             "evaluation": {"episodes": 8, "policy": "sample", "max_steps": 64},
         },
     },
+    # Continuous actions (Gaussian noise drawn at the global shape) and
+    # normalisation statistics of the global batch.
+    "ppo_pendulum": {
+        "algorithm": "ppo",
+        "env": {"suite": "gymnax", "id": "Pendulum-v1"},
+        "budget": {"env_steps": 4 * 8 * 16},
+        "hyperparameters": {
+            "num_envs": 8,
+            "num_steps": 16,
+            "num_minibatches": 2,
+            "update_epochs": 2,
+            "normalize_observations": True,
+            "normalize_rewards": True,
+            "evaluation": {"episodes": 8, "policy": "sample", "max_steps": 32},
+        },
+    },
     # Exact layouts (devices.shards): whole runs, long enough that layouts
     # that add per device drift apart (64 iterations).
     "ppo_exact": {
@@ -89,6 +105,7 @@ ALL = ["plain", "1x1", "1x2", "1x4", "2x2"]
 LAYOUTS = {
     "ppo": ALL,
     "ppo_gru": ["1x1", "1x4"],
+    "ppo_pendulum": ["1x1", "1x4"],
     "ppo_exact": ["plain", "1x1", "1x2", "1x4"],
     "ppo_gru_exact": ["plain", "1x2", "1x4"],
     "reinforce": ["1x1", "1x4"],

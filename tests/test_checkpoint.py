@@ -19,7 +19,17 @@ from pathlib import Path
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import TINY_AZ, TINY_PPO, TINY_SPEC, new_store, start_harness, train, wait_for_training, write_spec
+from conftest import (
+    TINY_AZ,
+    TINY_PENDULUM,
+    TINY_PPO,
+    TINY_SPEC,
+    new_store,
+    start_harness,
+    train,
+    wait_for_training,
+    write_spec,
+)
 from mlflow.tracking import MlflowClient
 
 from harness import build, cli
@@ -32,9 +42,16 @@ from harness.run.programs import Programs
 SPECS = {
     "reinforce": copy.deepcopy(TINY_SPEC),
     "ppo": copy.deepcopy(TINY_PPO),
+    # Continuous actions, with normalisation statistics in the state.
+    "ppo_pendulum": copy.deepcopy(TINY_PENDULUM),
     "alphazero": copy.deepcopy(TINY_AZ),
 }
-SESSION_RUNS = {"reinforce": "tiny_run", "ppo": "tiny_ppo_run", "alphazero": "tiny_az_runs"}
+SESSION_RUNS = {
+    "reinforce": "tiny_run",
+    "ppo": "tiny_ppo_run",
+    "ppo_pendulum": "tiny_pendulum_run",
+    "alphazero": "tiny_az_runs",
+}
 for name, data in SPECS.items():
     data["name"] = f"ckpt_{name}"
     data["checkpoint"] = {"every": data["logging"]["interval"], "keep": 3}

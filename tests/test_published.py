@@ -95,3 +95,9 @@ def test_ppo_minatar_breakout_claim():
     ref = reference("ppo_minatar_breakout")
     assert ref["final"]["episode_return"] >= 30, ref["final"]["episode_return"]
     assert ref["baselines"]["random_policy"]["mean_return"] < 1
+
+
+def test_ppo_pendulum_claim():
+    ref = reference("ppo_pendulum")
+    assert ref["final"]["episode_return"] > -300, ref["final"]["episode_return"]
+    assert ref["baselines"]["random_policy"]["mean_return"] < -1000

@@ -57,14 +57,18 @@ BAD = {
     "unknown suite": (
         lambda d: _with(d, "env.suite", "atari"),
         "env.suite",
-        "'gymnax', 'jumanji', 'pgx' or 'xminigrid'",
+        "'gymnax', 'jumanji', 'pgx', 'xminigrid' or 'brax'",
     ),
     "minibatches": (
         lambda d: _with(d, "hyperparameters.num_minibatches", 3),
         "hyperparameters.num_minibatches",
         "does not divide",
     ),
-    "continuous actions": (lambda d: _with(d, "env.id", "Pendulum-v1"), "env.id", "continuous"),
+    "continuous actions on a grid network": (
+        lambda d: _with(_with(d, "env.id", "Pendulum-v1"), "network", {"kind": "grid_gru"}),
+        "network.kind",
+        "has continuous actions",
+    ),
     "two players": (lambda d: _with(d, "env", {"suite": "pgx", "id": "tic_tac_toe"}), "env.id", "2 players"),
     "missing key": (lambda d: {k: v for k, v in d.items() if k != "budget"}, "budget", "required key is missing"),
     "duplicate seeds": (lambda d: _with(d, "seeds", [1, 1]), "seeds", "distinct"),

@@ -97,6 +97,13 @@ def test_ppo_minatar_breakout_claim():
     assert ref["baselines"]["random_policy"]["mean_return"] < 1
 
 
+def test_ppo_brax_inverted_pendulum_claim():
+    ref = reference("ppo_brax_inverted_pendulum")
+    assert ref["final"]["episode_return"] >= 900, ref["final"]["episode_return"]
+    assert ref["env_steps_per_seed"] <= 1_000_000
+    assert ref["baselines"]["random_policy"]["mean_return"] < 100
+
+
 def test_ppo_pendulum_claim():
     ref = reference("ppo_pendulum")
     assert ref["final"]["episode_return"] > -300, ref["final"]["episode_return"]

@@ -5,7 +5,10 @@ harness/bench/peers.py) at PureJaxRL's own CartPole configuration (4 envs x
 `ppo_cartpole` spec being that configuration, and at its MinAtar
 configuration on Breakout-MinAtar (64 envs x 128 steps, 4 epochs x 8
 minibatches, 64x64 relu MLP over the flattened grid), the published
-`ppo_minatar_breakout` spec.
+`ppo_minatar_breakout` spec; and PureJaxRL's `ppo_continuous_action.py` on
+Brax inverted_pendulum (backend positional, 256 envs x 10 steps, 4 epochs x
+32 minibatches, tanh 256x256, observation and reward normalisation), the
+published `ppo_brax_inverted_pendulum` spec.
 
 Both are compiled ahead, then timed alternately in one process, the order
 switching every round so that machine noise hits both alike: one timed call
@@ -33,12 +36,18 @@ from harness.run import runner
 pytestmark = pytest.mark.against
 
 ROUNDS = 5
-# name -> (published spec, PureJaxRL's configuration, iterations per timed
-# call: 64 x 512 = 32,768 env steps per seed on CartPole, 8 x 8,192 = 65,536
-# on MinAtar)
+# name -> (published spec, PureJaxRL's file and configuration, iterations
+# per timed call: 64 x 512 = 32,768 env steps per seed on CartPole, 8 x
+# 8,192 = 65,536 on MinAtar, 16 x 2,560 = 40,960 on Brax)
 CASES = {
-    "cartpole": ("ppo_cartpole", peers.PUREJAXRL_PPO_CARTPOLE, 64),
-    "minatar_breakout": ("ppo_minatar_breakout", peers.PUREJAXRL_PPO_MINATAR, 8),
+    "cartpole": ("ppo_cartpole", "ppo", peers.PUREJAXRL_PPO_CARTPOLE, 64),
+    "minatar_breakout": ("ppo_minatar_breakout", "ppo", peers.PUREJAXRL_PPO_MINATAR, 8),
+    "brax_inverted_pendulum": (
+        "ppo_brax_inverted_pendulum",
+        "ppo_continuous_action",
+        peers.PUREJAXRL_PPO_BRAX_INVERTED_PENDULUM,
+        16,
+    ),
 }
 
 
@@ -69,12 +78,18 @@ def _peer(make_train, config: dict, num_seeds: int, iterations: int):
 
 @pytest.mark.parametrize(
     "case, num_seeds",
-    [("cartpole", 1), ("cartpole", 16), ("minatar_breakout", 1), ("minatar_breakout", 4)],
-    ids=["1seed", "16seeds", "minatar_breakout-1seed", "minatar_breakout-4seeds"],
+    [
+        ("cartpole", 1),
+        ("cartpole", 16),
+        ("minatar_breakout", 1),
+        ("minatar_breakout", 4),
+        ("brax_inverted_pendulum", 1),
+    ],
+    ids=["1seed", "16seeds", "minatar_breakout-1seed", "minatar_breakout-4seeds", "brax_inverted_pendulum-1seed"],
 )
 def test_against_purejaxrl_ppo(entry, bench, case, num_seeds):
-    spec_name, config, iterations = CASES[case]
-    make_train = peers.load_purejaxrl_ppo(bench.against)
+    spec_name, peer_file, config, iterations = CASES[case]
+    make_train = peers.load_purejaxrl_ppo(bench.against, peer_file)
     plan, ours, our_compile = _ours(spec_name, num_seeds, iterations)
     peer, peer_compile = _peer(make_train, config, num_seeds, iterations)
     steps = iterations * plan.env_steps_per_iteration * num_seeds
@@ -108,7 +123,7 @@ def test_against_purejaxrl_ppo(entry, bench, case, num_seeds):
                 "spec_hash": plan.spec_hash,
                 "seeds": num_seeds,
                 "iterations_per_call": iterations,
-                "peer": "purejaxrl/ppo.py",
+                "peer": f"purejaxrl/{peer_file}.py",
             },
             unit=measure.ENV_STEPS,
             rate=measure.spread(our_rates),

@@ -56,20 +56,22 @@ def timed_rounds(entry, call, rounds: int) -> list[float]:
 # ------------------------------------------------------------------- envs
 
 ENVS = [
-    ("gymnax", "CartPole-v1"),
-    ("gymnax", "Breakout-MinAtar"),
-    ("jumanji", "Game2048-v1"),
-    ("pgx", "connect_four"),
-    ("xminigrid", "MiniGrid-Empty-6x6"),
+    ("gymnax", "CartPole-v1", {}),
+    ("gymnax", "Breakout-MinAtar", {}),
+    ("gymnax", "Pendulum-v1", {}),
+    ("jumanji", "Game2048-v1", {}),
+    ("pgx", "connect_four", {}),
+    ("xminigrid", "MiniGrid-Empty-6x6", {}),
+    ("brax", "inverted_pendulum", {"backend": "positional"}),
 ]
 NUM_ENVS, NUM_STEPS = 4096, 32
 
 
-@pytest.mark.parametrize("suite,env_id", ENVS, ids=[f"{s}-{e}" for s, e in ENVS])
-def test_env_step(entry, suite, env_id):
-    """4096 envs of one suite stepped 32 times with uniformly random legal
+@pytest.mark.parametrize("suite,env_id,kwargs", ENVS, ids=[f"{s}-{e}" for s, e, _ in ENVS])
+def test_env_step(entry, suite, env_id, kwargs):
+    """4096 envs of one suite stepped 32 times with uniformly random (legal)
     actions, through the harness's adapter (auto-reset included)."""
-    env, info = envs.make(suite, env_id)
+    env, info = envs.make(suite, env_id, kwargs)
 
     def steps(env_state, timestep, key):
         def one(carry, key):

@@ -276,3 +276,17 @@ def test_a_peer_checkout_is_imported_with_its_shims(tmp_path):
     if importlib.util.find_spec("distrax") is None:
         with pytest.raises(peers.PeerError, match="imports distrax, which is not installed"):
             peers.load_purejaxrl_ppo(folder)
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted((ROOT / "benchmarks" / "specs").rglob("*.yaml")),
+    ids=lambda p: str(p.relative_to(ROOT / "benchmarks" / "specs")),
+)
+def test_every_benchmark_spec_builds_into_a_warm_up_chunk_and_timed_ones(path):
+    from harness import build
+    from harness import spec as spec_module
+    from harness.bench.measure import chunk_lengths
+
+    plan = build.build(spec_module.load(path))
+    assert len(chunk_lengths(plan.num_iterations, plan.spec.logging.interval)) >= 3, "a warm-up and 2 timed chunks"

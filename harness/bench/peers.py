@@ -66,6 +66,28 @@ PUREJAXRL_PPO_MINATAR = {
     "ENV_NAME": "Breakout-MinAtar",
 }
 
+# Its continuous-action PPO (ppo_continuous_action.py) on Brax
+# inverted_pendulum, backend positional (its BraxGymnaxWrapper's; episodes
+# of 1000 steps), at 256 envs: the published ppo_brax_inverted_pendulum.
+PUREJAXRL_PPO_BRAX_INVERTED_PENDULUM = {
+    "LR": 3e-4,
+    "NUM_ENVS": 256,
+    "NUM_STEPS": 10,
+    "UPDATE_EPOCHS": 4,
+    "NUM_MINIBATCHES": 32,
+    "GAMMA": 0.99,
+    "GAE_LAMBDA": 0.95,
+    "CLIP_EPS": 0.2,
+    "ENT_COEF": 0.0,
+    "VF_COEF": 0.5,
+    "MAX_GRAD_NORM": 0.5,
+    "ACTIVATION": "tanh",
+    "ENV_NAME": "inverted_pendulum",
+    "ANNEAL_LR": True,
+    "NORMALIZE_ENV": True,
+    "DEBUG": False,
+}
+
 # Modules PureJaxRL's wrappers.py imports for wrappers CartPole does not use.
 _UNUSED_IMPORTS = {
     "brax": ("brax", "brax.envs", "brax.envs.wrappers", "brax.envs.wrappers.training"),
@@ -129,34 +151,38 @@ def _stand_ins_for_unused_imports() -> Iterator[None]:
             sys.modules.pop(name, None)
 
 
-def check_purejaxrl(path: str | Path) -> Path:
-    """The checkout's `purejaxrl/` folder, once what its PPO needs is here."""
+def check_purejaxrl(path: str | Path, module: str = "ppo") -> Path:
+    """The checkout's `purejaxrl/` folder, once what its `module` needs is here."""
     folder = purejaxrl_dir(path)
-    if "import distrax" in (folder / "ppo.py").read_text() and importlib.util.find_spec("distrax") is None:
+    source = folder / f"{module}.py"
+    if not source.is_file():
+        raise PeerError(f"--against {path}: the PureJaxRL checkout has no {source.name}")
+    if "import distrax" in source.read_text() and importlib.util.find_spec("distrax") is None:
         raise PeerError(
-            f"--against {path}: PureJaxRL's ppo.py imports distrax, which is not installed here"
+            f"--against {path}: PureJaxRL's {source.name} imports distrax, which is not installed here"
             " (pip install distrax, into the bench's environment: .nox/bench)"
         )
     return folder
 
 
-def load_purejaxrl_ppo(path: str | Path) -> Callable[[dict[str, Any]], Callable]:
-    """PureJaxRL's `make_train` from the checkout at `path`."""
-    folder = check_purejaxrl(path)
+def load_purejaxrl_ppo(path: str | Path, module_name: str = "ppo") -> Callable[[dict[str, Any]], Callable]:
+    """PureJaxRL's `make_train` from the checkout at `path`: its `ppo.py`, or
+    (`module_name`) another of its single files, e.g. `ppo_continuous_action`."""
+    folder = check_purejaxrl(path, module_name)
     sys.path.insert(0, str(folder))
     try:
         with _stand_ins_for_unused_imports():
             # Its modules are named as plain files (`import wrappers`): load
             # them fresh from this folder, not from any earlier import.
-            for name in ("ppo", "wrappers"):
+            for name in (module_name, "wrappers"):
                 sys.modules.pop(name, None)
-            module = importlib.import_module("ppo")
+            module = importlib.import_module(module_name)
     except Exception as error:  # noqa: BLE001  (whatever the peer's import raises, named once)
-        raise PeerError(f"--against {path}: importing {folder / 'ppo.py'} failed: {error!r}") from error
+        raise PeerError(f"--against {path}: importing {folder / module_name}.py failed: {error!r}") from error
     finally:
         sys.path.remove(str(folder))
     if module.__file__ is None or Path(module.__file__).resolve().parent != folder:
-        raise PeerError(f"--against {path}: imported another module named ppo ({module.__file__})")
-    if int(version("gymnax").split(".")[0]) >= 1:
+        raise PeerError(f"--against {path}: imported another module named {module_name} ({module.__file__})")
+    if int(version("gymnax").split(".")[0]) >= 1 and hasattr(module, "gymnax"):
         module.gymnax = _GymnaxShim(module.gymnax)
     return module.make_train

@@ -2,9 +2,11 @@
 loads it, and `benchmarks/` holds the entries.
 
 Options (after `nox -s bench --`):
-  --full [SPEC,...]     the published specs in experiments/ (all, or these),
-                        at their own seeds and budgets, instead of the small
-                        benchmark specs in benchmarks/specs/; also runs the
+  --full [SPEC,...]     the published specs in experiments/ and the
+                        accelerator-size specs in benchmarks/specs/full/
+                        (all, or these), at their own seeds and budgets,
+                        instead of the small benchmark specs in
+                        benchmarks/specs/; also runs the
                         long benchmarks (harness overhead, AlphaZero at the
                         pgx example's size)
   --spec PATH           bench this spec file (its own seeds and budget)
@@ -49,6 +51,13 @@ def bench_specs(config: pytest.Config) -> Path:
 def published_specs(config: pytest.Config) -> Path:
     """The published specs, in the repository's `experiments/`."""
     return config.rootpath / "experiments"
+
+
+def full_only_specs(config: pytest.Config) -> Path:
+    """Benchmark specs at the sizes accelerator users run (thousands of
+    envs), too long for a CPU's default suite: `--full` runs them beside the
+    published specs."""
+    return bench_specs(config) / "full"
 
 
 class SpecEntry(NamedTuple):
@@ -228,12 +237,15 @@ def _spec_entries(config: pytest.Config) -> tuple[str, list[SpecEntry]]:
     full, paths = config.getoption("full"), config.getoption("spec")
     entries: list[SpecEntry] = []
     if full:
-        published = {p.stem: p for p in sorted(published_specs(config).glob("*.yaml"))}
+        published = {
+            p.stem: p for folder in (published_specs(config), full_only_specs(config)) for p in sorted(folder.glob("*.yaml"))
+        }
         names = list(published) if full == "all" else [n.strip() for n in full.split(",") if n.strip()]
         unknown = [n for n in names if n not in published]
         if unknown:
             raise pytest.UsageError(
-                f"--full: no published spec {', '.join(map(repr, unknown))}; the specs in {published_specs(config)} are: "
+                f"--full: no published spec {', '.join(map(repr, unknown))}; the specs in {published_specs(config)} "
+                f"and {full_only_specs(config)} are: "
                 f"{', '.join(published)}"
             )
         entries += [SpecEntry(name, published[name], None, True) for name in names]

@@ -238,7 +238,9 @@ def _spec_entries(config: pytest.Config) -> tuple[str, list[SpecEntry]]:
     entries: list[SpecEntry] = []
     if full:
         published = {
-            p.stem: p for folder in (published_specs(config), full_only_specs(config)) for p in sorted(folder.glob("*.yaml"))
+            p.stem: p
+            for folder in (published_specs(config), full_only_specs(config))
+            for p in sorted(folder.glob("*.yaml"))
         }
         names = list(published) if full == "all" else [n.strip() for n in full.split(",") if n.strip()]
         unknown = [n for n in names if n not in published]

@@ -1,6 +1,7 @@
 """Networks, in flax.linen. Configured by any object with the attributes of
 the spec's `network:` section (`kind`, `hidden_sizes`, `activation`, and
-`gru_size` for `kind: gru`; the grid agent's options for `kind: grid_gru`)."""
+`gru_size` for `kind: gru`; the grid agent's options for `kind: grid | grid_gru`).
+AlphaZero's networks are in `algorithms.alphazero.networks`."""
 
 from __future__ import annotations
 
@@ -46,22 +47,22 @@ class Dense(nn.Module):
         return (x @ kernel + bias)[..., : self.features]
 
 
-def _dense(features: int, scale: float, align: int = 1) -> nn.Module:
+def dense(features: int, scale: float, align: int = 1) -> nn.Module:
     if align > 1:
         return Dense(features, scale, align)
     return nn.Dense(features, kernel_init=nn.initializers.orthogonal(scale), bias_init=nn.initializers.zeros)
 
 
-def _trunk(x: jax.Array, hidden_sizes: Sequence[int], activation: str, align: int = 1) -> jax.Array:
+def trunk(x: jax.Array, hidden_sizes: Sequence[int], activation: str, align: int = 1) -> jax.Array:
     """Dense layers (orthogonal, gain sqrt 2) with `activation`, created in
     the calling module's scope (so their parameters are its Dense_0, ...)."""
     act = _ACTIVATIONS[activation]
     for size in hidden_sizes:
-        x = act(_dense(size, np.sqrt(2.0), align)(x))
+        x = act(dense(size, np.sqrt(2.0), align)(x))
     return x
 
 
-def _flat(obs: jax.Array, observation_ndim: int) -> jax.Array:
+def flatten(obs: jax.Array, observation_ndim: int) -> jax.Array:
     """`[..., *observation_shape] -> [..., prod(observation_shape)]`."""
     return obs.reshape(*obs.shape[: obs.ndim - observation_ndim], -1)
 
@@ -75,8 +76,8 @@ class MLP(nn.Module):
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
-        x = _trunk(x, self.hidden_sizes, self.activation, self.align)
-        return _dense(self.out_features, self.out_scale, self.align)(x)
+        x = trunk(x, self.hidden_sizes, self.activation, self.align)
+        return dense(self.out_features, self.out_scale, self.align)(x)
 
 
 class ActorCritic(nn.Module):
@@ -97,7 +98,7 @@ class ActorCritic(nn.Module):
 
     @nn.compact
     def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
-        x = _flat(obs, self.observation_ndim)
+        x = flatten(obs, self.observation_ndim)
         logits = MLP(self.hidden_sizes, self.activation, self.num_actions, 0.01, self.align, name="actor")(x)
         value = MLP(self.hidden_sizes, self.activation, 1, 1.0, self.align, name="critic")(x)
         return _gaussian_head(self, logits) if self.continuous else logits, jnp.squeeze(value, -1)
@@ -130,11 +131,11 @@ class GRUActorCritic(nn.Module):
 
     @nn.compact
     def __call__(self, carry, obs, reset):
-        x = _trunk(_flat(obs, self.observation_ndim), self.hidden_sizes, self.activation, self.align)
+        x = trunk(flatten(obs, self.observation_ndim), self.hidden_sizes, self.activation, self.align)
         carry = jnp.where(reset[..., None], jnp.zeros_like(carry), carry)
         carry, y = nn.GRUCell(self.gru_size, name="gru")(carry, x)
-        logits = _dense(self.num_actions, 0.01, self.align)(y)
-        value = _dense(1, 1.0, self.align)(y)
+        logits = dense(self.num_actions, 0.01, self.align)(y)
+        value = dense(1, 1.0, self.align)(y)
         return carry, _gaussian_head(self, logits) if self.continuous else logits, jnp.squeeze(value, -1)
 
 
@@ -171,6 +172,35 @@ class GridEncoder(nn.Module):
             )
             x = nn.relu(conv(x))
         return x.reshape(*batch, -1)
+
+
+class GridActorCritic(nn.Module):
+    """The grid agent without memory: one grid encoder (`GridEncoder`)
+    shared by an actor and a critic MLP (`hidden_sizes` of `activation`,
+    then linear; orthogonal, the actor's last layer at scale 0.01). For grid
+    observations of ids (xminigrid) or of binary channels (MinAtar's
+    `[10, 10, C]`, with `id_channels` 0). Input `[..., H, W, C]`; returns
+    logits `[..., A]` and value `[...]`, float32 whatever `dtype` computes."""
+
+    num_actions: int
+    hidden_sizes: Sequence[int]
+    id_channels: int
+    vocabulary: int
+    embedding_size: int
+    conv_channels: Sequence[int]
+    activation: str = "relu"
+    dtype: Any = jnp.float32
+
+    @nn.compact
+    def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
+        encoder = GridEncoder(self.id_channels, self.vocabulary, self.embedding_size, self.conv_channels, self.dtype)
+        x = encoder(obs)
+
+        def head(out_features: int, scale: float, name: str) -> jax.Array:
+            mlp = MLP(self.hidden_sizes, self.activation, out_features, scale, name=name)
+            return mlp(x.astype(jnp.float32))
+
+        return head(self.num_actions, 0.01, "actor"), jnp.squeeze(head(1, 1.0, "critic"), -1)
 
 
 class GridGRUActorCritic(nn.Module):
@@ -250,8 +280,8 @@ class Policy(NamedTuple):
 def make_policy(
     network: Any, num_actions: int, observation_shape: tuple[int, ...], align: int = 1, discrete: bool = True
 ) -> Policy:
-    """The policy for the spec's `network:` section (`kind: mlp | gru |
-    grid_gru`) over `num_actions` discrete actions, or (`discrete` False) a
+    """The policy for the spec's `network:` section (`kind: mlp | gru | grid
+    | grid_gru`) over `num_actions` discrete actions, or (`discrete` False) a
     diagonal Gaussian over an action of `num_actions` dimensions; `align` > 1
     computes its dense layers that wide (`Dense`)."""
     ndim = len(observation_shape)
@@ -259,8 +289,20 @@ def make_policy(
     continuous = distribution.continuous
     if continuous and network.kind not in ("mlp", "gru"):
         raise ValueError(f"a {network.kind} network has no continuous actions; use mlp or gru")
-    if network.kind == "mlp":
-        net = ActorCritic(num_actions, tuple(network.hidden_sizes), network.activation, ndim, align, continuous)
+    if network.kind in ("mlp", "grid"):
+        if network.kind == "mlp":
+            net = ActorCritic(num_actions, tuple(network.hidden_sizes), network.activation, ndim, align, continuous)
+        else:
+            net = GridActorCritic(
+                num_actions,
+                tuple(network.hidden_sizes),
+                id_channels=network.id_channels,
+                vocabulary=network.vocabulary,
+                embedding_size=network.embedding_size,
+                conv_channels=tuple(network.conv_channels),
+                activation=network.activation,
+                dtype=jnp.dtype(network.compute_dtype),
+            )
 
         def apply(params, carry, obs, reset):
             del reset
@@ -324,109 +366,3 @@ def unroll(policy: Policy, params: Any, carry: jax.Array, obs: jax.Array, reset:
 
 
 # ------------------------------------------------------- AlphaZero networks
-
-
-def neighbourhoods(x: jax.Array) -> jax.Array:
-    """Each cell's 3x3 neighbourhood (zero-padded) stacked on the channel
-    axis: `[N, H, W, C]` -> `[N, H, W, 9 C]`, made of slices only."""
-    height, width = x.shape[1], x.shape[2]
-    padded = jnp.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))
-    return jnp.concatenate([padded[:, i : i + height, j : j + width] for i in range(3) for j in range(3)], axis=-1)
-
-
-class Conv3x3(nn.Module):
-    """A 3x3 'same' convolution, computed either by XLA's convolution or as
-    a matmul over neighbourhoods; both forms share one kernel and agree.
-
-    The matmul form is for gradients: on XLA's CPU backend the backward pass
-    of a convolution whose kernel is vmapped over seeds fell back to slow
-    loops (a 2-block ResNet's training step took 20x longer), while a
-    matmul stays a batched matmul under `vmap`. The forward pass is faster
-    as a convolution, so search uses that.
-    """
-
-    features: int
-    as_matmul: bool = False
-
-    @nn.compact
-    def __call__(self, x: jax.Array) -> jax.Array:
-        kernel = self.param("kernel", nn.initializers.lecun_normal(), (3, 3, x.shape[-1], self.features))
-        bias = self.param("bias", nn.initializers.zeros, (self.features,))
-        if self.as_matmul:
-            y = neighbourhoods(x) @ kernel.reshape(-1, self.features)
-        else:
-            y = jax.lax.conv_general_dilated(x, kernel, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
-        return y + bias
-
-
-class ResidualBlock(nn.Module):
-    channels: int
-    as_matmul: bool = False
-
-    @nn.compact
-    def __call__(self, x: jax.Array) -> jax.Array:
-        y = nn.relu(nn.LayerNorm()(x))
-        y = Conv3x3(self.channels, self.as_matmul)(y)
-        y = nn.relu(nn.LayerNorm()(y))
-        y = Conv3x3(self.channels, self.as_matmul)(y)
-        return x + y
-
-
-class AZResNet(nn.Module):
-    """The AlphaZero network: a 3x3 conv stem, `num_blocks` residual blocks
-    of `num_channels`, a policy head (1x1 conv, dense to the actions) and a
-    value head (1x1 conv, dense, tanh). LayerNorm stands in for batch norm so
-    that the network has no batch statistics to carry or synchronise.
-
-    Input `[..., H, W, C]`; returns logits `[..., A]` and value `[...]` in [-1, 1].
-    """
-
-    num_actions: int
-    num_blocks: int
-    num_channels: int
-    as_matmul: bool = False  # convolutions as matmuls: the form to differentiate
-
-    @nn.compact
-    def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
-        batch_shape = obs.shape[:-3]
-        x = obs.reshape(-1, *obs.shape[-3:])
-        x = Conv3x3(self.num_channels, self.as_matmul)(x)
-        for _ in range(self.num_blocks):
-            x = ResidualBlock(self.num_channels, self.as_matmul)(x)
-        x = nn.relu(nn.LayerNorm()(x))
-        # 1x1 convolutions are dense layers over the channel axis.
-        p = nn.relu(nn.Dense(2)(x)).reshape(x.shape[0], -1)
-        logits = nn.Dense(self.num_actions)(p)
-        v = nn.relu(nn.Dense(1)(x)).reshape(x.shape[0], -1)
-        v = nn.relu(nn.Dense(self.num_channels)(v))
-        value = nn.tanh(nn.Dense(1)(v))
-        return logits.reshape(*batch_shape, -1), value.reshape(batch_shape)
-
-
-class AZMLP(nn.Module):
-    """A shared MLP trunk with policy and tanh value heads, for small games."""
-
-    num_actions: int
-    hidden_sizes: Sequence[int]
-    activation: str
-    observation_ndim: int
-
-    @nn.compact
-    def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
-        x = _trunk(_flat(obs, self.observation_ndim), self.hidden_sizes, self.activation)
-        logits = _dense(self.num_actions, 0.01)(x)
-        value = nn.tanh(_dense(1, 1.0)(x))
-        return logits, jnp.squeeze(value, -1)
-
-
-def make_az_network(
-    network: Any, num_actions: int, observation_shape: tuple[int, ...], *, for_gradients: bool = False
-) -> nn.Module:
-    """The AlphaZero network for the spec's `network:` section (`kind: resnet
-    | mlp`). `for_gradients` picks the form that is fastest to differentiate;
-    it has the same parameters and outputs."""
-    if network.kind == "resnet":
-        return AZResNet(num_actions, network.num_blocks, network.num_channels, as_matmul=for_gradients)
-    if network.kind == "mlp":
-        return AZMLP(num_actions, tuple(network.hidden_sizes), network.activation, len(observation_shape))
-    raise ValueError(f"AlphaZero has no {network.kind!r} network; use resnet or mlp")

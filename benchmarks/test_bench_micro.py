@@ -18,8 +18,8 @@ from conftest import BENCH_SPECS
 
 import algorithms
 from algorithms import alphazero, ppo
+from algorithms.alphazero.networks import make_az_network
 from algorithms.base import random_step
-from algorithms.networks import make_az_network
 from harness import build, envs
 from harness import spec as spec_module
 from harness.bench import measure

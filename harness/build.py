@@ -139,7 +139,7 @@ def build(
             ],
             lines,
         )
-    if spec.network.kind == "grid_gru":
+    if spec.network.kind in ("grid", "grid_gru"):
         problem = _grid_network_problem(spec, env.observation_shape)
         if problem is not None:
             raise SpecError(source, [problem], lines)
@@ -250,15 +250,17 @@ def _exact_problem(spec: Spec, registration: Any, data_axis: int) -> tuple[str, 
 
 
 def _grid_network_problem(spec: Spec, shape: tuple[int, ...]) -> tuple[str, str] | None:
-    """Why `network: {kind: grid_gru}` cannot take this env's observation."""
+    """Why `network: {kind: grid | grid_gru}` cannot take this env's observation."""
     network = spec.network
     where = f"{spec.env.suite}/{spec.env.id}"
     if len(shape) != 3:
         return (
             "network.kind",
-            f"grid_gru needs a grid observation [height, width, channels]; {where} observes {list(shape)}",
+            f"{network.kind} needs a grid observation [height, width, channels]; {where} observes {list(shape)}",
         )
     wrapped = any(w.name == "observe_previous_action_reward" for w in spec.env.wrappers)
+    if network.previous_action_reward and network.kind != "grid_gru":
+        return "network.previous_action_reward", f"is for grid_gru (the grid agent with memory), not {network.kind}"
     if network.previous_action_reward and not wrapped:
         return "network.previous_action_reward", "needs the env wrapper observe_previous_action_reward in env.wrappers"
     channels = shape[-1] - (2 if network.previous_action_reward else 0)

@@ -32,7 +32,8 @@ from harness.record.rundir import CheckpointError
 from harness.record.tracking import TrackingError
 from harness.run import cluster, compile_cache, results, session, sweep_session
 from harness.run.cluster import DistributedError
-from harness.run.runner import Interrupted, NonFiniteMetricError
+from harness.run.interrupts import Interrupted
+from harness.run.runner import NonFiniteMetricError
 from harness.spec import SpecError
 
 EXIT_USER_ERROR = 2
@@ -117,6 +118,7 @@ def _options(args: argparse.Namespace, **extra) -> session.RunOptions:
         system_metrics=None if getattr(args, "no_system_metrics", True) else interval,
         progress=not args.no_progress,
         live_metrics=getattr(args, "live_metrics", False),
+        profile=getattr(args, "profile", False),
         checkpoint_dir=Path(args.checkpoint_dir) if getattr(args, "checkpoint_dir", None) else None,
         **extra,
     )
@@ -147,6 +149,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     sweep = _load_sweep(args)
     if sweep is None:
         return _user_error(f"{args.spec}: no sweep: add a sweep: section or --set KEY=V1,V2")
+    if getattr(args, "profile", False):
+        return _user_error(
+            f"{args.spec}: --profile traces a run of one spec; this one is a sweep (trace a point's spec)"
+        )
     if args.metric is not None:
         sweep_session.check_metric(sweep, args.metric, args.spec)
     uri = tracking.resolve_uri(args.tracking_uri, sweep.spec.tracking.uri)
@@ -334,6 +340,11 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("spec")
     _add_store_options(r, checkpoints=True, progress=True)
     r.add_argument("--results-out", help="also write results.json to this path")
+    r.add_argument(
+        "--profile",
+        action="store_true",
+        help="trace one steady-state chunk with JAX's profiler into the run directory and log it to MLflow",
+    )
     _add_device_options(r)
     compile_cache.add_arguments(r)
     _add_system_metrics_options(r)

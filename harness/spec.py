@@ -137,7 +137,7 @@ class _SpecBase(_Model):
     def cross_checks(self) -> list[tuple[str, str]]:
         """Problems that involve more than one section: (dotted key, message)."""
         if self.network.kind == "resnet":
-            return [("network.kind", f"resnet is for alphazero; {self.algorithm} takes mlp, gru or grid_gru")]
+            return [("network.kind", f"resnet is for alphazero; {self.algorithm} takes mlp, gru, grid or grid_gru")]
         return []
 
 
@@ -157,7 +157,7 @@ class AlphaZeroSpec(_SpecBase):
     network: NetworkSpec = NetworkSpec(kind="resnet")
 
     def cross_checks(self) -> list[tuple[str, str]]:
-        if self.network.kind in ("gru", "grid_gru"):
+        if self.network.kind in ("gru", "grid", "grid_gru"):
             return [("network.kind", "alphazero takes resnet or mlp")]
         return []
 

@@ -57,15 +57,16 @@ class BudgetSpec(_Model):
 
 
 class NetworkSpec(_Model):
-    kind: Literal["mlp", "gru", "grid_gru", "resnet"] = "mlp"
+    kind: Literal["mlp", "gru", "grid", "grid_gru", "resnet"] = "mlp"
     hidden_sizes: tuple[int, ...] = Field(
-        default=(64, 64), description="MLP layers (gru: the embedding; grid_gru: each head's layers)"
+        default=(64, 64), description="MLP layers (gru: the embedding; grid, grid_gru: each head's layers)"
     )
     activation: Literal["tanh", "relu"] = "tanh"
     gru_size: int = Field(default=128, gt=0, description="GRU memory size (kind: gru)")
     num_blocks: int = Field(default=2, gt=0, description="residual blocks (kind: resnet, alphazero)")
     num_channels: int = Field(default=32, gt=0, description="channels of every conv layer (kind: resnet)")
     # kind: grid_gru (the xland-minigrid baseline's agent; see algorithms.networks.GridGRUActorCritic)
+    # and kind: grid (its encoder without memory, e.g. for MinAtar; GridActorCritic)
     id_channels: int = Field(default=3, ge=0, description="leading channels of ids, each embedded (grid_gru)")
     vocabulary: int = Field(default=16, gt=0, description="ids per embedded channel (grid_gru)")
     embedding_size: int = Field(default=16, gt=0, description="features per embedded id (grid_gru)")
@@ -74,7 +75,7 @@ class NetworkSpec(_Model):
     previous_action_reward: bool = Field(
         default=False, description="read the previous action and reward (wrapper observe_previous_action_reward)"
     )
-    compute_dtype: Literal["float32", "bfloat16"] = Field(default="float32", description="grid_gru's compute")
+    compute_dtype: Literal["float32", "bfloat16"] = Field(default="float32", description="grid and grid_gru's compute")
 
     @field_validator("hidden_sizes")
     @classmethod
@@ -85,13 +86,13 @@ class NetworkSpec(_Model):
 
     @model_serializer(mode="wrap")
     def _drop_resnet_keys(self, handler: Any) -> dict[str, Any]:
-        # The resnet and grid_gru keys came after specs with other networks
-        # were published; leaving them out of other kinds keeps those hashes.
+        # The resnet and grid keys came after specs with other networks were
+        # published; leaving them out of other kinds keeps those hashes.
         data = handler(self)
-        for kind, keys in _KIND_KEYS.items():
-            if self.kind != kind:
-                for key in keys:
-                    data.pop(key, None)
+        kept = set(_KIND_KEYS.get(self.kind, ()))
+        for keys in _KIND_KEYS.values():
+            for key in set(keys) - kept:
+                data.pop(key, None)
         return data
 
 
@@ -106,6 +107,7 @@ _KIND_KEYS = {
         "previous_action_reward",
         "compute_dtype",
     ),
+    "grid": ("id_channels", "vocabulary", "embedding_size", "conv_channels", "compute_dtype"),
 }
 
 

@@ -13,8 +13,8 @@ import pytest
 from conftest import TINY_AZ
 
 from algorithms import alphazero
+from algorithms.alphazero.networks import make_az_network
 from algorithms.base import Environment
-from algorithms.networks import make_az_network
 from harness import envs
 from harness.run import runner
 from harness.spec import AlphaZeroHyperparameters, NetworkSpec, SpecError

@@ -1,4 +1,6 @@
-"""The recurrent grid agent (`network: {kind: grid_gru}`) on xminigrid."""
+"""The grid agents: the recurrent one (`network: {kind: grid_gru}`) on
+xminigrid, and the feed-forward one (`kind: grid`) on MinAtar's binary
+channels."""
 
 from __future__ import annotations
 
@@ -108,10 +110,56 @@ def test_a_tiny_xminigrid_ppo_run_improves_its_eval_return_and_reruns_bit_identi
     assert first.evaluation["eval_length"][-1].mean() < first.evaluation["eval_length"][0].mean()
 
 
+def test_the_feed_forward_grid_agent_reads_minatar_channels_as_they_are():
+    env, _ = envs.make("gymnax", "Breakout-MinAtar")
+    network = NetworkSpec(kind="grid", id_channels=0, conv_channels=(8,), hidden_sizes=(16,), activation="relu")
+    policy = make_policy(network, env.num_actions, env.observation_shape)
+    obs = env.reset(jax.random.key(0))[1].observation  # [10, 10, 4] of 0 and 1
+    params = policy.init(jax.random.key(1), obs)
+    assert not policy.recurrent and set(params["params"]) == {"GridEncoder_0", "actor", "critic"}
+    assert not any(name.startswith("embed") for name in params["params"]["GridEncoder_0"])
+    _, logits, value = policy.apply(params, policy.initial_carry((2,)), jnp.stack([obs, obs]), jnp.zeros(2, bool))
+    assert logits.shape == (2, env.num_actions) and value.shape == (2,)
+    for channel in range(obs.shape[-1]):  # every channel reaches the output
+        moved = obs.at[..., channel].set(1.0 - obs[..., channel])
+        other = policy.apply(params, policy.initial_carry(()), moved, jnp.zeros((), bool))[1]
+        assert not np.allclose(other, logits[0]), channel
+
+
+def test_a_tiny_minatar_ppo_run_with_the_grid_agent_trains_and_reruns_bit_identically():
+    data = {
+        **copy.deepcopy(TINY_GRID_PPO),
+        "env": {"suite": "gymnax", "id": "Breakout-MinAtar"},
+        "network": {"kind": "grid", "id_channels": 0, "conv_channels": [8], "hidden_sizes": [16]},
+        "budget": {"env_steps": 10 * 16 * 16},
+        "hyperparameters": {"num_envs": 16, "num_steps": 16, "num_minibatches": 2, "update_epochs": 2},
+        "logging": {"interval": 5},
+    }
+    plan = build.build(spec_module.parse(data))
+    programs = Programs()
+    first = runner.run(plan.algorithm, plan.spec.seeds, 10, 5, programs=programs)
+    again = runner.run(plan.algorithm, plan.spec.seeds, 10, 5, programs=programs)
+    for name, values in first.metrics.items():
+        assert np.isfinite(values).all(), name
+        np.testing.assert_array_equal(again.metrics[name], values, err_msg=name)
+    assert np.ptp(first.metrics["loss"]) > 0 and (first.metrics["grad_norm"] > 0).all()
+
+
 @pytest.mark.parametrize(
     "env,network,key,message",
     [
         ({"suite": "gymnax", "id": "CartPole-v1"}, {}, "network.kind", "grid_gru needs a grid observation"),
+        ({"suite": "gymnax", "id": "CartPole-v1"}, {"kind": "grid"}, "network.kind", "grid needs a grid observation"),
+        (
+            {
+                "suite": "xminigrid",
+                "id": "MiniGrid-Empty-5x5",
+                "wrappers": [{"name": "observe_previous_action_reward"}],
+            },
+            {"kind": "grid", "previous_action_reward": True},
+            "network.previous_a",
+            "is for grid_gru",
+        ),
         (
             {"suite": "xminigrid", "id": "MiniGrid-Empty-5x5"},
             {"previous_action_reward": True},
@@ -125,7 +173,13 @@ def test_a_tiny_xminigrid_ppo_run_improves_its_eval_return_and_reruns_bit_identi
             "has 3 channels",
         ),
     ],
-    ids=["flat-observation", "no-wrapper", "too-many-id-channels"],
+    ids=[
+        "flat-observation",
+        "flat-observation-grid",
+        "memory-inputs-without-memory",
+        "no-wrapper",
+        "too-many-id-channels",
+    ],
 )
 def test_bad_grid_networks_name_their_key(env, network, key, message):
     data = {**copy.deepcopy(TINY_GRID_PPO), "env": env, "network": {"kind": "grid_gru", **network}}
@@ -137,3 +191,6 @@ def test_bad_grid_networks_name_their_key(env, network, key, message):
 def test_grid_keys_leave_other_networks_hashes_alone():
     data = {**copy.deepcopy(TINY_GRID_PPO), "network": {"kind": "gru"}}
     assert "compute_dtype" not in spec_module.canonical(spec_module.parse(data))["network"]
+    data["network"] = {"kind": "grid"}
+    kept = spec_module.canonical(spec_module.parse(data))["network"]
+    assert {"id_channels", "conv_channels", "compute_dtype"} <= set(kept) and "previous_action_reward" not in kept

@@ -34,6 +34,7 @@ import optax
 
 from algorithms import base, parallel
 from algorithms.alphazero.buffer import Buffer, buffer_add, buffer_end_episodes, buffer_init, buffer_sample
+from algorithms.alphazero.networks import make_az_network
 from algorithms.alphazero.opponents import (
     Pool,
     by_slices,
@@ -56,7 +57,6 @@ from algorithms.alphazero.ranked import (
 )
 from algorithms.alphazero.search import Games, make_search
 from algorithms.base import Environment
-from algorithms.networks import make_az_network
 
 # ------------------------------------------------------------------- state
 
@@ -132,7 +132,7 @@ def make_alphazero(
         pool_size)).
       env: the environment, unbatched, with auto-reset.
       network: the spec's `network` (resnet or mlp, see
-        `networks.make_az_network`).
+        `alphazero.networks.make_az_network`).
       optimizer: applied to the summed gradient of each minibatch.
       axis_name: the data-parallel axis the games, buffer rows and ranked
         memory are sharded over (None: one device).

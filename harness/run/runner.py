@@ -22,8 +22,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import math
-import signal
-import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
@@ -33,6 +31,7 @@ import numpy as np
 
 from algorithms.base import Algorithm
 from harness.run import cluster, devices
+from harness.run.interrupts import Interrupted, interrupt_between_chunks
 from harness.run.programs import Programs, compile_once
 
 if TYPE_CHECKING:
@@ -62,6 +61,22 @@ class Sink(Protocol):
     def __call__(self, chunk: ChunkMetrics) -> None: ...
 
 
+class ChunkTimes(NamedTuple):
+    """Where one chunk's wall time went, seen from the host (seconds). The
+    host dispatches chunk i+1 before it reads chunk i, so `device_wait`
+    (blocked until the device hands chunk i's metrics over) is time the
+    device was busy and the host idle; `logging` (the sink: journal, MLflow,
+    progress bar) and `checkpoint` (the host copy and the save) are the
+    harness's own work, overlapped with the next chunk's compute."""
+
+    last_iteration: int
+    wall: float  # from the previous chunk's metrics to this one's
+    device_wait: float
+    evaluation: float  # waiting for the evaluation after the chunk
+    logging: float
+    checkpoint: float
+
+
 class RunResult(NamedTuple):
     metrics: dict[str, np.ndarray]  # name -> [num_iterations, num_seeds]
     state: Any  # the final state, leading seed axis
@@ -76,6 +91,10 @@ class RunResult(NamedTuple):
     # copying and saving checkpoints.
     evaluation_seconds: float = 0.0
     checkpoint_seconds: float = 0.0
+    # The host's side of each chunk this call ran, in order (`ChunkTimes`).
+    chunk_times: tuple[ChunkTimes, ...] = ()
+    # The last iteration of the chunk traced into `profile_dir`; None: none.
+    profiled_through: int | None = None
 
     @property
     def sps(self) -> float:
@@ -186,47 +205,6 @@ def init_state(
     return jax.block_until_ready(compiled(inputs)), compile_seconds
 
 
-class Interrupted(KeyboardInterrupt):
-    """Training was stopped by a signal (Ctrl-C is SIGINT, `kill` SIGTERM);
-    a KeyboardInterrupt, so that runs end KILLED. `exit_code` is the shell's
-    convention, 128 + the signal number (130, 143)."""
-
-    def __init__(self, signum: int):
-        self.signum = signum
-        super().__init__(signal.Signals(signum).name)
-
-    @property
-    def exit_code(self) -> int:
-        return 128 + self.signum
-
-
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-
-@contextlib.contextmanager
-def interrupt_between_chunks():
-    """While training, Ctrl-C (SIGINT) and SIGTERM are noted and acted on
-    between chunks, where no lock or half-sent metric is held and the state
-    can be checkpointed; a second one interrupts at once. Yields a function
-    that returns the signal number that came, or 0."""
-    if threading.current_thread() is not threading.main_thread():
-        yield lambda: 0
-        return
-    received: list[int] = []
-
-    def note(signum, frame):
-        if received:
-            raise Interrupted(received[0])
-        received.append(signum)
-
-    previous = {signum: signal.signal(signum, note) for signum in STOP_SIGNALS}
-    try:
-        yield lambda: received[0] if received else 0
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-
-
 class Checkpointer(Protocol):
     """What `run` asks of a checkpointer (harness.run.checkpoint.Checkpointer)."""
 
@@ -278,6 +256,7 @@ def run(
     programs: Programs | None = None,
     numbers: dict[str, np.ndarray] | None = None,
     block: int | None = None,
+    profile_dir: str | None = None,
 ) -> RunResult:
     """Train every seed for `num_iterations` iterations.
 
@@ -313,6 +292,11 @@ def run(
         holds each run's seed; algorithms.sweep).
       block: run the runs in consecutive blocks of this many, one block
         after another (a sweep's points, see `over_seeds`); None: all at once.
+      profile_dir: write a JAX profiler trace of one steady-state chunk (the
+        second this call runs, or the only one) here: the chunk before it is
+        finished first and the traced one waited for inside the trace, so
+        the trace holds that chunk alone (its own time is not overlapped
+        with logging, which slows a profiled run's steady state a little).
 
     Raises:
       NonFiniteMetricError: a metric is NaN or Inf; no later chunk is logged
@@ -354,6 +338,7 @@ def run(
     done_at: list[float] = []
     saved_through = [done]
     spent = {"evaluation": 0.0, "checkpoint": 0.0}
+    times: list[ChunkTimes] = []
 
     def timed(kind: str, fn: Callable, *args, **kwargs) -> Any:
         begin = time.perf_counter()
@@ -362,26 +347,36 @@ def run(
         finally:
             spent[kind] += time.perf_counter() - begin
 
-    def handle(first_iteration: int, metrics: Any, evaluation: Any, snapshot: Any) -> None:
+    def handle(first_iteration: int, metrics: Any, evaluation: Any, snapshot: Any, copied: float) -> None:
+        begin = time.perf_counter()
         metrics = devices.metrics_to_host(metrics, mesh)
+        waited = time.perf_counter()
         evaluation = timed("evaluation", devices.metrics_to_host, evaluation, mesh) if evaluation else {}
         host = ChunkMetrics(
             first_iteration,
             {k: np.asarray(v) for k, v in metrics.items()},
             {k: np.asarray(v) for k, v in evaluation.items()},
         )
-        done_at.append(time.perf_counter())
+        done_at.append(received := time.perf_counter())
         check_finite(host, seeds)
         collected.append(host)
         if sink is not None:
             sink(host)
+        logged = time.perf_counter()
         if snapshot is not None:
             timed("checkpoint", checkpointer.save, snapshot, host.last_iteration)
             saved_through[0] = host.last_iteration
+        wall = received - (done_at[-2] if len(done_at) > 1 else started)
+        checkpointing = copied + time.perf_counter() - logged
+        times.append(
+            ChunkTimes(host.last_iteration, wall, waited - begin, received - waited, logged - received, checkpointing)
+        )
 
     started = time.perf_counter()
     pending = None
     first_iteration = done + 1
+    profile_index = (1 if len(lengths) > 1 else 0) if profile_dir is not None else None
+    profiled_through = None
     with interrupt_between_chunks() as interrupted:
         for i, length in enumerate(lengths):
             # Every process of a job stops after the same chunk.
@@ -394,17 +389,28 @@ def run(
                     timed("checkpoint", checkpointer.save, snapshot, last, final=True)
                 raise Interrupted(signum)
             fn = tail_fn if (remainder and length == remainder and i == len(lengths) - 1) else chunk_fn
-            state, metrics = fn(state)
-            evaluation = {}
-            if evaluate_fn is not None:
-                state, evaluation = evaluate_fn(state)
             last = first_iteration + length - 1
+            with contextlib.ExitStack() as tracing:
+                if i == profile_index:
+                    if pending is not None:  # the trace holds this chunk alone
+                        handle(*pending)
+                        pending = None
+                    tracing.enter_context(jax.profiler.trace(profile_dir, create_perfetto_trace=True))
+                state, metrics = fn(state)
+                evaluation = {}
+                if evaluate_fn is not None:
+                    state, evaluation = evaluate_fn(state)
+                if i == profile_index:
+                    jax.block_until_ready((state, metrics, evaluation))
+                    profiled_through = last
             # Copied before the next chunk is dispatched: it donates `state`.
             due = checkpointer is not None and checkpointer.due(last)
+            copy_started = time.perf_counter()
             snapshot = timed("checkpoint", checkpointer.snapshot, state) if due else None
+            copied = time.perf_counter() - copy_started if due else 0.0
             if pending is not None:
                 handle(*pending)
-            pending = (first_iteration, metrics, evaluation, snapshot)
+            pending = (first_iteration, metrics, evaluation, snapshot, copied)
             first_iteration += length
         if pending is not None:
             handle(*pending)
@@ -430,4 +436,6 @@ def run(
         tuple(c.last_iteration for c in collected),
         spent["evaluation"],
         spent["checkpoint"],
+        tuple(times),
+        profiled_through,
     )

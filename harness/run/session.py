@@ -26,7 +26,7 @@ from harness.console import err_console
 from harness.record import journal, rundir, tracking
 from harness.record.schema import Results
 from harness.record.system_metrics import SystemMetrics, cannot_measure
-from harness.run import checkpoint, cluster, compile_cache, provenance, results, runner
+from harness.run import checkpoint, cluster, compile_cache, profiling, provenance, results, runner
 from harness.run.programs import Programs
 from harness.run.progress import ProgressBar
 
@@ -63,6 +63,9 @@ class RunOptions:
     # Seconds between MLflow's system-metrics samples on the parent run
     # (harness.record.system_metrics); None: none.
     system_metrics: float | None = None
+    # Trace one steady-state chunk with JAX's profiler into the run
+    # directory's profile/ and log it as the parent run's artifacts.
+    profile: bool = False
 
 
 class Logged(NamedTuple):
@@ -216,9 +219,18 @@ def _train_and_log_main(plan: Plan, uri: str, options: RunOptions) -> Logged:
             # A NaN/Inf raises out of here: the chunks before it stay logged and
             # the runs end FAILED with the message; no checkpoint is written
             # from the chunk that had it on.
+            profile_dir = directory.path / profiling.PROFILE_DIR if options.profile else None
             with system_metrics(uri, tracker.parent_id, options, resume=bool(resume)):
                 result, closing, closed = train_plan(
-                    plan, seeds, bar, ckpt, options, sink=sink, on_compiled=compiled, start=start
+                    plan,
+                    seeds,
+                    bar,
+                    ckpt,
+                    options,
+                    sink=sink,
+                    on_compiled=compiled,
+                    start=start,
+                    profile_dir=None if profile_dir is None else str(profile_dir),
                 )
             wall = time.perf_counter() - started
             tracker.flush()
@@ -251,6 +263,9 @@ def _train_and_log_main(plan: Plan, uri: str, options: RunOptions) -> Logged:
                 }
             )
             tracker.set_tags({"compile_cache": cache_verdict})
+            profiling.log_host_times(tracker, result.chunk_times, plan.env_steps_per_iteration)
+            if profile_dir is not None:
+                profiling.report(tracker, profile_dir, result.profiled_through)
             tracker.log_artifacts({"results.json": record.to_json()})
             parent_id = directory.run_id
             status = "FINISHED"

@@ -24,7 +24,7 @@ from harness import build, envs
 from harness import spec as spec_module
 from harness.bench import measure
 from harness.bench.flops import count_flops
-from harness.run import runner
+from harness.run import determinism, runner
 
 
 def bench_plan(name: str, seeds=(0,), **hyperparameters) -> build.Plan:
@@ -220,22 +220,28 @@ def test_ppo_update(entry, spec_name):
 
 # --------------------------------------------------------------- iteration
 
+# `ppo-deterministic` is `ppo` compiled with XLA's deterministic ops (the
+# compile option of `--deterministic`): the pair measures what determinism
+# costs on the device the bench runs on (on a CPU, nothing: the option acts
+# on GPUs).
 ITERATIONS = [
-    ("reinforce", "reinforce_cartpole", 10),
-    ("ppo", "ppo_cartpole", 10),
-    ("alphazero", "alphazero_tic_tac_toe", 5),
+    ("reinforce", "reinforce_cartpole", 10, False),
+    ("ppo", "ppo_cartpole", 10, False),
+    ("ppo-deterministic", "ppo_cartpole", 10, True),
+    ("alphazero", "alphazero_tic_tac_toe", 5, False),
 ]
 
 
-@pytest.mark.parametrize("spec_name,rounds", [i[1:] for i in ITERATIONS], ids=[i[0] for i in ITERATIONS])
-def test_iteration(entry, spec_name, rounds):
+@pytest.mark.parametrize("spec_name,rounds,deterministic", [i[1:] for i in ITERATIONS], ids=[i[0] for i in ITERATIONS])
+def test_iteration(entry, spec_name, rounds, deterministic):
     """One full training iteration (collect, then learn) of one seed, the
     runner's program with a chunk of one iteration."""
     plan = bench_plan(spec_name)
     with measure.HostMemoryPeak() as memory:
         state, init_seconds = runner.init_state(plan.algorithm, plan.spec.seeds)
         count = count_flops(jax.vmap(plan.algorithm.step), state)
-        compiled, chunk_seconds = runner.compile_chunk(plan.algorithm.step, 1, state)
+        options = determinism.COMPILER_OPTIONS if deterministic else None
+        compiled, chunk_seconds = runner.compile_chunk(plan.algorithm.step, 1, state, compiler_options=options)
         holder = {"state": state}
 
         def call():
@@ -248,7 +254,7 @@ def test_iteration(entry, spec_name, rounds):
     entry.record(
         measure.micro_result(
             entry.name,
-            {"spec_name": plan.spec.name, "spec_hash": plan.spec_hash, "seeds": 1},
+            {"spec_name": plan.spec.name, "spec_hash": plan.spec_hash, "seeds": 1, "deterministic": deterministic},
             seconds,
             work_per_call=plan.env_steps_per_iteration,
             unit=measure.ENV_STEPS,

@@ -23,14 +23,15 @@ from pydantic import ValidationError
 import harness
 from harness import build, spec
 from harness import sweep as sweeps
+from harness.cli_parser import parser
 from harness.console import err_console, out_console, print_table
-from harness.judge import compare, publish, reproduce
+from harness.judge import compare, publish, references, reproduce
 from harness.judge.compare import CompareError
-from harness.judge.reproduce import ReproduceError
-from harness.record import rundir, sync, system_metrics, tracking
+from harness.judge.references import ReproduceError
+from harness.record import rundir, sync, tracking
 from harness.record.rundir import CheckpointError
 from harness.record.tracking import TrackingError
-from harness.run import cluster, compile_cache, results, session, sweep_session
+from harness.run import cluster, compile_cache, determinism, provenance, results, session, sweep_session
 from harness.run.cluster import DistributedError
 from harness.run.interrupts import Interrupted
 from harness.run.runner import NonFiniteMetricError
@@ -41,7 +42,12 @@ EXIT_FAILED = 1
 EXIT_INTERRUPTED = 130  # SIGINT; SIGTERM exits 143
 EXIT_INCOMPLETE = 3  # trained to the end; the MLflow record waits for harness sync
 
-DEVICE_OPTIONS = {"count": "--devices", "seed_axis": "--seed-axis", "data_axis": "--data-axis"}
+DEVICE_OPTIONS = {
+    "count": "--devices",
+    "seed_axis": "--seed-axis",
+    "data_axis": "--data-axis",
+    "deterministic": "--deterministic",
+}
 
 
 class _OptionError(ValueError):
@@ -72,14 +78,17 @@ def _plan(loaded: spec.Spec, source: str, lines, args: argparse.Namespace | None
 
 def _with_devices(loaded: spec.Spec, args: argparse.Namespace | None) -> spec.Spec:
     """`loaded` with the command line's device options (if `args` has any)
-    in place of its `devices:` section."""
+    in place of its `devices:` section; for a command that trains (`args`
+    given), XLA's deterministic mode set when it asks for it."""
     if args is not None and (given := _devices(args)):
         try:
-            return build.with_devices(loaded, given)
+            loaded = build.with_devices(loaded, given)
         except ValidationError as error:
             problem = error.errors()[0]
             option = DEVICE_OPTIONS[str(problem["loc"][0])]
             raise _OptionError(f"{option}: {problem['msg'].removeprefix('Value error, ')}") from None
+    if args is not None and loaded.devices.deterministic:
+        determinism.enable()
     return loaded
 
 
@@ -202,10 +211,16 @@ def cmd_publish(args: argparse.Namespace) -> int:
     record = publish.publishable(plan, uri, args.run_id, args.random_baseline)
     if args.random_baseline:
         out_console.print(f"random policy: mean return {record.baselines['random_policy']['mean_return']:.2f}")
-    out = Path(args.out) if args.out else reproduce.reference_path(args.spec)
+    out = (
+        Path(args.out)
+        if args.out
+        else references.publish_path(references.reference_path(args.spec), record.fingerprint)
+    )
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(record.to_json())
-    out_console.print(f"published run {record.mlflow_run_id} to {out}")
+    out_console.print(
+        f"published run {record.mlflow_run_id} to {out} (device class {references.device_class(record.fingerprint)})"
+    )
     return 0
 
 
@@ -223,15 +238,20 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         source = f"spec.yaml of run {run_id}"
         plan = _plan(spec.parse_text(text, source), source, spec.key_lines(text), args)
         label = f"run {run_id}"
-        reference = reproduce.parse_reference(
+        reference = references.parse_reference(
             logged_results, f"results.json of {label}", plan.spec_hash, spec.canonical(plan.spec)
         )
         reference.mlflow_run_id = reference.mlflow_run_id or run_id
     else:
         plan = _load_plan(args.spec, args)
         source = args.spec
-        path = Path(args.reference) if args.reference else reproduce.reference_path(args.spec)
-        reference = reproduce.load_reference(path, args.spec, plan.spec_hash, spec.canonical(plan.spec))
+        path = Path(args.reference) if args.reference else references.reference_path(args.spec)
+        if not args.reference:
+            here = provenance.fingerprint(plan.layout, shards=plan.spec.devices.shards)
+            if choice := references.choose(path, here):
+                path = choice.path
+                err_console.print(f"reference: {path}: {choice.why}", soft_wrap=True)
+        reference = references.load_reference(path, args.spec, plan.spec_hash, spec.canonical(plan.spec))
         uri = tracking.resolve_uri(args.tracking_uri, plan.spec.tracking.uri)
         label = str(path)
     if args.seeds:
@@ -284,178 +304,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------- main
 
 
-def _add_store_options(p: argparse.ArgumentParser, *, checkpoints: bool = False, progress: bool = False) -> None:
-    p.add_argument("--tracking-uri", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, or sqlite:///mlflow.db)")
-    if checkpoints:
-        p.add_argument(
-            "--checkpoint-dir",
-            help="where run directories (checkpoints, metric journal) go (default: checkpoints/ beside the store)",
-        )
-    if progress:
-        p.add_argument("--no-progress", action="store_true", help="no progress bar")
-
-
-def _add_system_metrics_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--no-system-metrics",
-        action="store_true",
-        help="do not log MLflow's system metrics (CPU, memory, NVIDIA GPU utilisation, memory and power) on the run",
-    )
-    p.add_argument(
-        "--system-metrics-interval",
-        type=float,
-        default=system_metrics.DEFAULT_INTERVAL,
-        metavar="SECONDS",
-        help=f"seconds between system-metrics samples (default {system_metrics.DEFAULT_INTERVAL:g})",
-    )
-
-
-def _add_device_options(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("devices", "where the spec runs (instead of its devices: section; not in the spec hash)")
-    g.add_argument("--devices", dest="count", metavar="N|all", help="how many devices (default: the spec's, 1)")
-    g.add_argument("--seed-axis", type=int, help="devices along the seed axis (seeds split over them)")
-    g.add_argument("--data-axis", type=int, help="devices along the data axis (each seed's env batch split)")
-    g.add_argument("--coordinator", metavar="HOST:PORT", help="join a multi-process job (process 0's address)")
-    g.add_argument("--num-processes", type=int, help="processes in the job")
-    g.add_argument("--process-id", type=int, help="this process's index in the job")
-    g.add_argument(
-        "--cluster", action="store_true", help="join a multi-process job found by JAX's cluster detection (SLURM, ...)"
-    )
-
-
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="harness", description=__doc__.splitlines()[0])
-    sub = p.add_subparsers(dest="command", required=True)
-
-    v = sub.add_parser("validate", help="check a spec and print it resolved, with its hash (and a sweep's points)")
-    v.add_argument("spec")
-    v.add_argument("--set", action="append", metavar="KEY=V1,V2,...", help="as for harness sweep")
-    v.add_argument("--samples", type=int, metavar="N", help="as for harness sweep")
-    v.add_argument("--sample-seed", type=int, default=0, help="as for harness sweep")
-    v.add_argument("--max-points", type=int, default=sweeps.MAX_POINTS, help="as for harness sweep")
-    v.add_argument("--exact-points", action="store_true", help="as for harness sweep")
-    v.set_defaults(func=cmd_validate)
-
-    r = sub.add_parser("run", help="train a spec over all its seeds and log it to MLflow")
-    r.add_argument("spec")
-    _add_store_options(r, checkpoints=True, progress=True)
-    r.add_argument("--results-out", help="also write results.json to this path")
-    r.add_argument(
-        "--profile",
-        action="store_true",
-        help="trace one steady-state chunk with JAX's profiler into the run directory and log it to MLflow",
-    )
-    _add_device_options(r)
-    compile_cache.add_arguments(r)
-    _add_system_metrics_options(r)
-    r.add_argument(
-        "--live-metrics",
-        action="store_true",
-        help="stream per-iteration metrics to MLflow during training even on a CPU backend "
-        "(default there: written when training ends, so the store does not slow training)",
-    )
-    r.add_argument(
-        "--resume",
-        nargs="?",
-        const=True,
-        metavar="RUN_ID",
-        help="continue the newest unfinished run of this spec (or run RUN_ID) from its latest good checkpoint,"
-        " in the same MLflow runs",
-    )
-    r.set_defaults(func=cmd_run, metric=None)
-
-    sw = sub.add_parser(
-        "sweep",
-        help="train a grid or random draws of hyperparameters, numeric ones in one program, and rank them",
-        description="Train every point of the spec's sweep: section (and --set): a grid of its lists, or "
-        "--samples N random draws from its lists and ranges. Points that differ only in numbers (learning rate, "
-        "discount, loss coefficients, ...) train in one program, vmapped with the seeds; the others one program "
-        "per structure, in turn. MLflow gets a sweep run, a run per point (its own spec and hash) and a run per "
-        "seed under each; the sweep run gets the summary (summary.md, summary.json, sweep.png).",
-    )
-    sw.add_argument("spec")
-    sw.add_argument("--set", action="append", metavar="KEY=V1,V2,...", help="sweep KEY over these values (repeatable)")
-    sw.add_argument("--samples", type=int, metavar="N", help="N random points instead of the grid")
-    sw.add_argument("--sample-seed", type=int, default=0, help="seed of the random points (default 0)")
-    sw.add_argument("--max-points", type=int, default=sweeps.MAX_POINTS, help="refuse more points than this (1024)")
-    sw.add_argument(
-        "--exact-points",
-        action="store_true",
-        help="train each program's points one after another, each point's seeds batched as in its own run:"
-        " every point's curves bit-identical to its spec's own run (one compile; no batching across points)",
-    )
-    sw.add_argument("--metric", help="the final metric to rank points by (default: eval_return or episode_return)")
-    _add_store_options(sw, checkpoints=True, progress=True)
-    _add_device_options(sw)
-    compile_cache.add_arguments(sw)
-    _add_system_metrics_options(sw)
-    sw.add_argument("--live-metrics", action="store_true", help="stream per-iteration metrics during training")
-    sw.add_argument(
-        "--resume", nargs="?", const=True, metavar="RUN_ID", help="continue the newest unfinished sweep of this spec"
-    )
-    sw.set_defaults(func=cmd_sweep)
-
-    sy = sub.add_parser(
-        "sync",
-        help="upload the metrics and end-of-run records that an unreachable MLflow store did not get",
-        description="Upload, from run directories, the journaled metrics past what reached the store and the "
-        "end-of-run calls (summary metrics, artifacts, tags, statuses) it refused. Without RUN_IDs: every run "
-        "directory under the checkpoint root that has something to upload. --tracking-uri uploads to another "
-        "store than the one each run was logged to.",
-    )
-    sy.add_argument("run_ids", nargs="*", metavar="RUN_ID")
-    _add_store_options(sy, checkpoints=True)
-    sy.set_defaults(func=cmd_sync)
-
-    pub = sub.add_parser("publish", help="write results/<spec>.json from a finished MLflow run of the spec")
-    pub.add_argument("spec")
-    pub.add_argument("--run-id", help="the parent run to publish (default: the latest finished run of the spec)")
-    _add_store_options(pub)
-    pub.add_argument("--out", help="where to write (default: results/<spec file stem>.json)")
-    pub.add_argument(
-        "--random-baseline",
-        action="store_true",
-        help="also record the return of a uniformly random policy on the spec's env and seeds",
-    )
-    pub.set_defaults(func=cmd_publish)
-
-    rep = sub.add_parser(
-        "reproduce",
-        help="run a published spec (or a logged run's spec) again and judge it against its reference",
-        description="Run SPEC again and judge it against its reference results/<spec>.json, or re-run the spec "
-        "logged with --run-id and judge it against that run. Exact (bit-identical curves) when device "
-        "fingerprint, numerics versions and seeds match the reference; statistical (IQM over seeds, "
-        "stratified-bootstrap 95% CI, pass when the intervals overlap) otherwise. Speed is reported, never "
-        "judged. Exit code 0 when every gating metric passes, 1 when one fails.",
-    )
-    rep.add_argument("spec", nargs="?", help="a spec file with a reference in results/")
-    rep.add_argument("--run-id", help="re-run the spec logged with this MLflow run and judge against it")
-    rep.add_argument("--reference", help="the reference results JSON (default: results/<spec file stem>.json)")
-    rep.add_argument("--seeds", type=int, nargs="+", metavar="SEED", help="run these seeds instead of the spec's")
-    _add_store_options(rep, progress=True)
-    _add_device_options(rep)
-    compile_cache.add_arguments(rep)
-    _add_system_metrics_options(rep)
-    rep.set_defaults(func=cmd_reproduce)
-
-    cmp = sub.add_parser(
-        "compare",
-        help="a table and a curve plot across finished runs, logged to MLflow",
-        description="Compare finished runs (all of an experiment's, or the given run ids): a table of device, "
-        "versions, env steps/s, compile seconds and final metrics (IQM, 95% CI) and a PNG of the loss and "
-        "return curves (mean over seeds, shaded 95% CI). The comparison is logged as a run named 'compare' in "
-        "the experiment of the first run (tag harness.kind=compare); the compared runs are not changed.",
-    )
-    cmp.add_argument("run_ids", nargs="*", metavar="RUN_ID", help="parent runs to compare")
-    cmp.add_argument("--experiment", help="compare every finished run of this MLflow experiment")
-    _add_store_options(cmp)
-    cmp.add_argument(
-        "--allow-different-specs", action="store_true", help="compare runs whose spec hashes differ (lists the keys)"
-    )
-    cmp.add_argument("--out", default="compare.png", help="where to write the plot (default: compare.png)")
-    cmp.set_defaults(func=cmd_compare)
-    return p
-
+COMMANDS = {
+    "validate": cmd_validate,
+    "run": cmd_run,
+    "sweep": cmd_sweep,
+    "sync": cmd_sync,
+    "publish": cmd_publish,
+    "reproduce": cmd_reproduce,
+    "compare": cmd_compare,
+}
 
 USER_ERRORS = (
     SpecError,
@@ -464,6 +321,7 @@ USER_ERRORS = (
     CompareError,
     CheckpointError,
     DistributedError,
+    determinism.DeterminismError,
     _OptionError,
 )
 
@@ -491,7 +349,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         compile_cache.configure_from(args)
         if hasattr(args, "coordinator"):
             cluster.initialize(args.coordinator, args.num_processes, args.process_id, auto=args.cluster)
-        return args.func(args)
+        return COMMANDS[args.command](args)
     except USER_ERRORS as error:
         return _user_error(str(error))
     except NonFiniteMetricError as error:

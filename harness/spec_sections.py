@@ -152,6 +152,11 @@ class DevicesSpec(_Model):
         " at least two per data device, added in one fixed order: the same bits on the plain program and on"
         " any data_axis that allows it; null: each device adds its own part first",
     )
+    deterministic: bool = Field(
+        default=False,
+        description="XLA's deterministic ops (GPU: no autotuning, no atomic reductions), set before JAX starts"
+        " and recorded in device.xla_flags; CPU and TPU runs are deterministic without it",
+    )
 
     @field_validator("count")
     @classmethod

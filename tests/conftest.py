@@ -162,6 +162,21 @@ def tiny_run() -> tuple[build.Plan, runner.RunResult]:
     return train(copy.deepcopy(TINY_SPEC))
 
 
+def record_of(plan: build.Plan, result: runner.RunResult):
+    """The results.json a run of `plan` would log, read back."""
+    from harness.record import schema
+    from harness.run import results
+
+    return schema.parse(results.make_results(plan, result, 1.0, 0.0).to_json(), "results.json")
+
+
+@pytest.fixture(scope="session")
+def tiny_record(tiny_run):
+    """The results.json a run of the tiny spec logs, read back (copy it
+    before changing it)."""
+    return record_of(*tiny_run)
+
+
 @pytest.fixture(scope="session")
 def tiny_ppo_run() -> tuple[build.Plan, runner.RunResult]:
     """The tiny PPO spec, trained once for the session."""

@@ -9,25 +9,11 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import TINY_SPEC, new_store, run_cli, train, write_spec
+from conftest import TINY_SPEC, new_store, record_of, run_cli, train, write_spec
 from mlflow.tracking import MlflowClient
 
 from harness import spec as S
-from harness.judge import reproduce
-from harness.record import schema
-from harness.record.schema import Results
-from harness.run import results
-
-
-def record_of(plan, result) -> Results:
-    """The results.json a run of `plan` would log, read back."""
-    return schema.parse(results.make_results(plan, result, 1.0, 0.0).to_json(), "results.json")
-
-
-@pytest.fixture(scope="module")
-def tiny_record(tiny_run) -> Results:
-    return record_of(*tiny_run)
-
+from harness.judge import references, reproduce
 
 # ------------------------------------------------------------------- judging
 
@@ -172,18 +158,18 @@ def test_verdict_json_is_complete(tiny_record):
 def test_reference_path_is_beside_experiments(tmp_path, monkeypatch):
     (tmp_path / "experiments").mkdir()
     monkeypatch.chdir(tmp_path / "experiments")
-    assert reproduce.reference_path("x.yaml") == Path("../results/x.json")
+    assert references.reference_path("x.yaml") == Path("../results/x.json")
     monkeypatch.chdir(tmp_path)
-    assert reproduce.reference_path("experiments/x.yaml") == Path("results/x.json")
-    assert reproduce.reference_path("elsewhere/x.yaml") == Path("results/x.json")
+    assert references.reference_path("experiments/x.yaml") == Path("results/x.json")
+    assert references.reference_path("elsewhere/x.yaml") == Path("results/x.json")
 
 
 def test_published_specs_have_their_references_where_reproduce_looks():
     root = Path(__file__).resolve().parent.parent
     for spec_path in (root / "experiments").glob("*.yaml"):
         loaded = S.load(spec_path)
-        path = reproduce.reference_path(spec_path)
-        reference = reproduce.load_reference(path, str(spec_path), S.spec_hash(loaded), S.canonical(loaded))
+        path = references.reference_path(spec_path)
+        reference = references.load_reference(path, str(spec_path), S.spec_hash(loaded), S.canonical(loaded))
         assert reference.spec_hash == S.spec_hash(loaded)
 
 

@@ -156,6 +156,70 @@ def test_other_seeds_are_judged_statistically_and_pass(reproductions, published)
     assert ret["reference"]["n"] == 2 and ret["reproduction"]["n"] == 4
 
 
+GPU_CLASS = {"platform": "gpu", "device_kind": "NVIDIA H100 80GB HBM3"}
+
+
+@pytest.fixture(scope="module")
+def device_classes(server, published, tmp_path_factory):
+    """A spec in experiments/ whose first reference (results/tiny.json) was
+    made on another device class (a GPU's): `harness publish` on this CPU,
+    then `harness reproduce` without --reference."""
+    spec, _, reference, client = published
+    root = tmp_path_factory.mktemp("classes")
+    (root / "experiments").mkdir()
+    (root / "results").mkdir()
+    spec_path = root / "experiments" / "tiny.yaml"
+    spec_path.write_text(spec.read_text())
+    gpu = copy.deepcopy(reference)
+    gpu["fingerprint"].update(GPU_CLASS)
+    gpu_text = json.dumps(gpu)
+    (root / "results" / "tiny.json").write_text(gpu_text)
+    run = reference["mlflow_run_id"]
+    published_out = run_cli("publish", str(spec_path), "--run-id", run, "--tracking-uri", server.uri)
+    before = _parent_ids(client)
+    code, out, err = run_cli("reproduce", str(spec_path), "--tracking-uri", server.uri, "--no-progress")
+    return root, gpu_text, published_out, Reproduction(client, code, out, err, before)
+
+
+def test_publish_writes_the_reference_of_its_device_class_beside_another_class(device_classes, published):
+    root, gpu_text, (code, out, err), _ = device_classes
+    assert code == 0, out + err
+    cpu_path = root / "results" / "tiny@cpu.json"
+    assert "(device class cpu)" in " ".join(out.split()) and cpu_path.exists()
+    assert json.loads(cpu_path.read_text())["mlflow_run_id"] == published[2]["mlflow_run_id"]
+    # The GPU's reference is left as it was.
+    assert (root / "results" / "tiny.json").read_text() == gpu_text
+
+
+def test_reproduce_picks_the_reference_of_its_device_class_and_says_so(device_classes):
+    root, _, _, r = device_classes
+    assert r.code == 0, r.out + r.err
+    flat_err = " ".join(r.err.split())
+    assert "tiny@cpu.json: the reference of this device class, cpu (1 more for other device classes)" in flat_err
+    assert "exact, PASS" in r.flat
+    assert r.tags["reproduces"].endswith("tiny@cpu.json")
+
+
+def test_without_a_reference_of_its_class_reproduce_takes_the_closest_and_judges_statistically(tmp_path, published):
+    from harness.judge import references
+
+    _, _, reference, _ = published
+    first = tmp_path / "tiny.json"
+    gpu = copy.deepcopy(reference)
+    gpu["fingerprint"].update(GPU_CLASS)
+    first.write_text(json.dumps(gpu))
+    tpu = copy.deepcopy(reference)
+    tpu["fingerprint"].update(platform="tpu", device_kind="TPU v4")
+    references.class_path(first, "tpu TPU v4").write_text(json.dumps(tpu))
+    here = {"platform": "gpu", "device_kind": "NVIDIA A100-SXM4-40GB"}
+    choice = references.choose(first, here)
+    assert choice.path == first and choice.device_class == "gpu NVIDIA H100 80GB HBM3"
+    assert "no reference of this device class (gpu NVIDIA A100-SXM4-40GB)" in choice.why
+    assert "statistical" in choice.why
+    assert references.choose(first, {"platform": "tpu", "device_kind": "TPU v4"}).path.name == "tiny@tpu-tpu-v4.json"
+    assert references.choose(tmp_path / "none.json", here) is None
+
+
 def test_run_id_that_is_not_on_the_server(server):
     code, out, err = run_cli("reproduce", "--run-id", "f" * 32, "--tracking-uri", server.uri)
     assert code == 2 and "no run 'ffff" in err and "Traceback" not in out + err
@@ -237,5 +301,12 @@ def test_compare_refuses_different_specs_and_lists_the_keys(reproductions, publi
     # Comparisons are runs of their own, but are never compared themselves.
     compare_id = out.split("logged to MLflow run ")[1].split()[0]
     summary = json.loads(tracking.read_text_artifact(client, compare_id, "compare.json"))
-    assert len(summary["runs"]) == 1 + len(reproductions)
+    experiment = client.get_experiment_by_name(TINY_SPEC["name"])
+    trained = [
+        r.info.run_id
+        for r in client.search_runs([experiment.experiment_id])
+        if "mlflow.parentRunId" not in r.data.tags and r.data.tags.get("harness.kind") != "compare"
+    ]
+    assert sorted(row["run_id"] for row in summary["runs"]) == sorted(trained)
+    assert len(trained) >= 1 + len(reproductions)
     assert {row["verdict"] for row in summary["runs"]} == {None, "pass", "fail"}

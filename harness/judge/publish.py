@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from harness.build import Plan
-from harness.judge import reproduce
+from harness.judge import references
 from harness.judge.baselines import random_policy_summary
-from harness.judge.reproduce import ReproduceError
+from harness.judge.references import ReproduceError
 from harness.record import tracking
 from harness.record.schema import Results
 from harness.spec import canonical
@@ -36,7 +36,7 @@ def publishable(plan: Plan, uri: str, run_id: str | None, random_baseline: bool)
     if text is None:
         raise ReproduceError(f"run {run.info.run_id} has no results.json")
     source = f"results.json of run {run.info.run_id}"
-    record = reproduce.parse_reference(text, source, plan.spec_hash, canonical(plan.spec))
+    record = references.parse_reference(text, source, plan.spec_hash, canonical(plan.spec))
     record.mlflow_run_id = run.info.run_id
     if random_baseline:
         record.baselines = {"random_policy": random_policy_summary(plan.env, plan.spec.seeds)}

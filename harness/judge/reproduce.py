@@ -28,15 +28,12 @@ the learning metrics when statistical.
 from __future__ import annotations
 
 import json
-import os
 import re
-from pathlib import Path
 from typing import Any, NamedTuple
 
 from harness.judge import stats
-from harness.record import schema
 from harness.record.schema import EMPTY_CURVES, Results
-from harness.spec import spec_differences
+from harness.run.determinism import exact_problem, numerics_flags
 
 # Fingerprint keys that change the bits a run produces. The host name does
 # not; the CPU model does, because XLA compiles CPU code for the host's
@@ -83,62 +80,6 @@ RULES = {
     f"({stats.REPS} resamples, RandomState({stats.RANDOM_STATE})); a metric passes when the reference's "
     "and the reproduction's intervals overlap",
 }
-
-
-class ReproduceError(Exception):
-    """A reference that cannot be used; reported without a traceback."""
-
-
-# ----------------------------------------------------------------- references
-
-
-def reference_path(spec_path: str | Path) -> Path:
-    """Where a spec's reference lives: `experiments/x.yaml` -> `results/x.json`
-    beside `experiments/`, or `results/x.json` in the working directory for a
-    spec kept anywhere else."""
-    spec_path = Path(spec_path)
-    folder = spec_path.resolve().parent
-    root = folder.parent if folder.name == "experiments" else Path.cwd()
-    path = root / "results" / f"{spec_path.stem}.json"
-    try:
-        return Path(os.path.relpath(path))
-    except ValueError:  # another drive
-        return path
-
-
-def check_reference(reference: Results, spec_hash: str, canonical: dict[str, Any], source: str) -> None:
-    """Raise ReproduceError unless `reference` is a results record of this spec."""
-    if reference.spec_hash != spec_hash:
-        differences = spec_differences([reference.spec, canonical])
-        listed = "; ".join(f"{key}: {ref} in the reference, {new} now" for key, (ref, new) in differences.items())
-        raise ReproduceError(
-            f"{source} was made from another spec (spec_hash {reference.spec_hash[:12]}, the spec's is "
-            f"{spec_hash[:12]}): {listed or 'the hashes differ'}. Publish a new reference from a run of this spec."
-        )
-
-
-def load_reference(path: Path, spec_source: str, spec_hash: str, canonical: dict[str, Any]) -> Results:
-    """Read the reference at `path` and check it belongs to the spec."""
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise ReproduceError(
-            f"{spec_source} has no reference: {path} does not exist. Make one with "
-            f"`harness run {spec_source} && harness publish {spec_source}`, or name one with --reference."
-        ) from None
-    except OSError as error:
-        raise ReproduceError(f"cannot read the reference {path}: {error}") from None
-    return parse_reference(text, str(path), spec_hash, canonical)
-
-
-def parse_reference(text: str, source: str, spec_hash: str, canonical: dict[str, Any]) -> Results:
-    """A results.json given as text, checked to belong to the spec."""
-    try:
-        reference = schema.parse(text, source)
-    except ValueError as error:
-        raise ReproduceError(str(error)) from None
-    check_reference(reference, spec_hash, canonical, source)
-    return reference
 
 
 # -------------------------------------------------------------------- verdict
@@ -215,12 +156,17 @@ def not_exact_because(reference: Results, record: Results) -> list[str]:
     for key in EXACT_FINGERPRINT:
         ref = reference.fingerprint.get(key, FINGERPRINT_DEFAULTS.get(key))
         new = record.fingerprint.get(key, FINGERPRINT_DEFAULTS.get(key))
+        if key == "xla_flags":
+            ref = None if ref is None else numerics_flags(ref, reference.fingerprint.get("platform", ""))
+            new = None if new is None else numerics_flags(new, record.fingerprint.get("platform", ""))
         if exact_layouts and key in LAYOUT_KEYS:
             ref, new = _layout_free(key, ref), _layout_free(key, new)
         if ref is None:
             reasons.append(f"device.{key} is not recorded in the reference")
         elif ref != new:
             reasons.append(f"device.{key}: {ref!r} in the reference, {new!r} here")
+    if problem := exact_problem(record.fingerprint):
+        reasons.append(problem)
     for package in NUMERICS_PACKAGES:
         ref, new = reference.versions.get(package), record.versions.get(package)
         if ref is None and package in ADDED_LATER:

@@ -140,13 +140,18 @@ def compile_chunk(
     map_seeds: bool = False,
     programs: Programs | None = None,
     block: int | None = None,
+    compiler_options: dict[str, Any] | None = None,
 ) -> tuple[Callable, float]:
+    """The chunk program, compiled ahead of time (with XLA's
+    `compiler_options` for this program alone, e.g. the bench's
+    deterministic pair), and the seconds it took."""
     start = time.perf_counter()
+    options = dict(compiler_options or {})
     compiled = compile_once(
         programs,
-        ("chunk", step, length, mesh, map_seeds, block),
+        ("chunk", step, length, mesh, map_seeds, block, tuple(sorted(options.items()))),
         state,
-        lambda: make_chunk(step, length, mesh, map_seeds, block).lower(state).compile(),
+        lambda: make_chunk(step, length, mesh, map_seeds, block).lower(state).compile(compiler_options=options or None),
     )
     return compiled, time.perf_counter() - start
 

@@ -26,7 +26,7 @@ from harness.console import err_console
 from harness.record import journal, rundir, tracking
 from harness.record.schema import Results
 from harness.record.system_metrics import SystemMetrics, cannot_measure
-from harness.run import checkpoint, cluster, compile_cache, profiling, provenance, results, runner
+from harness.run import checkpoint, cluster, compile_cache, determinism, profiling, provenance, results, runner
 from harness.run.programs import Programs
 from harness.run.progress import ProgressBar
 
@@ -147,6 +147,8 @@ def _train_and_log_main(plan: Plan, uri: str, options: RunOptions) -> Logged:
     tracker = tracking.Tracking(uri, plan.spec.experiment_name, live_metrics=live, expected_values=expected_values)
     fingerprint = provenance.fingerprint(plan.layout, shards=plan.spec.devices.shards)
     versions, git = provenance.versions(), provenance.git_state()
+    if note := determinism.run_note(fingerprint):
+        err_console.print(f"{plan.spec.name}: {note}", soft_wrap=True)
     seeds = plan.spec.seeds
     bar = ProgressBar(
         plan.spec.name,

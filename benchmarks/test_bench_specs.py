@@ -18,7 +18,11 @@ def test_spec(entry, spec_entry):
 
     def run():
         out["result"], _ = measure.measure_spec(
-            entry.name, plan, evaluate=spec_entry.evaluate, device=entry.bench.device
+            entry.name,
+            plan,
+            evaluate=spec_entry.evaluate,
+            device=entry.bench.device,
+            profile_dir=entry.bench.profile_dir(entry.name),
         )
 
     # One round: the whole training run; its chunks after the first are the

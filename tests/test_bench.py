@@ -60,7 +60,8 @@ def run_bench(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
 def tiny_bench(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("bench")
     spec = write_spec(tmp, TINY_BENCH, "tiny_bench.yaml")
-    return run_bench(tmp, "--spec", str(spec), "-k", "tiny_bench"), tmp
+    # --profile: the entry's second chunk is traced and left out of the repeats.
+    return run_bench(tmp, "--spec", str(spec), "-k", "tiny_bench", "--profile"), tmp
 
 
 def saved_run(tmp: Path) -> tuple[Path, dict]:
@@ -91,7 +92,12 @@ def test_a_tiny_entry_writes_its_table_row_json_and_mlflow_run(tiny_bench):
     (record,) = bench_report.entries(document)
     result = bench.Result.from_dict(record)
     assert result.name == ENTRY and result.kind == "spec" and result.unit == bench.ENV_STEPS
-    assert result.repeats == 3 and result.rate[1] <= result.rate[0] <= result.rate[2]
+    assert result.repeats == 2 and result.rate[1] <= result.rate[0] <= result.rate[2]
+    # The trace of the chunk left out, where the report says, readable by the profiler.
+    (trace,) = Path(result.extra["profile"]).rglob("*.xplane.pb")
+    assert Path(result.extra["profile"]).is_relative_to(tmp / "bench" / "profiles")
+    assert "profiles: " in proc.stdout and "xprof --logdir" in proc.stdout
+    assert any("chunk" in event.name for event in _host_events(trace))
     assert result.compile_seconds > 0 and result.flops_per_iteration > 0 and result.peak_host_bytes > 0
     assert result.final_metric == "episode_return" and np.isfinite(result.final_value)
     assert result.config["seeds"] == 1 and result.config["evaluate"] is False
@@ -117,6 +123,13 @@ def test_a_tiny_entry_writes_its_table_row_json_and_mlflow_run(tiny_bench):
     assert session.data.tags["bench.kind"] == "session" and session.info.status == "FINISHED"
     artifacts = {a.path for a in client.list_artifacts(session.info.run_id)}
     assert {"sps.png", "report.txt", "benchmark.json"} <= artifacts
+
+
+def _host_events(trace: Path):
+    from jax.profiler import ProfileData
+
+    profile = ProfileData.from_file(str(trace))
+    return [event for plane in profile.planes for line in plane.lines for event in line.events]
 
 
 def planted(document: dict, factor: float, started: str) -> dict:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import json
 import resource
 import statistics
@@ -284,7 +285,9 @@ def chunk_lengths(num_iterations: int, interval: int) -> list[int]:
     return [size] * full + ([remainder] if remainder else [])
 
 
-def measure_spec(name: str, plan: Any, *, evaluate: bool = True, device: Any = None) -> tuple[Result, Any]:
+def measure_spec(
+    name: str, plan: Any, *, evaluate: bool = True, device: Any = None, profile_dir: Path | None = None
+) -> tuple[Result, Any]:
     """Train `plan` through `runner.run`, as `harness run` does (without
     MLflow), and measure it.
 
@@ -292,7 +295,9 @@ def measure_spec(name: str, plan: Any, *, evaluate: bool = True, device: Any = N
     needs at least two chunks (`logging.interval` iterations each) and
     should have several. With `evaluate=False` the algorithm's evaluation
     (AlphaZero's games against fixed opponents) is left out, so the rates are
-    those of training alone.
+    those of training alone. With `profile_dir`, the runner traces its
+    second chunk there (`harness run --profile`); that chunk is left out of
+    the repeats when others remain, since tracing slows it.
 
     Returns the `Result` and the runner's `RunResult`.
     """
@@ -308,7 +313,13 @@ def measure_spec(name: str, plan: Any, *, evaluate: bool = True, device: Any = N
             "make one chunk; a benchmark needs a warm-up chunk and at least one timed chunk"
         )
     with HostMemoryPeak() as memory:
-        run = runner.run(algorithm, seeds, plan.num_iterations, plan.spec.logging.interval)
+        run = runner.run(
+            algorithm,
+            seeds,
+            plan.num_iterations,
+            plan.spec.logging.interval,
+            profile_dir=None if profile_dir is None else str(profile_dir),
+        )
 
     hp = plan.spec.hyperparameters
     registration = algorithms.registry[plan.spec.algorithm]
@@ -317,6 +328,9 @@ def measure_spec(name: str, plan: Any, *, evaluate: bool = True, device: Any = N
 
     # Repeats: every chunk after the first (the runner's steady state).
     timed = list(zip(lengths, run.chunk_seconds, strict=True))[1:]
+    if run.profiled_through is not None and len(timed) > 1:
+        traced = list(itertools.accumulate(lengths)).index(run.profiled_through)
+        timed.pop(traced - 1)
     steps = [n * plan.env_steps_per_iteration * len(seeds) / s for n, s in timed]
     updates = [n * registration.updates_per_step(hp) * len(seeds) / s for n, s in timed]
 
@@ -359,6 +373,10 @@ def measure_spec(name: str, plan: Any, *, evaluate: bool = True, device: Any = N
         peak_device_bytes=device_peak_bytes(device or jax.devices()[0]),
         final_metric=final_metric,
         final_value=finals[final_metric] if final_metric else None,
-        extra={"chunk_seconds": run.chunk_seconds, "finals": finals},
+        extra={
+            "chunk_seconds": run.chunk_seconds,
+            "finals": finals,
+            **({"profile": str(profile_dir)} if run.profiled_through is not None else {}),
+        },
     )
     return result, run

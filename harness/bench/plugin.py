@@ -20,6 +20,8 @@ Options (after `nox -s bench --`):
   --against PATH        a local PureJaxRL checkout: also run the side-by-side
                         entries (`against_*`), its PPO and the project's at
                         the same configuration, alternately in one process
+  --profile             trace one steady-state chunk of each spec entry with
+                        JAX's profiler into <bench dir>/profiles/
 and pytest's own `-k NAME` to select entries.
 
 Every entry records a `harness.bench.measure.Result`; at the end of the session the
@@ -96,6 +98,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--against", default=None, metavar="PATH", help="a PureJaxRL checkout: run the side-by-side entries too"
     )
+    group.addoption(
+        "--profile", action="store_true", help="trace one steady-state chunk of each spec entry (bench dir, profiles/)"
+    )
 
 
 # ------------------------------------------------------------------ session
@@ -125,6 +130,13 @@ class BenchSession:
         self.errors: list[str] = []
         self.regressions: list[str] = []
         self.against: Path | None = None  # a peer checkout (--against)
+
+    def profile_dir(self, name: str) -> Path | None:
+        """Where an entry's trace goes with --profile; None without."""
+        if not self.config.getoption("profile"):
+            return None
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+        return self.bench_dir / "profiles" / f"{self.started:%Y%m%dT%H%M%S}" / safe
 
     def record(self, benchmark, result) -> None:
         """Keep an entry's result: in the report and in pytest-benchmark's JSON."""
@@ -211,6 +223,11 @@ class BenchSession:
             lines.append(f"MLflow: {self.uri}, experiment {bench_report.EXPERIMENT!r}, session run {run_id}")
         except Exception as error:  # noqa: BLE001  (the store can fail in many ways)
             self.errors.append(f"logging to MLflow at {self.uri} failed: {error}")
+        if profiles := [r.extra["profile"] for r in self.results if "profile" in r.extra]:
+            lines.append(
+                f"profiles: {Path(profiles[0]).parent}/ (a trace of one steady-state chunk per spec entry, left out"
+                " of its repeats): xprof --logdir DIR, or a .trace.json.gz in https://ui.perfetto.dev"
+            )
         if self.regressions:
             lines.append(
                 f"REGRESSION (more than {100 * bench_report.REGRESSION_THRESHOLD:.0f}% slower than the last run "

@@ -89,6 +89,7 @@ def test_a_tiny_entry_writes_its_table_row_json_and_mlflow_run(tiny_bench):
     assert path.parent.name == bench_report.device_key(info["fingerprint"])
     assert document["machine_info"]["device_fingerprint"] == info["fingerprint"]
     assert info["ceiling"]["matmul_gflops"][0] > 0 and info["ceiling"]["bandwidth_gbs"][0] > 0
+    assert info["ceiling"]["matmul_bf16_gflops"][0] > 0 and "bfloat16" in proc.stdout
     (record,) = bench_report.entries(document)
     result = bench.Result.from_dict(record)
     assert result.name == ENTRY and result.kind == "spec" and result.unit == bench.ENV_STEPS
@@ -184,6 +185,30 @@ def test_each_entry_is_compared_with_the_latest_run_that_has_it():
     assert changes["b"].status == "same" and changes["c"].status == "new"
     changed = bench_report.compare([record("b", 1.0, config="other")], previous)
     assert changed["b"].status == "config changed" and not changed["b"].regression
+
+
+def test_each_entry_is_set_against_the_matmul_ceiling_of_the_dtype_it_computes_in():
+    ceiling = bench.Ceiling(
+        matmul_gflops=(100.0, 90.0, 110.0),
+        bandwidth_gbs=(10.0, 9.0, 11.0),
+        matmul_size=8192,
+        copy_bytes=2 * 2**30,
+        xla_matmul_flops=None,
+        matmul_bf16_gflops=(400.0, 380.0, 420.0),
+    )
+    assert ceiling.matmul_for("float32") == 100.0 and ceiling.matmul_for("bfloat16") == 400.0
+    # A run saved before bfloat16 was measured reads back, with float32's for both.
+    old = {k: v for k, v in ceiling.as_dict().items() if k != "matmul_bf16_gflops"}
+    assert bench.Ceiling.from_dict(old).matmul_for("bfloat16") == 100.0
+    assert bench.Ceiling.from_dict(ceiling.as_dict()) == ceiling
+    entry = dict(name="e", kind="micro", config={}, unit=bench.ENV_STEPS, rate=(1.0, 1.0, 1.0), repeats=1)
+    f32 = bench.Result(**entry, gflops_per_second=50.0)
+    bf16 = bench.Result(**entry, gflops_per_second=50.0, compute_dtype="bfloat16")
+    text = bench_report.render(bench_report.table([f32, bf16], {}, ceiling, "t"))
+    assert "50%" in text and "12%" in text
+    # Measured at other sizes than the last run: not compared.
+    smaller = {**ceiling.as_dict(), "matmul_size": 2048}
+    assert "not compared" in bench_report.ceiling_change(ceiling, smaller)
 
 
 def test_runs_are_saved_and_found_by_device(tmp_path):

@@ -112,37 +112,64 @@ def device_peak_bytes(device: Any) -> int | None:
 class Ceiling:
     """What the device achieves on the simplest heavy programs."""
 
-    matmul_gflops: tuple[float, float, float]  # median, min, max over rounds
+    matmul_gflops: tuple[float, float, float]  # float32: median, min, max over rounds
     bandwidth_gbs: tuple[float, float, float]  # median, min, max over rounds
-    matmul_size: int  # n of the n x n float32 matmul
+    matmul_size: int  # n of the n x n matmuls
     copy_bytes: int  # size of the float32 array updated in place
     xla_matmul_flops: float | None  # XLA's count for the matmul (exact: no loops)
+    # bfloat16 inputs and output (float32 accumulation); None in runs saved before it was measured.
+    matmul_bf16_gflops: tuple[float, float, float] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Ceiling:
+        bf16 = data.get("matmul_bf16_gflops")
         return cls(
-            **{**data, "matmul_gflops": tuple(data["matmul_gflops"]), "bandwidth_gbs": tuple(data["bandwidth_gbs"])}
+            **{
+                **data,
+                "matmul_gflops": tuple(data["matmul_gflops"]),
+                "bandwidth_gbs": tuple(data["bandwidth_gbs"]),
+                "matmul_bf16_gflops": tuple(bf16) if bf16 else None,
+            }
         )
+
+    def matmul_for(self, dtype: str) -> float:
+        """The median matmul GFLOP/s in `dtype` (an entry's compute dtype;
+        float32's where the other was not measured)."""
+        if dtype == "bfloat16" and self.matmul_bf16_gflops:
+            return self.matmul_bf16_gflops[0]
+        return self.matmul_gflops[0]
+
+
+# The ceiling's sizes per platform: on a GPU or TPU, a matmul big enough to
+# saturate an H100-class device and a copy far beyond its caches (H100: 50 MB
+# of L2); on a CPU, sizes that take well under a second.
+CEILING_SIZES = {"cpu": (2048, 256 * 2**20)}
+ACCELERATOR_CEILING_SIZES = (8192, 2 * 2**30)
 
 
 def measure_ceiling(
-    device: Any = None, *, matmul_size: int = 2048, copy_bytes: int = 256 * 2**20, rounds: int = 5
+    device: Any = None, *, matmul_size: int | None = None, copy_bytes: int | None = None, rounds: int = 5
 ) -> Ceiling:
-    """The device's large-matmul GFLOP/s (float32, `matmul_size` square) and
-    memory bandwidth: `x + 1` over a `copy_bytes` float32 array, donated so
-    that it is updated in place (one read and one write of every byte, no new
-    allocation per call). Medians over `rounds` calls after a warm-up."""
+    """The device's large-matmul GFLOP/s (float32 at JAX's default
+    precision, and bfloat16; `matmul_size` square) and memory bandwidth:
+    `x + 1` over a `copy_bytes` float32 array, donated so that it is updated
+    in place (one read and one write of every byte, no new allocation per
+    call). Medians over `rounds` calls after a warm-up; the sizes default by
+    platform (`CEILING_SIZES`)."""
     device = device or jax.devices()[0]
-    n = matmul_size
-    a = jax.device_put(jax.random.normal(jax.random.key(0), (n, n), jnp.float32), device)
-    b = jax.device_put(jax.random.normal(jax.random.key(1), (n, n), jnp.float32), device)
-    matmul = jax.jit(jnp.matmul).lower(a, b).compile()
-    cost = _xla_cost(matmul)
-    matmul_seconds = time_calls(lambda: matmul(a, b), rounds)
-    matmul_rates = [2.0 * n**3 / s / 1e9 for s in matmul_seconds]
+    default_size, default_bytes = CEILING_SIZES.get(device.platform, ACCELERATOR_CEILING_SIZES)
+    n = matmul_size or default_size
+    copy_bytes = copy_bytes or default_bytes
+    rates, cost = {}, {}
+    for dtype in (jnp.float32, jnp.bfloat16):
+        a = jax.device_put(jax.random.normal(jax.random.key(0), (n, n), dtype), device)
+        b = jax.device_put(jax.random.normal(jax.random.key(1), (n, n), dtype), device)
+        matmul = jax.jit(jnp.matmul).lower(a, b).compile()
+        cost = cost or _xla_cost(matmul)
+        rates[dtype] = [2.0 * n**3 / s / 1e9 for s in time_calls(lambda m=matmul, a=a, b=b: m(a, b), rounds)]
 
     holder = {"x": jax.device_put(jnp.zeros(copy_bytes // 4, jnp.float32), device)}
     update = jax.jit(lambda x: x + 1.0, donate_argnums=0).lower(holder["x"]).compile()
@@ -154,11 +181,12 @@ def measure_ceiling(
     copy_seconds = time_calls(step, rounds)
     moved = 2 * (copy_bytes // 4) * 4
     return Ceiling(
-        matmul_gflops=spread(matmul_rates),
+        matmul_gflops=spread(rates[jnp.float32]),
         bandwidth_gbs=spread([moved / s / 1e9 for s in copy_seconds]),
         matmul_size=n,
         copy_bytes=copy_bytes,
         xla_matmul_flops=cost.get("flops"),
+        matmul_bf16_gflops=spread(rates[jnp.bfloat16]),
     )
 
 
@@ -206,6 +234,7 @@ class Result:
     final_metric: str | None = None  # the learning metric, mean over seeds of the final 10%
     final_value: float | None = None
     note: str = ""  # shown where there is no learning metric (e.g. the harness's overhead)
+    compute_dtype: str = "float32"  # what its matmuls compute in: its `% matmul` is of that dtype's ceiling
     extra: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
@@ -373,6 +402,7 @@ def measure_spec(
         peak_device_bytes=device_peak_bytes(device or jax.devices()[0]),
         final_metric=final_metric,
         final_value=finals[final_metric] if final_metric else None,
+        compute_dtype=getattr(plan.spec.network, "compute_dtype", "float32"),
         extra={
             "chunk_seconds": run.chunk_seconds,
             "finals": finals,

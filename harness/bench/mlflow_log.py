@@ -43,7 +43,7 @@ def entry_metrics(result: Result, change: Change, ceiling: Ceiling | None) -> di
     if result.unit == ENV_STEPS:
         values.update(sps_median=result.rate[0], sps_min=result.rate[1], sps_max=result.rate[2])
     if ceiling and result.gflops_per_second is not None:
-        values["matmul_fraction"] = result.gflops_per_second / ceiling.matmul_gflops[0]
+        values["matmul_fraction"] = result.gflops_per_second / ceiling.matmul_for(result.compute_dtype)
     if ceiling and result.gbytes_per_second is not None:
         values["bandwidth_fraction_upper"] = result.gbytes_per_second / ceiling.bandwidth_gbs[0]
     if result.final_metric:
@@ -84,7 +84,9 @@ def log_to_mlflow(
         }
         if ceiling:
             session_metrics.update(
-                ceiling_matmul_gflops=ceiling.matmul_gflops[0], ceiling_bandwidth_gbs=ceiling.bandwidth_gbs[0]
+                ceiling_matmul_gflops=ceiling.matmul_gflops[0],
+                ceiling_matmul_bf16_gflops=ceiling.matmul_bf16_gflops[0] if ceiling.matmul_bf16_gflops else None,
+                ceiling_bandwidth_gbs=ceiling.bandwidth_gbs[0],
             )
         client.log_batch(
             session_id,

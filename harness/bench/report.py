@@ -135,6 +135,11 @@ def ceiling_change(current: Ceiling | None, previous: dict[str, Any] | None) -> 
     if current is None or not previous:
         return None
     before = Ceiling.from_dict(previous)
+    if (before.matmul_size, before.copy_bytes) != (current.matmul_size, current.copy_bytes):
+        return (
+            f"device ceiling: measured at other sizes than the last run on this device ({before.matmul_size}²,"
+            f" {before.copy_bytes // 2**20} MB then), so not compared"
+        )
     matmul = current.matmul_gflops[0] / before.matmul_gflops[0] - 1
     bandwidth = current.bandwidth_gbs[0] / before.bandwidth_gbs[0] - 1
     return (
@@ -172,7 +177,6 @@ def table(results: list[Result], changes: dict[str, Change], ceiling: Ceiling | 
     from rich.table import Table
     from rich.text import Text
 
-    matmul = ceiling.matmul_gflops[0] if ceiling else None
     bandwidth = ceiling.bandwidth_gbs[0] if ceiling else None
 
     def mb(value: float | None) -> str:
@@ -211,7 +215,12 @@ def table(results: list[Result], changes: dict[str, Change], ceiling: Ceiling | 
                     "GFLOP/s",
                     lambda r: f"{lower_bound(r)}{r.gflops_per_second:.3g}" if r.gflops_per_second is not None else "-",
                 ),
-                ("% matmul", lambda r: _percent(r.gflops_per_second, matmul, lower_bound(r))),
+                (
+                    "% matmul",
+                    lambda r: _percent(
+                        r.gflops_per_second, ceiling.matmul_for(r.compute_dtype) if ceiling else None, lower_bound(r)
+                    ),
+                ),
                 ("% BW", lambda r: _percent(r.gbytes_per_second, bandwidth, "≤")),
             ],
         ),
@@ -256,13 +265,21 @@ def header(info: dict[str, Any], ceiling: Ceiling | None, previous_ceiling: dict
     ]
     if ceiling:
         lines.append(
-            f"device ceiling: {ceiling.matmul_gflops[0]:.1f} GFLOP/s on a {ceiling.matmul_size}² float32 matmul, "
+            f"device ceiling: {_matmuls(ceiling)} on {ceiling.matmul_size}² matmuls, "
             f"{ceiling.bandwidth_gbs[0]:.1f} GB/s updating {ceiling.copy_bytes // 2**20} MB in place (medians)"
         )
         moved = ceiling_change(ceiling, previous_ceiling)
         if moved:
             lines.append(moved)
     return lines
+
+
+def _matmuls(ceiling: Ceiling) -> str:
+    """`167.1 GFLOP/s float32, 160.3 bfloat16`."""
+    text = f"{ceiling.matmul_gflops[0]:.1f} GFLOP/s float32"
+    if ceiling.matmul_bf16_gflops:
+        text += f", {ceiling.matmul_bf16_gflops[0]:.1f} bfloat16"
+    return text
 
 
 def notes(results: list[Result], ceiling: Ceiling | None, previous_started: set[str], key: str) -> list[str]:
@@ -286,8 +303,8 @@ def notes(results: list[Result], ceiling: Ceiling | None, previous_started: set[
     )
     if ceiling:
         lines.append(
-            f"% matmul: achieved GFLOP/s of the device's {ceiling.matmul_size}² float32 matmul "
-            f"({ceiling.matmul_gflops[0]:.1f} GFLOP/s); % BW: bytes every primitive reads and writes, unfused "
+            f"% matmul: achieved GFLOP/s of the device's {ceiling.matmul_size}² matmul in the dtype the entry"
+            f" computes in ({_matmuls(ceiling)}); % BW: bytes every primitive reads and writes, unfused "
             f"(an upper bound), over an in-place update of {ceiling.copy_bytes // 2**20} MB "
             f"({ceiling.bandwidth_gbs[0]:.1f} GB/s)"
         )

@@ -376,7 +376,7 @@ def run_two_process_job(tmp_path_factory) -> Job:
         r.info.run_id: r.info.status for r in client.search_runs([directory.info["experiment_id"]])
     }
     job.resumed = _finish(job.two_processes("--resume"))
-    job.whole = _finish(job.two_processes(name="whole"))
+    job.whole = _finish(job.two_processes("--system-metrics-interval", "0.2", name="whole"))
     alone = job.launch(
         "--tracking-uri",
         new_store(job.tmp, "alone.db"),
@@ -451,6 +451,15 @@ def test_two_processes_train_one_spec_together(two_process_job):
     assert len(client.get_metric_history(child.info.run_id, "loss")) == ITERATIONS
     # Per-device speed is logged with the rest.
     assert parents[0].data.metrics["sps_per_device"] == pytest.approx(parents[0].data.metrics["sps"] / 4)
+    # Each process logs its system metrics on the one parent, under its node id.
+    whole = MlflowClient(tracking_uri=f"sqlite:///{job.tmp / 'whole.db'}")
+    (parent,) = [
+        r
+        for r in whole.search_runs([e.experiment_id for e in whole.search_experiments()])
+        if "mlflow.parentRunId" not in r.data.tags
+    ]
+    for process in ("process_0", "process_1"):
+        assert f"system/{process}/cpu_utilization_percentage" in parent.data.metrics, sorted(parent.data.metrics)
 
 
 def test_a_job_whose_process_0_cannot_start_stops_every_process(tmp_path):

@@ -31,9 +31,13 @@ def cannot_measure(platform: str) -> str | None:
 
 class SystemMetrics:
     """MLflow's system-metrics monitor on `run_id` while the block runs;
-    `interval` None: off. `resume`: continue the run's earlier steps."""
+    `interval` None: off. `resume`: continue the run's earlier steps.
+    `node_id` (a process of a multi-process job) prefixes the metrics:
+    `system/process_1/cpu_utilization_percentage`."""
 
-    def __init__(self, uri: str, run_id: str, interval: float | None, *, resume: bool = False):
+    def __init__(
+        self, uri: str, run_id: str, interval: float | None, *, resume: bool = False, node_id: str | None = None
+    ):
         self.monitor = None
         if interval is None:
             return
@@ -41,7 +45,9 @@ class SystemMetrics:
 
         # Its narration (started, GPU skipped, stopping) is not the harness's output.
         logging.getLogger("mlflow.system_metrics").setLevel(logging.WARNING)
-        self.monitor = SystemMetricsMonitor(run_id, sampling_interval=interval, resume_logging=resume, tracking_uri=uri)
+        self.monitor = SystemMetricsMonitor(
+            run_id, sampling_interval=interval, resume_logging=resume, node_id=node_id, tracking_uri=uri
+        )
 
     def __enter__(self) -> SystemMetrics:
         if self.monitor is not None:

@@ -3,6 +3,7 @@ host-side collectives every process takes part in (checkpoints, signals)."""
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
@@ -60,22 +61,32 @@ def _coordination_client() -> Any:
     return distributed.global_state.client
 
 
-def announce_start(error: str | None = None) -> None:
-    """Process 0: let the other processes start training, or (`error`) tell
-    them the job stopped before training. Once per process; a no-op in a
-    single process."""
+def announce_start(error: str | None = None, run: dict[str, str] | None = None) -> None:
+    """Process 0: let the other processes start training, with what they
+    need of its MLflow run (`run`: uri and parent run id, for their system
+    metrics), or (`error`) tell them the job stopped before training. Once
+    per process; a no-op in a single process."""
     if jax.process_count() == 1 or _announced:
         return
     _announced.append(True)
-    _coordination_client().key_value_set(_START_KEY, "go" if error is None else f"error: {error}")
+    value = f"error: {error}" if error is not None else "go " + json.dumps(run or {})
+    _coordination_client().key_value_set(_START_KEY, value)
 
 
-def wait_for_start(timeout_seconds: int = 24 * 3600) -> None:
-    """The other processes: until process 0 starts training. Raises
-    DistributedError with process 0's message if it stopped before."""
+def wait_for_start(timeout_seconds: int = 24 * 3600) -> dict[str, str]:
+    """The other processes: until process 0 starts training; returns what it
+    said of its MLflow run. Raises DistributedError with process 0's message
+    if it stopped before."""
     value = _coordination_client().blocking_key_value_get(_START_KEY, timeout_seconds * 1000)
-    if value != "go":
+    if not value.startswith("go"):
         raise DistributedError(f"process 0 of the job stopped before training ({value.removeprefix('error: ')})")
+    return json.loads(value.removeprefix("go").strip() or "{}")
+
+
+def node_id() -> str | None:
+    """This process's name among a job's system metrics (`process_1`); None
+    in a single process, whose metrics keep MLflow's plain names."""
+    return f"process_{jax.process_index()}" if jax.process_count() > 1 else None
 
 
 def gather_to_host(tree: Any) -> Any:

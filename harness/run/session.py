@@ -9,6 +9,7 @@ results.json artifact; every run ends FINISHED, FAILED or KILLED.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -107,17 +108,23 @@ def train_and_log(plan: Plan, uri: str, options: RunOptions = RunOptions()) -> L
             follower.continue_after(iteration)
             return state, iteration, ()
 
-        cluster.wait_for_start()
-        runner.run(
-            plan.algorithm,
-            plan.spec.seeds,
-            plan.num_iterations,
-            plan.spec.logging.interval,
-            start=follow,
-            checkpointer=follower,
-            mesh=plan.mesh,
-            programs=options.programs,
+        main_run = cluster.wait_for_start()
+        monitor = (
+            system_metrics(main_run["uri"], main_run["run_id"], options, resume=bool(options.resume))
+            if "run_id" in main_run
+            else contextlib.nullcontext()
         )
+        with monitor:
+            runner.run(
+                plan.algorithm,
+                plan.spec.seeds,
+                plan.num_iterations,
+                plan.spec.logging.interval,
+                start=follow,
+                checkpointer=follower,
+                mesh=plan.mesh,
+                programs=options.programs,
+            )
         return None
     try:
         return _train_and_log_main(plan, uri, options)
@@ -215,7 +222,7 @@ def _train_and_log_main(plan: Plan, uri: str, options: RunOptions) -> Logged:
                 start = resumer(plan, directory, ckpt, journal_, tracker, bar)
             elif multi_process:  # the other processes wait to hear whether to resume
                 start = lambda template: (*checkpoint.restore(template), ())  # noqa: E731
-            cluster.announce_start()
+            cluster.announce_start(run={"uri": uri, "run_id": tracker.parent_id})
             training_started = time.perf_counter()
             cache_before = compile_cache.usage()
             # A NaN/Inf raises out of here: the chunks before it stay logged and
@@ -334,7 +341,7 @@ def system_metrics(uri: str, run_id: str, options: RunOptions, *, resume: bool) 
     once what it cannot record on this platform)."""
     if options.system_metrics is not None and (note := cannot_measure(jax.default_backend())):
         err_console.print(note, soft_wrap=True)
-    return SystemMetrics(uri, run_id, options.system_metrics, resume=resume)
+    return SystemMetrics(uri, run_id, options.system_metrics, resume=resume, node_id=cluster.node_id())
 
 
 def train_plan(

@@ -47,6 +47,9 @@ class Environment(NamedTuple):
     # Continuous actions: the bounds (low, high) of each dimension, `[A]`
     # each; the env clips what it is sent to them. None for discrete actions.
     action_bounds: tuple[Any, Any] | None = None
+    # Single-player tasks with an exact solver (jumanji Knapsack): the best
+    # return any policy can get from a state just reset, `state -> []`.
+    optimum: Callable[[Any], jax.Array] | None = None
 
 
 def random_legal_action(key: PRNGKey, legal_action_mask: jax.Array) -> jax.Array:

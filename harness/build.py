@@ -139,6 +139,10 @@ def build(
             ],
             lines,
         )
+    if spec.network.kind == "item_set":
+        problem = _item_set_problem(spec, env)
+        if problem is not None:
+            raise SpecError(source, [problem], lines)
     if spec.network.kind in ("grid", "grid_gru"):
         problem = _grid_network_problem(spec, env.observation_shape)
         if problem is not None:
@@ -247,6 +251,25 @@ def _exact_problem(spec: Spec, registration: Any, data_axis: int) -> tuple[str, 
             f"{shards} logical shards do not split into at least two per device over data_axis {data_axis}"
         )
     return registration.check_exact(spec.hyperparameters, spec.network, shards)
+
+
+def _item_set_problem(spec: Spec, env: Any) -> tuple[str, str] | None:
+    """Why `network: {kind: item_set}` cannot read this env's observation as
+    items, one per action."""
+    where = f"{spec.env.suite}/{spec.env.id}"
+    if spec.algorithm != "alphazero":
+        return (
+            "network.kind",
+            f"item_set is an AlphaZero network (policy logits per item), not one for {spec.algorithm}",
+        )
+    shape = env.observation_shape
+    if len(shape) != 1 or shape[0] % env.num_actions:
+        return (
+            "network.kind",
+            f"item_set reads a flat observation of features per action ({env.num_actions} actions);"
+            f" {where} observes shape {list(shape)}",
+        )
+    return None
 
 
 def _grid_network_problem(spec: Spec, shape: tuple[int, ...]) -> tuple[str, str] | None:

@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from algorithms.base import Environment, TimeStep
+from harness.knapsack_optimum import knapsack_optimum
 
 SUITES = ("gymnax", "jumanji", "pgx", "xminigrid", "brax")
 
@@ -149,6 +150,7 @@ def _flatten_observation(observation: Any) -> jax.Array:
 def _make_jumanji(env_id: str, kwargs: dict[str, Any]) -> tuple[Environment, EnvInfo]:
     import jumanji
     from jumanji import specs
+    from jumanji.environments import Knapsack
     from jumanji.types import StepType
 
     registered = sorted(jumanji.registered_environments())
@@ -197,9 +199,15 @@ def _make_jumanji(env_id: str, kwargs: dict[str, Any]) -> tuple[Environment, Env
             legal_action_mask=jnp.where(done, restart.legal_action_mask, out.legal_action_mask),
         )
 
+    optimum = None
+    if isinstance(env, Knapsack):
+
+        def optimum(state):
+            return knapsack_optimum(state.weights, state.values, state.remaining_budget)
+
     version = env_id.rsplit("-", 1)[-1]
     return (
-        Environment(reset, step, obs_shape, num_actions, 1, discrete),
+        Environment(reset, step, obs_shape, num_actions, 1, discrete, optimum=optimum),
         EnvInfo("jumanji", env_id, _version("jumanji"), version),
     )
 

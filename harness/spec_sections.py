@@ -57,7 +57,7 @@ class BudgetSpec(_Model):
 
 
 class NetworkSpec(_Model):
-    kind: Literal["mlp", "gru", "grid", "grid_gru", "resnet"] = "mlp"
+    kind: Literal["mlp", "gru", "grid", "grid_gru", "resnet", "item_set"] = "mlp"
     hidden_sizes: tuple[int, ...] = Field(
         default=(64, 64), description="MLP layers (gru: the embedding; grid, grid_gru: each head's layers)"
     )
@@ -76,6 +76,7 @@ class NetworkSpec(_Model):
         default=False, description="read the previous action and reward (wrapper observe_previous_action_reward)"
     )
     compute_dtype: Literal["float32", "bfloat16"] = Field(default="float32", description="grid and grid_gru's compute")
+    pooling_layers: int = Field(default=2, ge=0, description="blocks pooling over all items (item_set)")
 
     @field_validator("hidden_sizes")
     @classmethod
@@ -108,6 +109,7 @@ _KIND_KEYS = {
         "compute_dtype",
     ),
     "grid": ("id_channels", "vocabulary", "embedding_size", "conv_channels", "compute_dtype"),
+    "item_set": ("pooling_layers",),
 }
 
 

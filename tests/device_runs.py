@@ -92,7 +92,7 @@ SPECS = {
         "algorithm": "alphazero",
         "env": {"suite": "jumanji", "id": "Knapsack-v1"},
         "budget": {"env_steps": 4 * 8 * 6},
-        "network": {"kind": "mlp", "hidden_sizes": [16]},
+        "network": {"kind": "item_set", "hidden_sizes": [16], "pooling_layers": 1},
         "hyperparameters": {**ALPHAZERO, "ranked_reward": {"memory": 4}, "evaluation": {"games": 4}},
     },
 }
@@ -110,7 +110,7 @@ LAYOUTS = {
     "ppo_gru_exact": ["plain", "1x2", "1x4"],
     "reinforce": ["1x1", "1x4"],
     "alphazero": ["plain", "1x1", "1x4", "2x2"],
-    "alphazero_knapsack": ["1x1", "1x4"],
+    "alphazero_knapsack": ["plain", "1x1", "1x4"],
     "sweep": ["1x1", "2x2", "4x1"],
 }
 

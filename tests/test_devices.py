@@ -99,10 +99,11 @@ def test_same_curves_on_1_2_and_4_devices(layouts_run, algorithm, layout):
     assert _differences(runs[layout], reference) == []
 
 
-@pytest.mark.parametrize("algorithm", ["ppo", "alphazero"])
+@pytest.mark.parametrize("algorithm", ["ppo", "alphazero", "alphazero_knapsack"])
 def test_one_device_mesh_matches_the_plain_program(layouts_run, algorithm):
     """A one-device mesh computes what plain jit does, bit for bit: an axis of
-    one device is no axis (`algorithms.parallel`)."""
+    one device is no axis (`algorithms.parallel`). Two programs compiled
+    apart, so also a re-run: ranked rewards and the set network included."""
     runs = layouts_run[algorithm]
     assert _differences(runs["1x1"], runs["plain"]) == []
     assert runs["1x1"] == runs["plain"]
@@ -132,18 +133,29 @@ def test_seeds_differ_from_each_other(layouts_run):
 
 
 def test_single_player_knapsack_with_ranked_rewards(layouts_run):
-    """AlphaZero on jumanji's Knapsack (one player, ranked rewards), as the
-    layouts trained it on one device."""
+    """AlphaZero on jumanji's Knapsack (one player, ranked rewards, the set
+    network), as the layouts trained it on one device, judged against each
+    evaluation instance's optimum."""
     run = {name: np.asarray(values) for name, values in layouts_run["alphazero_knapsack"]["1x1"].items()}
     assert {"episode_return", "ranked_threshold"} <= set(run)
     assert {name for name in run if name.startswith("eval/")} == {
         "eval/eval_return",
         "eval/eval_random_return",
         "eval/eval_greedy_return",
+        "eval/eval_optimum",
+        "eval/eval_optimality_gap",
+        "eval/eval_random_optimality_gap",
+        "eval/eval_greedy_optimality_gap",
     }
     # Knapsack episodes end when no item fits; returns are positive values.
     assert np.all(run["episode_return"][-1] > 0)
     assert np.all(run["eval/eval_greedy_return"] > 0)
+    # No packing beats the optimum; random play is far from it, greedy close.
+    assert np.all(run["eval/eval_optimum"] > run["eval/eval_greedy_return"])
+    for who in ("", "random_", "greedy_"):
+        gap = run[f"eval/eval_{who}optimality_gap"]
+        assert np.all((gap >= -1e-6) & (gap < 1)), who
+    assert np.all(run["eval/eval_random_optimality_gap"] > run["eval/eval_greedy_optimality_gap"])
 
 
 # ------------------------------------------------------------ bad splits

@@ -21,7 +21,8 @@ and train) is one pure `step`.
   loss is measured but not applied.
 - `evaluate` plays the current network (search without noise, best action)
   against a uniform-random player, a greedy one-ply player, and a pool of
-  earlier parameters with approximate Elo ratings.
+  earlier parameters with approximate Elo ratings; a single-player task
+  with an exact solver (Knapsack) also gets each player's optimality gap.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from algorithms.alphazero.opponents import (
     by_slices,
     elo_rating,
     greedy_player,
+    optimality_gap,
     outcome_rates,
     play,
     pool_admit,
@@ -317,8 +319,20 @@ def make_alphazero(
             threshold = ranked_threshold(state.ranked, config.ranked_reward.quantile, axis_name)
             agent = searcher(state.params, threshold)
             players = by_slices((agent, random, greedy), (n, n, n))
-            totals = play(env, play_key, 3 * n, players, None).reshape(3, n).mean(axis=1)
+            per_game = play(env, play_key, 3 * n, players, None)
+            totals = per_game.reshape(3, n).mean(axis=1)
             metrics = {"eval_return": totals[0], "eval_random_return": totals[1], "eval_greedy_return": totals[2]}
+            if env.optimum is not None:
+                # Each player's games are instances of their own: each is
+                # judged against its own optimum.
+                optimum, gap = optimality_gap(env, play_key, 3 * n, per_game)
+                gaps = gap.reshape(3, n).mean(axis=1)
+                metrics.update(
+                    eval_optimum=optimum[:n].mean(),
+                    eval_optimality_gap=gaps[0],
+                    eval_random_optimality_gap=gaps[1],
+                    eval_greedy_optimality_gap=gaps[2],
+                )
             return state._replace(key=key, evaluations=state.evaluations + 1), metrics
 
         agent = searcher(state.params)

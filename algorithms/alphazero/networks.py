@@ -1,5 +1,6 @@
-"""AlphaZero's networks: a ResNet for boards and an MLP for small games,
-each with a policy head and a tanh value head (`make_az_network`)."""
+"""AlphaZero's networks: a ResNet for boards, an MLP for small games and a
+set network for tasks whose moves pick items, each with a policy head and a
+tanh value head (`make_az_network`)."""
 
 from __future__ import annotations
 
@@ -106,14 +107,50 @@ class AZMLP(nn.Module):
         return logits, jnp.squeeze(value, -1)
 
 
+class AZItemSet(nn.Module):
+    """Items as a set, one item per action (jumanji Knapsack's): the flat
+    observation holds F features of each of the A items as F blocks of A
+    (`[w_0..w_A, v_0..v_A, packed_0.., ...]`), read as `[A, F]`.
+
+    A shared per-item encoder (`hidden_sizes`), then `pooling_layers`
+    residual blocks in which every item sees the mean of all items'
+    encodings (DeepSets-style pooling: what is packed, how much room is
+    used), a policy logit per item from its own encoding and a tanh value
+    from the mean and max over items. Permuting the items permutes the
+    logits and leaves the value; what is learnt about one item holds for all.
+    """
+
+    num_actions: int
+    hidden_sizes: Sequence[int]
+    activation: str
+    pooling_layers: int
+
+    @nn.compact
+    def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
+        batch_shape = obs.shape[:-1]
+        items = jnp.swapaxes(obs.reshape(*batch_shape, -1, self.num_actions), -1, -2)
+        act = nn.relu if self.activation == "relu" else nn.tanh
+        x = trunk(items, self.hidden_sizes, self.activation)
+        width = self.hidden_sizes[-1]
+        for _ in range(self.pooling_layers):
+            context = jnp.broadcast_to(x.mean(axis=-2, keepdims=True), x.shape)
+            x = x + act(dense(width, 1.0)(jnp.concatenate([x, context], axis=-1)))
+        logits = dense(1, 0.01)(x)[..., 0]
+        pooled = jnp.concatenate([x.mean(axis=-2), x.max(axis=-2)], axis=-1)
+        value = nn.tanh(dense(1, 1.0)(act(dense(width, 1.0)(pooled))))
+        return logits, jnp.squeeze(value, -1)
+
+
 def make_az_network(
     network: Any, num_actions: int, observation_shape: tuple[int, ...], *, for_gradients: bool = False
 ) -> nn.Module:
     """The AlphaZero network for the spec's `network:` section (`kind: resnet
-    | mlp`). `for_gradients` picks the form that is fastest to differentiate;
+    | mlp | item_set`). `for_gradients` picks the form that is fastest to differentiate;
     it has the same parameters and outputs."""
     if network.kind == "resnet":
         return AZResNet(num_actions, network.num_blocks, network.num_channels, as_matmul=for_gradients)
     if network.kind == "mlp":
         return AZMLP(num_actions, tuple(network.hidden_sizes), network.activation, len(observation_shape))
-    raise ValueError(f"AlphaZero has no {network.kind!r} network; use resnet or mlp")
+    if network.kind == "item_set":
+        return AZItemSet(num_actions, tuple(network.hidden_sizes), network.activation, network.pooling_layers)
+    raise ValueError(f"AlphaZero has no {network.kind!r} network; use resnet, mlp or item_set")

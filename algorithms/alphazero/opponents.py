@@ -53,13 +53,29 @@ def start_games(env: Environment, key: jax.Array, num_games: int, axis_name: str
     return Games(env_state, timestep, jnp.zeros(local, jnp.float32), jnp.zeros(local, jnp.int32))
 
 
+def games_of_play(env: Environment, key: jax.Array, num_games: int) -> tuple[Games, jax.Array]:
+    """The games `play(env, key, num_games, ...)` starts from, and the key
+    its moves are drawn from."""
+    start_key, loop_key = jax.random.split(key)
+    return start_games(env, start_key, num_games), loop_key
+
+
+def optimality_gap(env: Environment, key: jax.Array, num_games: int, totals: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """For the games `play(env, key, num_games, ...)` played, with returns
+    `totals [num_games]`: each game's optimum (`env.optimum` of its start)
+    and its gap `1 - return / optimum` (0 where the optimum is 0)."""
+    games, _ = games_of_play(env, key, num_games)
+    optimum = jax.vmap(env.optimum)(games.env_state)
+    gap = jnp.where(optimum > 0, 1.0 - totals / jnp.where(optimum > 0, optimum, 1.0), 0.0)
+    return optimum, gap
+
+
 def play(env: Environment, key: jax.Array, num_games: int, agent, opponent):
     """Play `num_games` games to their end, the agent as player `g % 2` of
     game g (player 0 in a single-player task, where `opponent` is unused).
     `agent` and `opponent` map `(key, games) -> actions [num_games]`.
     Returns the agent's total reward per game."""
-    start_key, loop_key = jax.random.split(key)
-    games = start_games(env, start_key, num_games)
+    games, loop_key = games_of_play(env, key, num_games)
     agent_player = jnp.arange(num_games) % env.num_players
 
     def body(carry):

@@ -143,6 +143,7 @@ SHOWN = (
     "draw_rate",
     "eval_return",
     "eval_greedy_return",
+    "eval_optimality_gap",
     "eval_random_win",
     "eval_random_loss",
     "eval_greedy_loss",

@@ -173,14 +173,28 @@ def test_resume_continues_the_same_runs_bit_identically(trained):
     assert trained.resumed.record.per_seed_final == whole_finals
 
 
-def _corrupt(step_dir: Path, how: str) -> None:
+def _truncate(step_dir: Path) -> None:
     data = max((p for p in (step_dir / "state").rglob("*") if p.is_file()), key=lambda p: p.stat().st_size)
-    raw = data.read_bytes()
-    if how == "truncate":
-        data.write_bytes(raw[: len(raw) // 2])
-    else:
-        middle = len(raw) // 2
-        data.write_bytes(raw[:middle] + bytes(b ^ 0xFF for b in raw[middle : middle + 64]) + raw[middle + 64 :])
+    data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])
+
+
+def _change_values(step_dir: Path) -> None:
+    """Rewrite the step's state as a well-formed checkpoint whose largest leaf
+    has every bit flipped: storage reads it without complaint (flipping bytes
+    of the file instead lands in zstd frames, which fail or not by chance), so
+    only the checksums can tell."""
+    import shutil
+
+    import orbax.checkpoint as ocp
+
+    item = step_dir / "state"
+    with ocp.PyTreeCheckpointer() as checkpointer:
+        leaves = checkpointer.restore(item)
+        name = max(leaves, key=lambda k: leaves[k].nbytes)
+        leaves[name] = (leaves[name].view(np.uint8) ^ 0xFF).view(leaves[name].dtype)
+        checkpointer.save(step_dir / "rewritten", leaves)
+    shutil.rmtree(item)
+    (step_dir / "rewritten").rename(item)
 
 
 # orbax reports the truncated file from a thread after its event loop closed.
@@ -199,17 +213,17 @@ def test_damaged_checkpoints_fall_back_to_the_newest_good_one(trained, capsys):
     run_id = max(rundir.run_directories(t.root), key=lambda d: d.info["created"]).run_id
     state = t.root / run_id / "state"
     assert rundir.saved_iterations(state) == [interval, 2 * interval, 3 * interval]
-    # The newest is cut short, the one before has bytes flipped (which only
+    # The newest is cut short, the one before holds other values (which only
     # the checksums can tell).
-    _corrupt(state / str(3 * interval), "truncate")
-    _corrupt(state / str(2 * interval), "flip")
+    _truncate(state / str(3 * interval))
+    _change_values(state / str(2 * interval))
     capsys.readouterr()
     code = cli.main(["run", str(t.spec_path), "--tracking-uri", t.uri, "--checkpoint-dir", str(t.root), "--resume"])
     err = " ".join(capsys.readouterr().err.split())
     assert code == 0, err
     assert f"the checkpoint at iteration {3 * interval} ({state / str(3 * interval)}) is damaged" in err, err
     assert f"the checkpoint at iteration {2 * interval} ({state / str(2 * interval)}) is damaged" in err, err
-    assert "CRC32" in err
+    assert "CRC32" in err, err
     assert f"resuming run {run_id} from the checkpoint at iteration {interval}" in err
     assert len(list((t.root / run_id / "damaged").iterdir())) == 2
     # Iterations 21-60 were recomputed from iteration 20, not logged twice,

@@ -97,6 +97,16 @@ def test_ppo_minigrid_empty_6x6_claim():
     assert max(first) < 0.5, first
 
 
+def test_ppo_minigrid_doorkey_5x5_claim():
+    ref = reference("ppo_minigrid_doorkey_5x5")
+    finals = [v["eval_return"] for v in ref["per_seed_final"].values()]
+    assert sum(f >= 0.9 for f in finals) > len(finals) / 2, finals
+    assert ref["baselines"]["random_policy"]["mean_return"] < 0.1
+    first = [curve[0] for curve in ref["evaluation_curves"]["metrics"]["eval_return"].values()]
+    assert max(first) < 0.5, first
+    assert ref["speed"]["wall_seconds"] < 20 * 60
+
+
 def test_ppo_minatar_breakout_claim():
     ref = reference("ppo_minatar_breakout")
     assert ref["final"]["episode_return"] >= 30, ref["final"]["episode_return"]

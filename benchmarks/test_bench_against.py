@@ -8,15 +8,19 @@ minibatches, 64x64 relu MLP over the flattened grid), the published
 `ppo_minatar_breakout` spec; and PureJaxRL's `ppo_continuous_action.py` on
 Brax inverted_pendulum (backend positional, 256 envs x 10 steps, 4 epochs x
 32 minibatches, tanh 256x256, observation and reward normalisation), the
-published `ppo_brax_inverted_pendulum` spec.
+published `ppo_brax_inverted_pendulum` spec. With an xland-minigrid checkout:
+its `training/train_single_task.py` and the project's PPO with the same
+recurrent grid agent at the configuration in
+benchmarks/specs/against/ppo_minigrid_single_task.yaml (MiniGrid-Empty-6x6,
+512 envs x 16 steps, GRU 256, one epoch of 16 minibatches).
 
 Both are compiled ahead, then timed alternately in one process, the order
 switching every round so that machine noise hits both alike: one timed call
-is a few training iterations of every seed (PureJaxRL: its whole
-jitted `train` with that many updates, vmapped over the seeds as its README
-does; the project: one runner chunk of that many iterations). The headline
-rate is the project's; the note gives the ratio of the medians and
-PureJaxRL's rate.
+is a few training iterations of every seed (the peer: its whole jitted
+`train` with that many updates, PureJaxRL's vmapped over the seeds as its
+README does, xland-minigrid's `pmap`ped over the one device; the project:
+one runner chunk of that many iterations). The headline rate is the
+project's; the note gives the ratio of the medians and the peer's rate.
 """
 
 from __future__ import annotations
@@ -26,14 +30,12 @@ import time
 
 import jax
 import pytest
-from conftest import PUBLISHED_SPECS
+from conftest import BENCH_SPECS, PUBLISHED_SPECS
 
 from harness import build
 from harness import spec as spec_module
 from harness.bench import measure, peers
 from harness.run import runner
-
-pytestmark = pytest.mark.against
 
 ROUNDS = 5
 # name -> (published spec, PureJaxRL's file and configuration, iterations
@@ -51,8 +53,8 @@ CASES = {
 }
 
 
-def _ours(spec_name: str, num_seeds: int, iterations: int):
-    loaded = spec_module.load(PUBLISHED_SPECS / f"{spec_name}.yaml")
+def _ours(spec_path, num_seeds: int, iterations: int):
+    loaded = spec_module.load(spec_path)
     plan = build.build(loaded.model_copy(update={"seeds": tuple(range(num_seeds))}))
     state, init_seconds = runner.init_state(plan.algorithm, plan.spec.seeds)
     chunk, chunk_seconds = runner.compile_chunk(plan.algorithm.step, iterations, state)
@@ -76,22 +78,22 @@ def _peer(make_train, config: dict, num_seeds: int, iterations: int):
     return lambda: compiled(*args)["metrics"], compile_seconds
 
 
-@pytest.mark.parametrize(
-    "case, num_seeds",
-    [
-        ("cartpole", 1),
-        ("cartpole", 16),
-        ("minatar_breakout", 1),
-        ("minatar_breakout", 4),
-        ("brax_inverted_pendulum", 1),
-    ],
-    ids=["1seed", "16seeds", "minatar_breakout-1seed", "minatar_breakout-4seeds", "brax_inverted_pendulum-1seed"],
-)
-def test_against_purejaxrl_ppo(entry, bench, case, num_seeds):
-    spec_name, peer_file, config, iterations = CASES[case]
-    make_train = peers.load_purejaxrl_ppo(bench.against, peer_file)
-    plan, ours, our_compile = _ours(spec_name, num_seeds, iterations)
-    peer, peer_compile = _peer(make_train, config, num_seeds, iterations)
+def _xminigrid_peer(module, iterations: int):
+    from flax.jax_utils import replicate
+
+    config = dict(peers.XMINIGRID_SINGLE_TASK, seed=30)
+    config["total_timesteps"] = iterations * config["num_envs"] * config["num_steps"]
+    config = module.TrainConfig(**config)
+    rng, env, env_params, init_hstate, train_state = module.make_states(config)
+    devices = jax.local_devices()[:1]
+    args = (jax.random.split(rng, 1), replicate(train_state, devices), replicate(init_hstate, devices))
+    start = time.perf_counter()
+    compiled = module.make_train(env, env_params, config).lower(*args).compile()
+    compile_seconds = time.perf_counter() - start
+    return lambda: compiled(*args)["loss_info"], compile_seconds
+
+
+def _side_by_side(entry, plan, ours, our_compile, peer, peer_compile, num_seeds, iterations, peer_name, config):
     steps = iterations * plan.env_steps_per_iteration * num_seeds
     our_rates: list[float] = []
     peer_rates: list[float] = []
@@ -123,7 +125,7 @@ def test_against_purejaxrl_ppo(entry, bench, case, num_seeds):
                 "spec_hash": plan.spec_hash,
                 "seeds": num_seeds,
                 "iterations_per_call": iterations,
-                "peer": f"purejaxrl/{peer_file}.py",
+                **config,
             },
             unit=measure.ENV_STEPS,
             rate=measure.spread(our_rates),
@@ -131,7 +133,7 @@ def test_against_purejaxrl_ppo(entry, bench, case, num_seeds):
             compile_seconds=our_compile,
             peak_host_bytes=memory.bytes,
             peak_host_since_start=memory.since_start,
-            note=f"{ratio:.2f}x PureJaxRL ({statistics.median(peer_rates):,.0f} steps/s)",
+            note=f"{ratio:.2f}x {peer_name} ({statistics.median(peer_rates):,.0f} steps/s)",
             extra={
                 "peer_rates": peer_rates,
                 "our_rates": our_rates,
@@ -139,4 +141,55 @@ def test_against_purejaxrl_ppo(entry, bench, case, num_seeds):
                 "peer_compile_seconds": peer_compile,
             },
         )
+    )
+
+
+@pytest.mark.against("purejaxrl")
+@pytest.mark.parametrize(
+    "case, num_seeds",
+    [
+        ("cartpole", 1),
+        ("cartpole", 16),
+        ("minatar_breakout", 1),
+        ("minatar_breakout", 4),
+        ("brax_inverted_pendulum", 1),
+    ],
+    ids=["1seed", "16seeds", "minatar_breakout-1seed", "minatar_breakout-4seeds", "brax_inverted_pendulum-1seed"],
+)
+def test_against_purejaxrl_ppo(entry, bench, case, num_seeds):
+    spec_name, peer_file, config, iterations = CASES[case]
+    make_train = peers.load_purejaxrl_ppo(bench.against["purejaxrl"], peer_file)
+    plan, ours, our_compile = _ours(PUBLISHED_SPECS / f"{spec_name}.yaml", num_seeds, iterations)
+    peer, peer_compile = _peer(make_train, config, num_seeds, iterations)
+    _side_by_side(
+        entry,
+        plan,
+        ours,
+        our_compile,
+        peer,
+        peer_compile,
+        num_seeds,
+        iterations,
+        "PureJaxRL",
+        {"peer": f"purejaxrl/{peer_file}.py"},
+    )
+
+
+@pytest.mark.against("xminigrid")
+def test_against_xminigrid_ppo(entry, bench):
+    """`against_xminigrid_ppo`: 2 iterations (16,384 env steps) per call."""
+    module = peers.load_xminigrid_single_task(bench.against["xminigrid"])
+    plan, ours, our_compile = _ours(BENCH_SPECS / "against" / "ppo_minigrid_single_task.yaml", 1, 2)
+    peer, peer_compile = _xminigrid_peer(module, 2)
+    _side_by_side(
+        entry,
+        plan,
+        ours,
+        our_compile,
+        peer,
+        peer_compile,
+        1,
+        2,
+        "xland-minigrid",
+        {"peer": "xland-minigrid/training/train_single_task.py"},
     )

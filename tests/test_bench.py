@@ -316,6 +316,57 @@ def test_a_peer_checkout_is_imported_with_its_shims(tmp_path):
             peers.load_purejaxrl_ppo(folder)
 
 
+XMINIGRID_SCRIPT = """
+import jax
+import pyrallis
+import wandb
+from nn import width
+from utils import Stats
+
+jax.config.update("jax_threefry_partitionable", True)
+
+
+class TrainConfig:
+    def __init__(self, **kwargs):
+        self.__dict__.update(kwargs)
+
+
+@pyrallis.wrap()
+def train(config):
+    return Stats().reward + width
+"""
+XMINIGRID_UTILS = """
+import jax.numpy as jnp
+from flax import struct
+
+
+class Stats(struct.PyTreeNode):
+    reward: jnp.ndarray = jnp.asarray(1.5)
+"""
+
+
+def test_an_xminigrid_checkout_is_identified_and_imported_with_its_shims(tmp_path):
+    from harness.bench import peers
+
+    folder = tmp_path / "xland-minigrid" / "training"
+    folder.mkdir(parents=True)
+    (folder / "train_single_task.py").write_text(XMINIGRID_SCRIPT)
+    (folder / "nn.py").write_text("width = 2.0\n")
+    (folder / "utils.py").write_text(XMINIGRID_UTILS)
+    assert peers.identify(tmp_path / "xland-minigrid") == ("xminigrid", folder.resolve())
+    with pytest.raises(peers.PeerError, match="neither a PureJaxRL checkout .* nor an xland-minigrid one"):
+        peers.identify(tmp_path)
+    module = peers.load_xminigrid_single_task(tmp_path / "xland-minigrid")
+    # pyrallis.wrap gave the function back; the array default came through a factory.
+    assert float(module.train(module.TrainConfig())) == 3.5
+    assert not {"nn", "utils"} & set(sys.modules)  # its plain-named files are not left for other imports
+    assert "wandb" not in sys.modules or sys.modules["wandb"].__spec__ is not None  # stand-ins removed
+    (folder / "nn.py").write_text("import distrax\nwidth = 2.0\n")
+    if importlib.util.find_spec("distrax") is None:
+        with pytest.raises(peers.PeerError, match="nn.py imports distrax, which is not installed"):
+            peers.load_xminigrid_single_task(folder)
+
+
 @pytest.mark.parametrize(
     "path",
     sorted((ROOT / "benchmarks" / "specs").rglob("*.yaml")),

@@ -15,6 +15,20 @@ One API shim, for the pinned gymnax: since gymnax 1.0 `env.step` returns
 the older `(obs, state, reward, done, info)` with `done = terminated or
 truncated`; the loaded module's `gymnax.make` returns envs whose `step`
 gives that (the same computation, its outputs regrouped).
+
+xland-minigrid (a checkout of `dunnolab/xland-minigrid`): its
+`training/train_single_task.py` exposes `TrainConfig`, `make_states(config)`
+and `make_train(env, env_params, config)`, one `pmap`ped function for a
+whole run, with the pinned `xminigrid` package as its environment. It imports
+`wandb` and `pyrallis` at module level for its `__main__` only; where they
+are not installed, stand-ins are registered for that import (`pyrallis.wrap`
+returning the function it wraps). One shim for Python 3.11+, where a
+dataclass field may not default to an unhashable value such as a JAX array:
+while its modules are imported, a `flax.struct.PyTreeNode` field whose
+default is a JAX array gets that same array from a `default_factory`
+(its `utils.RolloutStats`). Its `nn.py` needs `distrax`. Its module
+sets `jax_threefry_partitionable`, already JAX's default with the pinned
+version, so the project's random streams are the same in that process.
 """
 
 from __future__ import annotations
@@ -28,6 +42,8 @@ from collections.abc import Callable, Iterator
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
+
+import jax
 
 
 class PeerError(ValueError):
@@ -88,11 +104,31 @@ PUREJAXRL_PPO_BRAX_INVERTED_PENDULUM = {
     "DEBUG": False,
 }
 
+# xland-minigrid's single-task script (`TrainConfig` fields) at the
+# configuration its timing was quoted at on a 2-core CPU: MiniGrid-Empty-6x6,
+# 512 envs x 16 steps, GRU 256, heads 256, one epoch of 16 minibatches. Its
+# training function evaluates after every update (80 episodes by default); at
+# 1 episode that costs a few milliseconds of an update's seconds, so the
+# comparison is of training. total_timesteps is set by the caller.
+XMINIGRID_SINGLE_TASK = {
+    "env_id": "MiniGrid-Empty-6x6",
+    "num_envs": 512,
+    "num_steps": 16,
+    "rnn_hidden_dim": 256,
+    "head_hidden_dim": 256,
+    "update_epochs": 1,
+    "num_minibatches": 16,
+    "eval_episodes": 1,
+}
+
 # Modules PureJaxRL's wrappers.py imports for wrappers CartPole does not use.
 _UNUSED_IMPORTS = {
     "brax": ("brax", "brax.envs", "brax.envs.wrappers", "brax.envs.wrappers.training"),
     "navix": ("navix",),
 }
+# Modules xland-minigrid's training script imports for its `__main__` only.
+_XMINIGRID_UNUSED_IMPORTS = {"wandb": ("wandb",), "pyrallis": ("pyrallis",)}
+_XMINIGRID_FILES = ("train_single_task.py", "nn.py", "utils.py")
 
 
 class _FiveTupleStep:
@@ -123,6 +159,28 @@ class _GymnaxShim:
         return _FiveTupleStep(env), params
 
 
+def identify(path: str | Path) -> tuple[str, Path]:
+    """Which peer the checkout at `path` is: ("purejaxrl", its `purejaxrl/`)
+    or ("xminigrid", its `training/`)."""
+    for name, find in (("purejaxrl", purejaxrl_dir), ("xminigrid", xminigrid_training_dir)):
+        with contextlib.suppress(PeerError):
+            return name, find(path)
+    raise PeerError(
+        f"--against {path}: neither a PureJaxRL checkout (purejaxrl/ppo.py) nor an xland-minigrid one"
+        " (training/train_single_task.py) there"
+    )
+
+
+def xminigrid_training_dir(path: str | Path) -> Path:
+    """The folder holding xland-minigrid's `train_single_task.py`: `path`
+    itself, or its `training/` (a checkout's root)."""
+    root = Path(path).expanduser().resolve()
+    for candidate in (root, root / "training"):
+        if all((candidate / name).is_file() for name in _XMINIGRID_FILES):
+            return candidate
+    raise PeerError(f"--against {path}: no xland-minigrid checkout there (looked for training/train_single_task.py)")
+
+
 def purejaxrl_dir(path: str | Path) -> Path:
     """The folder holding PureJaxRL's `ppo.py`: `path` itself, or its
     `purejaxrl/` (a checkout's root)."""
@@ -134,14 +192,16 @@ def purejaxrl_dir(path: str | Path) -> Path:
 
 
 @contextlib.contextmanager
-def _stand_ins_for_unused_imports() -> Iterator[None]:
+def _stand_ins(unused: dict[str, tuple[str, ...]], **attributes: Any) -> Iterator[None]:
+    """Empty modules (with `attributes`) for the packages in `unused` that
+    are not installed, registered for an import and removed after it."""
     added = []
-    for package, names in _UNUSED_IMPORTS.items():
+    for package, names in unused.items():
         if importlib.util.find_spec(package) is not None:
             continue
         for name in names:
             module = types.ModuleType(name)
-            module.__dict__.update(EpisodeWrapper=object, AutoResetWrapper=object)
+            module.__dict__.update(attributes)
             sys.modules[name] = module
             added.append(name)
     try:
@@ -151,17 +211,42 @@ def _stand_ins_for_unused_imports() -> Iterator[None]:
             sys.modules.pop(name, None)
 
 
+def _import_fresh(path: str | Path, folder: Path, module_name: str, siblings: tuple[str, ...], stand_ins) -> Any:
+    """`module_name` imported from `folder`, it and its `siblings` (plain
+    file names such as `utils`) loaded fresh and not left in `sys.modules`."""
+    sys.path.insert(0, str(folder))
+    names = (module_name, *siblings)
+    try:
+        with stand_ins:
+            for name in names:
+                sys.modules.pop(name, None)
+            module = importlib.import_module(module_name)
+    except Exception as error:  # noqa: BLE001  (whatever the peer's import raises, named once)
+        raise PeerError(f"--against {path}: importing {folder / module_name}.py failed: {error!r}") from error
+    finally:
+        sys.path.remove(str(folder))
+        for name in siblings:
+            sys.modules.pop(name, None)
+    if module.__file__ is None or Path(module.__file__).resolve().parent != folder:
+        raise PeerError(f"--against {path}: imported another module named {module_name} ({module.__file__})")
+    return module
+
+
+def _needs_distrax(path: str | Path, source: Path) -> None:
+    if "import distrax" in source.read_text() and importlib.util.find_spec("distrax") is None:
+        raise PeerError(
+            f"--against {path}: the peer's {source.name} imports distrax, which is not installed here"
+            " (pip install distrax, into the bench's environment: .nox/bench)"
+        )
+
+
 def check_purejaxrl(path: str | Path, module: str = "ppo") -> Path:
     """The checkout's `purejaxrl/` folder, once what its `module` needs is here."""
     folder = purejaxrl_dir(path)
     source = folder / f"{module}.py"
     if not source.is_file():
         raise PeerError(f"--against {path}: the PureJaxRL checkout has no {source.name}")
-    if "import distrax" in source.read_text() and importlib.util.find_spec("distrax") is None:
-        raise PeerError(
-            f"--against {path}: PureJaxRL's {source.name} imports distrax, which is not installed here"
-            " (pip install distrax, into the bench's environment: .nox/bench)"
-        )
+    _needs_distrax(path, source)
     return folder
 
 
@@ -169,20 +254,40 @@ def load_purejaxrl_ppo(path: str | Path, module_name: str = "ppo") -> Callable[[
     """PureJaxRL's `make_train` from the checkout at `path`: its `ppo.py`, or
     (`module_name`) another of its single files, e.g. `ppo_continuous_action`."""
     folder = check_purejaxrl(path, module_name)
-    sys.path.insert(0, str(folder))
-    try:
-        with _stand_ins_for_unused_imports():
-            # Its modules are named as plain files (`import wrappers`): load
-            # them fresh from this folder, not from any earlier import.
-            for name in (module_name, "wrappers"):
-                sys.modules.pop(name, None)
-            module = importlib.import_module(module_name)
-    except Exception as error:  # noqa: BLE001  (whatever the peer's import raises, named once)
-        raise PeerError(f"--against {path}: importing {folder / module_name}.py failed: {error!r}") from error
-    finally:
-        sys.path.remove(str(folder))
-    if module.__file__ is None or Path(module.__file__).resolve().parent != folder:
-        raise PeerError(f"--against {path}: imported another module named {module_name} ({module.__file__})")
+    stand_ins = _stand_ins(_UNUSED_IMPORTS, EpisodeWrapper=object, AutoResetWrapper=object)
+    module = _import_fresh(path, folder, module_name, ("wrappers",), stand_ins)
     if int(version("gymnax").split(".")[0]) >= 1 and hasattr(module, "gymnax"):
         module.gymnax = _GymnaxShim(module.gymnax)
     return module.make_train
+
+
+@contextlib.contextmanager
+def _array_defaults_through_factories() -> Iterator[None]:
+    import dataclasses
+
+    import flax.struct
+
+    original = flax.struct.dataclass
+
+    def dataclass(cls, **kwargs):
+        for name in getattr(cls, "__annotations__", {}):
+            value = cls.__dict__.get(name)
+            if isinstance(value, jax.Array):
+                setattr(cls, name, dataclasses.field(default_factory=lambda value=value: value))
+        return original(cls, **kwargs)
+
+    flax.struct.dataclass = dataclass
+    try:
+        yield
+    finally:
+        flax.struct.dataclass = original
+
+
+def load_xminigrid_single_task(path: str | Path) -> Any:
+    """xland-minigrid's `train_single_task` module from the checkout at
+    `path` (its `TrainConfig`, `make_states`, `make_train`)."""
+    folder = xminigrid_training_dir(path)
+    _needs_distrax(path, folder / "nn.py")
+    stand_ins = _stand_ins(_XMINIGRID_UNUSED_IMPORTS, wrap=lambda *args, **kwargs: lambda function: function)
+    with _array_defaults_through_factories():
+        return _import_fresh(path, folder, "train_single_task", ("nn", "utils"), stand_ins)

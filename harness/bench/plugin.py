@@ -17,9 +17,10 @@ Options (after `nox -s bench --`):
   --bench-dir DIR       where results go (default: .bench/ in the repository)
   --fail-on-regression  exit 1 when an entry is more than 10% slower than
                         its last run on this device
-  --against PATH        a local PureJaxRL checkout: also run the side-by-side
-                        entries (`against_*`), its PPO and the project's at
-                        the same configuration, alternately in one process
+  --against PATH        a local checkout of a peer (PureJaxRL, or
+                        xland-minigrid): also run its side-by-side entries
+                        (`against_*`), its PPO and the project's at the same
+                        configuration, alternately in one process; repeatable
   --profile             trace one steady-state chunk of each spec entry with
                         JAX's profiler into <bench dir>/profiles/
 and pytest's own `-k NAME` to select entries.
@@ -96,7 +97,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--fail-on-regression", action="store_true", help="exit 1 when an entry is >10%% slower than its last run"
     )
     group.addoption(
-        "--against", default=None, metavar="PATH", help="a PureJaxRL checkout: run the side-by-side entries too"
+        "--against",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="a PureJaxRL or xland-minigrid checkout: run its side-by-side entries too; repeatable",
     )
     group.addoption(
         "--profile", action="store_true", help="trace one steady-state chunk of each spec entry (bench dir, profiles/)"
@@ -129,7 +134,7 @@ class BenchSession:
         self.report: str = ""
         self.errors: list[str] = []
         self.regressions: list[str] = []
-        self.against: Path | None = None  # a peer checkout (--against)
+        self.against: dict[str, Path] = {}  # peer name -> its checkout's folder (--against)
 
     def profile_dir(self, name: str) -> Path | None:
         """Where an entry's trace goes with --profile; None without."""
@@ -316,7 +321,9 @@ def _device(platform: str | None):
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "full_only: a long benchmark that runs with --full only")
-    config.addinivalue_line("markers", "against: a side-by-side entry that runs with --against PATH only")
+    config.addinivalue_line(
+        "markers", "against(peer): a side-by-side entry that runs with --against PATH (that peer's checkout) only"
+    )
     if config.option.help:
         return
     # The report times every entry; pytest's slowest-durations list (on in
@@ -354,11 +361,13 @@ def pytest_configure(config: pytest.Config) -> None:
     except tracking.TrackingError as error:
         raise pytest.UsageError(str(error)) from None
     config.stash[_KEY] = BenchSession(config, device, mode, entries, uri, bench_dir)
-    if against := config.getoption("against"):
+    if paths := config.getoption("against"):
         from harness.bench import peers
 
         try:
-            config.stash[_KEY].against = peers.check_purejaxrl(against)
+            for path in paths:
+                name, folder = peers.identify(path)
+                config.stash[_KEY].against[name] = peers.check_purejaxrl(path) if name == "purejaxrl" else folder
         except peers.PeerError as error:
             raise pytest.UsageError(str(error)) from None
 
@@ -379,9 +388,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: order.get(item.path.name, 2))
     session.all_names = [_entry_name(item) for item in items]
     left_out = {"full_only"} if session.mode != "full" else set()
-    if session.against is None:
-        left_out.add("against")
-    kept = [item for item in items if not any(item.get_closest_marker(m) for m in left_out)]
+
+    def kept_item(item: pytest.Item) -> bool:
+        against = item.get_closest_marker("against")
+        if against is not None and against.args[0] not in session.against:
+            return False
+        return not any(item.get_closest_marker(m) for m in left_out)
+
+    kept = [item for item in items if kept_item(item)]
     if len(kept) < len(items):
         config.hook.pytest_deselected(items=[item for item in items if item not in kept])
         items[:] = kept

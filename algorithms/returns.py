@@ -7,6 +7,11 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+# The backward recursions are a few scalar operations per step: unrolled 16
+# steps per loop trip, a loop trip's fixed cost is paid 16 times less often
+# (the same operations in the same order, so the same bits).
+UNROLL = 16
+
 
 def discounted_returns(r_t: jax.Array, discount_t: jax.Array, bootstrap: jax.Array) -> jax.Array:
     """G_t = r_t + discount_t * G_{t+1}, with G_T = bootstrap.
@@ -26,7 +31,7 @@ def discounted_returns(r_t: jax.Array, discount_t: jax.Array, bootstrap: jax.Arr
         g = r + discount * g_next
         return g, g
 
-    _, g_t = jax.lax.scan(backward, jnp.asarray(bootstrap, r_t.dtype), (r_t, discount_t), reverse=True)
+    _, g_t = jax.lax.scan(backward, jnp.asarray(bootstrap, r_t.dtype), (r_t, discount_t), reverse=True, unroll=UNROLL)
     return g_t
 
 
@@ -82,7 +87,9 @@ def vtrace_gae(
         acc = delta + discount * c * acc
         return acc, acc
 
-    _, error_t = jax.lax.scan(backward, jnp.zeros((), v_t.dtype), (delta_t, discount_t, c_t), reverse=True)
+    _, error_t = jax.lax.scan(
+        backward, jnp.zeros((), v_t.dtype), (delta_t, discount_t, c_t), reverse=True, unroll=UNROLL
+    )
     target_t = v_t + error_t
     if log_rho_t is None:
         return Advantages(advantage=error_t, target=target_t)

@@ -35,7 +35,7 @@ from conftest import BENCH_SPECS, PUBLISHED_SPECS
 from harness import build
 from harness import spec as spec_module
 from harness.bench import measure, peers
-from harness.run import runner
+from harness.run import lowering, runner
 
 ROUNDS = 5
 # name -> (published spec, PureJaxRL's file and configuration, iterations
@@ -73,7 +73,8 @@ def _peer(make_train, config: dict, num_seeds: int, iterations: int):
     keys = jax.random.split(jax.random.PRNGKey(30), num_seeds)
     fn, args = (jax.jit(train), (keys[0],)) if num_seeds == 1 else (jax.jit(jax.vmap(train)), (keys,))
     start = time.perf_counter()
-    compiled = fn.lower(*args).compile()
+    with lowering.jax_default_threefry():  # the peer as it runs on its own
+        compiled = fn.lower(*args).compile()
     compile_seconds = time.perf_counter() - start
     return lambda: compiled(*args)["metrics"], compile_seconds
 
@@ -88,7 +89,8 @@ def _xminigrid_peer(module, iterations: int):
     devices = jax.local_devices()[:1]
     args = (jax.random.split(rng, 1), replicate(train_state, devices), replicate(init_hstate, devices))
     start = time.perf_counter()
-    compiled = module.make_train(env, env_params, config).lower(*args).compile()
+    with lowering.jax_default_threefry():  # the peer as it runs on its own
+        compiled = module.make_train(env, env_params, config).lower(*args).compile()
     compile_seconds = time.perf_counter() - start
     return lambda: compiled(*args)["loss_info"], compile_seconds
 

@@ -103,3 +103,25 @@ def test_episode_figures_come_from_the_last_step_with_endings():
     assert ended.count.shape == (4, 2)
     exact = finish_episode_stats(stats, ended, exact=True)
     assert float(exact.last_return) == 2.5 and float(exact.last_length) == 2.0
+
+
+def test_unrolled_recursions_give_the_same_bits(monkeypatch):
+    import jax
+
+    from algorithms import returns
+
+    rng = np.random.default_rng(0)
+    r, v = rng.normal(size=(2, 203)).astype(np.float32)
+    discount = np.where(rng.random(203) < 0.05, 0.0, 0.99).astype(np.float32)
+    log_rho = rng.normal(scale=0.3, size=203).astype(np.float32)
+
+    def both():
+        # Fresh functions, so each is traced with the UNROLL of the moment.
+        gae = jax.jit(lambda: vtrace_gae(r, discount, v, 0.5, lambda_=0.95, log_rho_t=log_rho))()
+        return gae.advantage, gae.target, jax.jit(lambda: discounted_returns(r, discount, 0.5))()
+
+    unrolled = both()
+    monkeypatch.setattr(returns, "UNROLL", 1)
+    rolled = both()
+    for a, b in zip(unrolled, rolled, strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

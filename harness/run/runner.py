@@ -30,12 +30,14 @@ import jax
 import numpy as np
 
 from algorithms.base import Algorithm
-from harness.run import cluster, devices
+from harness.run import cluster, devices, lowering
 from harness.run.interrupts import Interrupted, interrupt_between_chunks
 from harness.run.programs import Programs, compile_once
 
 if TYPE_CHECKING:
     from jax.sharding import Mesh
+
+lowering.unroll_threefry_on_cpu()
 
 
 class NonFiniteMetricError(RuntimeError):

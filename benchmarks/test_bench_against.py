@@ -161,37 +161,15 @@ def _side_by_side(entry, plan, ours, our_compile, peer, peer_compile, num_seeds,
 def test_against_purejaxrl_ppo(entry, bench, case, num_seeds):
     spec_name, peer_file, config, iterations = CASES[case]
     make_train = peers.load_purejaxrl_ppo(bench.against["purejaxrl"], peer_file)
-    plan, ours, our_compile = _ours(PUBLISHED_SPECS / f"{spec_name}.yaml", num_seeds, iterations)
-    peer, peer_compile = _peer(make_train, config, num_seeds, iterations)
-    _side_by_side(
-        entry,
-        plan,
-        ours,
-        our_compile,
-        peer,
-        peer_compile,
-        num_seeds,
-        iterations,
-        "PureJaxRL",
-        {"peer": f"purejaxrl/{peer_file}.py"},
-    )
+    ours = _ours(PUBLISHED_SPECS / f"{spec_name}.yaml", num_seeds, iterations)
+    peer = _peer(make_train, config, num_seeds, iterations)
+    _side_by_side(entry, *ours, *peer, num_seeds, iterations, "PureJaxRL", {"peer": f"purejaxrl/{peer_file}.py"})
 
 
 @pytest.mark.against("xminigrid")
 def test_against_xminigrid_ppo(entry, bench):
     """`against_xminigrid_ppo`: 2 iterations (16,384 env steps) per call."""
     module = peers.load_xminigrid_single_task(bench.against["xminigrid"])
-    plan, ours, our_compile = _ours(BENCH_SPECS / "against" / "ppo_minigrid_single_task.yaml", 1, 2)
-    peer, peer_compile = _xminigrid_peer(module, 2)
-    _side_by_side(
-        entry,
-        plan,
-        ours,
-        our_compile,
-        peer,
-        peer_compile,
-        1,
-        2,
-        "xland-minigrid",
-        {"peer": "xland-minigrid/training/train_single_task.py"},
-    )
+    ours = _ours(BENCH_SPECS / "against" / "ppo_minigrid_single_task.yaml", 1, 2)
+    peer = _xminigrid_peer(module, 2)
+    _side_by_side(entry, *ours, *peer, 1, 2, "xland-minigrid", {"peer": "xland-minigrid/training/train_single_task.py"})

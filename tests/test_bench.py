@@ -354,6 +354,7 @@ def test_an_xminigrid_checkout_is_identified_and_imported_with_its_shims(tmp_pat
     (folder / "nn.py").write_text("width = 2.0\n")
     (folder / "utils.py").write_text(XMINIGRID_UTILS)
     assert peers.identify(tmp_path / "xland-minigrid") == ("xminigrid", folder.resolve())
+    assert peers.check(tmp_path / "xland-minigrid") == ("xminigrid", folder.resolve())
     with pytest.raises(peers.PeerError, match="neither a PureJaxRL checkout .* nor an xland-minigrid one"):
         peers.identify(tmp_path)
     module = peers.load_xminigrid_single_task(tmp_path / "xland-minigrid")
@@ -365,6 +366,8 @@ def test_an_xminigrid_checkout_is_identified_and_imported_with_its_shims(tmp_pat
     if importlib.util.find_spec("distrax") is None:
         with pytest.raises(peers.PeerError, match="nn.py imports distrax, which is not installed"):
             peers.load_xminigrid_single_task(folder)
+        with pytest.raises(peers.PeerError, match="nn.py imports distrax, which is not installed"):
+            peers.check(folder)  # before any entry runs
 
 
 @pytest.mark.parametrize(

@@ -283,11 +283,25 @@ def _array_defaults_through_factories() -> Iterator[None]:
         flax.struct.dataclass = original
 
 
+def check_xminigrid(path: str | Path) -> Path:
+    """The checkout's `training/` folder, once what its script needs is here."""
+    folder = xminigrid_training_dir(path)
+    _needs_distrax(path, folder / "nn.py")
+    return folder
+
+
+def check(path: str | Path) -> tuple[str, Path]:
+    """Which peer the checkout at `path` is (`identify`) and its folder, once
+    what that peer's entries need is here: what `--against PATH` checks
+    before any entry runs."""
+    name, _ = identify(path)
+    return name, {"purejaxrl": check_purejaxrl, "xminigrid": check_xminigrid}[name](path)
+
+
 def load_xminigrid_single_task(path: str | Path) -> Any:
     """xland-minigrid's `train_single_task` module from the checkout at
     `path` (its `TrainConfig`, `make_states`, `make_train`)."""
-    folder = xminigrid_training_dir(path)
-    _needs_distrax(path, folder / "nn.py")
+    folder = check_xminigrid(path)
     stand_ins = _stand_ins(_XMINIGRID_UNUSED_IMPORTS, wrap=lambda *args, **kwargs: lambda function: function)
     with _array_defaults_through_factories():
         return _import_fresh(path, folder, "train_single_task", ("nn", "utils"), stand_ins)

@@ -366,8 +366,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
         try:
             for path in paths:
-                name, folder = peers.identify(path)
-                config.stash[_KEY].against[name] = peers.check_purejaxrl(path) if name == "purejaxrl" else folder
+                name, folder = peers.check(path)
+                config.stash[_KEY].against[name] = folder
         except peers.PeerError as error:
             raise pytest.UsageError(str(error)) from None
 

@@ -7,7 +7,7 @@ step costs ~90 kernel launches: as many as the rest of a CartPole PPO env
 step (measured from XLA's optimized HLO of the benchmark chunk). Lowered
 straight-line, as JAX does on GPU and TPU, the whole hash fuses into one
 kernel. The integer operations are the same, so every bit is the same
-(tests/test_determinism.py); compile time goes down, not up.
+(tests/test_lowering.py); compile time goes down, not up.
 
 The harness registers the straight-line lowering for its own programs when
 `harness.run.runner` is imported; `jax_default_threefry` gives JAX's own

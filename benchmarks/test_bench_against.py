@@ -12,7 +12,12 @@ published `ppo_brax_inverted_pendulum` spec. With an xland-minigrid checkout:
 its `training/train_single_task.py` and the project's PPO with the same
 recurrent grid agent at the configuration in
 benchmarks/specs/against/ppo_minigrid_single_task.yaml (MiniGrid-Empty-6x6,
-512 envs x 16 steps, GRU 256, one epoch of 16 minibatches).
+512 envs x 16 steps, GRU 256, one epoch of 16 minibatches). With a pgx
+checkout: its AlphaZero example (`examples/alphazero/train.py`) and the
+project's AlphaZero at the configuration in
+benchmarks/specs/against/alphazero_connect_four_pgx.yaml (connect_four, 256
+games x 64 moves per iteration, 32 Gumbel simulations, ResNet 2 x 32, 4
+updates of 4,096), in frames (moves) per second over self-play and training.
 
 Both are compiled ahead, then timed alternately in one process, the order
 switching every round so that machine noise hits both alike: one timed call
@@ -29,6 +34,7 @@ import statistics
 import time
 
 import jax
+import jax.numpy as jnp
 import pytest
 from conftest import BENCH_SPECS, PUBLISHED_SPECS
 
@@ -93,6 +99,58 @@ def _xminigrid_peer(module, iterations: int):
         compiled = module.make_train(env, env_params, config).lower(*args).compile()
     compile_seconds = time.perf_counter() - start
     return lambda: compiled(*args)["loss_info"], compile_seconds
+
+
+def _pgx_peer(module, iterations: int):
+    """pgx's AlphaZero example: one call is `iterations` iterations of its
+    `__main__` loop, as that loop runs them (self-play, loss inputs, to the
+    host, shuffled there, one `train` call per update of
+    `training_batch_size` with its losses read back), without the loop's
+    evaluation, checkpoints and logging; its three jitted functions are
+    compiled ahead, under JAX's own lowering."""
+    config, env, n = module.config, module.env, module.num_devices
+    dummy = jax.vmap(env.init)(jax.random.split(jax.random.PRNGKey(0), 2))
+    model = module.forward.init(jax.random.PRNGKey(0), dummy.observation)
+    opt_state = module.optimizer.init(params=model[0])
+    model, opt_state = jax.tree.map(lambda x: jnp.stack([x] * n), (model, opt_state))
+    keys = jax.random.split(jax.random.PRNGKey(0), n)
+    data = jax.eval_shape(module.selfplay, model, keys)
+    samples = jax.eval_shape(module.compute_loss_input, data)
+    minibatch = jax.tree.map(
+        lambda x: jax.ShapeDtypeStruct((n, config.training_batch_size // n, *x.shape[3:]), x.dtype), samples
+    )
+    start = time.perf_counter()
+    with lowering.jax_default_threefry():  # the peer as it runs on its own
+        selfplay = module.selfplay.lower(model, keys).compile()
+        loss_input = module.compute_loss_input.lower(data).compile()
+        train = module.train.lower(model, opt_state, minibatch).compile()
+    compile_seconds = time.perf_counter() - start
+
+    def one_iteration(model, opt_state, key):
+        key, subkey = jax.random.split(key)
+        samples = jax.device_get(loss_input(selfplay(model, jax.random.split(subkey, n))))
+        samples = jax.tree.map(lambda x: x.reshape((-1, *x.shape[3:])), samples)
+        key, subkey = jax.random.split(key)
+        order = jax.random.permutation(subkey, jnp.arange(samples.obs.shape[0]))
+        samples = jax.tree.map(lambda x: x[order], samples)
+        updates = samples.obs.shape[0] // config.training_batch_size
+        minibatches = jax.tree.map(lambda x: x.reshape((updates, n, -1) + x.shape[1:]), samples)
+        for i in range(updates):
+            minibatch = jax.tree.map(lambda x, i=i: x[i], minibatches)
+            model, opt_state, policy_loss, value_loss = train(model, opt_state, minibatch)
+            policy_loss.mean().item(), value_loss.mean().item()
+        return model, opt_state, key
+
+    holder = {"run": (model, opt_state, jax.random.PRNGKey(config.seed))}
+
+    def call():
+        for _ in range(iterations):
+            holder["run"] = one_iteration(*holder["run"])
+        return holder["run"][0]
+
+    with lowering.jax_default_threefry():  # its host-side draws compile on first use
+        jax.block_until_ready(call())
+    return call, compile_seconds
 
 
 def _side_by_side(entry, plan, ours, our_compile, peer, peer_compile, num_seeds, iterations, peer_name, config):
@@ -173,3 +231,13 @@ def test_against_xminigrid_ppo(entry, bench):
     ours = _ours(BENCH_SPECS / "against" / "ppo_minigrid_single_task.yaml", 1, 2)
     peer = _xminigrid_peer(module, 2)
     _side_by_side(entry, *ours, *peer, 1, 2, "xland-minigrid", {"peer": "xland-minigrid/training/train_single_task.py"})
+
+
+@pytest.mark.against("pgx")
+def test_against_pgx_alphazero(entry, bench):
+    """`against_pgx_alphazero`: 1 iteration (256 games x 64 moves = 16,384
+    frames, then 4 updates of 4,096) per call."""
+    module = peers.load_pgx_alphazero(bench.against["pgx"], peers.PGX_ALPHAZERO_CONNECT_FOUR)
+    ours = _ours(BENCH_SPECS / "against" / "alphazero_connect_four_pgx.yaml", 1, 1)
+    peer = _pgx_peer(module, 1)
+    _side_by_side(entry, *ours, *peer, 1, 1, "pgx's AlphaZero example", {"peer": "pgx/examples/alphazero/train.py"})

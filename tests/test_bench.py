@@ -355,7 +355,7 @@ def test_an_xminigrid_checkout_is_identified_and_imported_with_its_shims(tmp_pat
     (folder / "utils.py").write_text(XMINIGRID_UTILS)
     assert peers.identify(tmp_path / "xland-minigrid") == ("xminigrid", folder.resolve())
     assert peers.check(tmp_path / "xland-minigrid") == ("xminigrid", folder.resolve())
-    with pytest.raises(peers.PeerError, match="neither a PureJaxRL checkout .* nor an xland-minigrid one"):
+    with pytest.raises(peers.PeerError, match="not a PureJaxRL checkout .*, an xland-minigrid one .* or a pgx one"):
         peers.identify(tmp_path)
     module = peers.load_xminigrid_single_task(tmp_path / "xland-minigrid")
     # pyrallis.wrap gave the function back; the array default came through a factory.
@@ -368,6 +368,43 @@ def test_an_xminigrid_checkout_is_identified_and_imported_with_its_shims(tmp_pat
             peers.load_xminigrid_single_task(folder)
         with pytest.raises(peers.PeerError, match="nn.py imports distrax, which is not installed"):
             peers.check(folder)  # before any entry runs
+
+
+PGX_TRAIN = """
+import sys
+
+import pgx
+import wandb
+from network import width
+
+config = dict(argument.split("=") for argument in sys.argv[1:])
+baseline = pgx.make_baseline_model(config["env_id"] + "_v0")
+"""
+
+
+def test_a_pgx_checkout_is_identified_and_imported_with_its_command_line(tmp_path, monkeypatch):
+    from harness.bench import peers
+
+    folder = tmp_path / "pgx" / "examples" / "alphazero"
+    folder.mkdir(parents=True)
+    (folder / "train.py").write_text(PGX_TRAIN)
+    (folder / "network.py").write_text("width = 2\n")
+    assert peers.identify(tmp_path / "pgx") == ("pgx", folder.resolve())
+    missing = [package for module, package in peers._PGX_NEEDS.items() if importlib.util.find_spec(module) is None]
+    if missing:
+        with pytest.raises(peers.PeerError, match=f"imports {' and '.join(missing)}, not installed here"):
+            peers.check(tmp_path / "pgx")  # before any entry runs
+        monkeypatch.setattr(peers, "_PGX_NEEDS", {})
+    argv = list(sys.argv)
+    import pgx
+
+    make_baseline = pgx.make_baseline_model
+    module = peers.load_pgx_alphazero(tmp_path / "pgx", {"env_id": "connect_four", "num_layers": 2})
+    assert module.config == {"env_id": "connect_four", "num_layers": "2"}  # its command line
+    assert (sys.argv, pgx.make_baseline_model) == (argv, make_baseline)  # both given back
+    with pytest.raises(peers.PeerError, match="baseline connect_four_v0 is not loaded"):
+        module.baseline(None)  # nothing downloaded
+    assert "network" not in sys.modules
 
 
 @pytest.mark.parametrize(

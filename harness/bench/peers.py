@@ -29,6 +29,19 @@ default is a JAX array gets that same array from a `default_factory`
 (its `utils.RolloutStats`). Its `nn.py` needs `distrax`. Its module
 sets `jax_threefry_partitionable`, already JAX's default with the pinned
 version, so the project's random streams are the same in that process.
+
+pgx (a checkout of `sotetsuk/pgx`): its `examples/alphazero/train.py`
+defines, at module level, the jitted (`pmap`ped) `selfplay`,
+`compute_loss_input` and `train` and the haiku network and optimizer they
+use, reading its configuration from the command line (`OmegaConf.from_cli`);
+its loop over iterations is under `__main__`. It is imported with the
+configuration as its command line, `wandb` stood in for where not installed
+(its `__main__` logs to it), and `pgx.make_baseline_model` stood in for
+during the import: the real one downloads a baseline's weights for the
+example's evaluation, which the side-by-side does not run (the stand-in
+model raises if called). It needs `dm-haiku` and `omegaconf`, which are not the
+harness's dependencies: without them the entry stops with a message saying
+what to install.
 """
 
 from __future__ import annotations
@@ -121,6 +134,21 @@ XMINIGRID_SINGLE_TASK = {
     "eval_episodes": 1,
 }
 
+# pgx's AlphaZero example (`Config` fields of examples/alphazero/train.py)
+# at the configuration of issue 16's comparison: connect_four, 256 games x 64
+# moves per iteration, 32 Gumbel simulations, ResNet 2 blocks x 32 channels,
+# updates of 4,096 positions (4 per iteration).
+PGX_ALPHAZERO_CONNECT_FOUR = {
+    "env_id": "connect_four",
+    "seed": 30,
+    "num_channels": 32,
+    "num_layers": 2,
+    "selfplay_batch_size": 256,
+    "num_simulations": 32,
+    "max_num_steps": 64,
+    "training_batch_size": 4096,
+}
+
 # Modules PureJaxRL's wrappers.py imports for wrappers CartPole does not use.
 _UNUSED_IMPORTS = {
     "brax": ("brax", "brax.envs", "brax.envs.wrappers", "brax.envs.wrappers.training"),
@@ -129,6 +157,9 @@ _UNUSED_IMPORTS = {
 # Modules xland-minigrid's training script imports for its `__main__` only.
 _XMINIGRID_UNUSED_IMPORTS = {"wandb": ("wandb",), "pyrallis": ("pyrallis",)}
 _XMINIGRID_FILES = ("train_single_task.py", "nn.py", "utils.py")
+_PGX_FILES = ("train.py", "network.py")
+# What pgx's AlphaZero example imports that the harness does not install.
+_PGX_NEEDS = {"haiku": "dm-haiku", "omegaconf": "omegaconf"}
 
 
 class _FiveTupleStep:
@@ -162,12 +193,12 @@ class _GymnaxShim:
 def identify(path: str | Path) -> tuple[str, Path]:
     """Which peer the checkout at `path` is: ("purejaxrl", its `purejaxrl/`)
     or ("xminigrid", its `training/`)."""
-    for name, find in (("purejaxrl", purejaxrl_dir), ("xminigrid", xminigrid_training_dir)):
+    for name, find in (("purejaxrl", purejaxrl_dir), ("xminigrid", xminigrid_training_dir), ("pgx", pgx_alphazero_dir)):
         with contextlib.suppress(PeerError):
             return name, find(path)
     raise PeerError(
-        f"--against {path}: neither a PureJaxRL checkout (purejaxrl/ppo.py) nor an xland-minigrid one"
-        " (training/train_single_task.py) there"
+        f"--against {path}: not a PureJaxRL checkout (purejaxrl/ppo.py), an xland-minigrid one"
+        " (training/train_single_task.py) or a pgx one (examples/alphazero/train.py) there"
     )
 
 
@@ -290,12 +321,58 @@ def check_xminigrid(path: str | Path) -> Path:
     return folder
 
 
+def pgx_alphazero_dir(path: str | Path) -> Path:
+    """The folder holding pgx's AlphaZero example: `path` itself, or its
+    `examples/alphazero/` (a checkout's root)."""
+    root = Path(path).expanduser().resolve()
+    for candidate in (root, root / "examples" / "alphazero"):
+        if all((candidate / name).is_file() for name in _PGX_FILES):
+            return candidate
+    raise PeerError(f"--against {path}: no pgx checkout there (looked for examples/alphazero/train.py)")
+
+
+def check_pgx(path: str | Path) -> Path:
+    """The checkout's `examples/alphazero/` folder, once what it imports is here."""
+    folder = pgx_alphazero_dir(path)
+    missing = [package for module, package in _PGX_NEEDS.items() if importlib.util.find_spec(module) is None]
+    if missing:
+        raise PeerError(
+            f"--against {path}: pgx's examples/alphazero/train.py imports {' and '.join(missing)}, not installed"
+            f" here (pip install {' '.join(missing)}, into the bench's environment: .nox/bench)"
+        )
+    return folder
+
+
+def _no_baseline(model_id: str) -> Callable:
+    def baseline(*args: Any) -> Any:
+        raise PeerError(f"pgx's baseline {model_id} is not loaded in the side-by-side bench (it downloads weights)")
+
+    return baseline
+
+
+def load_pgx_alphazero(path: str | Path, config: dict[str, Any]) -> Any:
+    """pgx's `examples/alphazero/train.py` from the checkout at `path`,
+    configured by `config` (its `Config` fields) as its command line: the
+    module, with its `config`, `env`, `forward`, `optimizer`, `selfplay`,
+    `compute_loss_input` and `train`."""
+    import pgx
+
+    folder = check_pgx(path)
+    argv, make_baseline = sys.argv, pgx.make_baseline_model
+    sys.argv = ["train.py", *(f"{key}={value}" for key, value in config.items())]
+    pgx.make_baseline_model = _no_baseline
+    try:
+        return _import_fresh(path, folder, "train", ("network",), _stand_ins({"wandb": ("wandb",)}))
+    finally:
+        sys.argv, pgx.make_baseline_model = argv, make_baseline
+
+
 def check(path: str | Path) -> tuple[str, Path]:
     """Which peer the checkout at `path` is (`identify`) and its folder, once
     what that peer's entries need is here: what `--against PATH` checks
     before any entry runs."""
     name, _ = identify(path)
-    return name, {"purejaxrl": check_purejaxrl, "xminigrid": check_xminigrid}[name](path)
+    return name, {"purejaxrl": check_purejaxrl, "xminigrid": check_xminigrid, "pgx": check_pgx}[name](path)
 
 
 def load_xminigrid_single_task(path: str | Path) -> Any:

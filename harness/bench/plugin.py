@@ -17,10 +17,11 @@ Options (after `nox -s bench --`):
   --bench-dir DIR       where results go (default: .bench/ in the repository)
   --fail-on-regression  exit 1 when an entry is more than 10% slower than
                         its last run on this device
-  --against PATH        a local checkout of a peer (PureJaxRL, or
-                        xland-minigrid): also run its side-by-side entries
-                        (`against_*`), its PPO and the project's at the same
-                        configuration, alternately in one process; repeatable
+  --against PATH        a local checkout of a peer (PureJaxRL, xland-minigrid
+                        or pgx): also run its side-by-side entries
+                        (`against_*`), its training and the project's at the
+                        same configuration, alternately in one process;
+                        repeatable
   --profile             trace one steady-state chunk of each spec entry with
                         JAX's profiler into <bench dir>/profiles/
 and pytest's own `-k NAME` to select entries.
@@ -101,7 +102,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="append",
         default=[],
         metavar="PATH",
-        help="a PureJaxRL or xland-minigrid checkout: run its side-by-side entries too; repeatable",
+        help="a PureJaxRL, xland-minigrid or pgx checkout: run its side-by-side entries too; repeatable",
     )
     group.addoption(
         "--profile", action="store_true", help="trace one steady-state chunk of each spec entry (bench dir, profiles/)"

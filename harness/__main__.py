@@ -1,7 +1,5 @@
-import sys
-
-from harness.cli import main
+from harness.cli import console
 
 # Guarded: the metric writer is a spawned process, which imports __main__.
 if __name__ == "__main__":
-    sys.exit(main())
+    console()

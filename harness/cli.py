@@ -11,6 +11,8 @@ exits 3: its record is in the run directory, for `harness sync`.
 from __future__ import annotations
 
 import argparse
+import logging
+import os
 import signal
 import sys
 import threading
@@ -367,5 +369,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()
 
 
+def console() -> None:
+    """The `harness` command: `main()`, then the process ends at once.
+
+    Python's own exit tears down every module and object JAX, XLA and MLflow
+    made, about 1.3 s on the reference CPU after the last line was printed,
+    with nothing left to write by then: the runs are ended, checkpoints and
+    the compilation cache written, the metric writer gone. A process of a
+    multi-process job exits normally, so that JAX leaves the job cleanly."""
+    code = main()
+    if cluster.joined:
+        sys.exit(code)
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    console()

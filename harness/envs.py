@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from algorithms.base import Environment, TimeStep
+from harness import deferred_imports
 from harness.knapsack_optimum import knapsack_optimum
 
 SUITES = ("gymnax", "jumanji", "pgx", "xminigrid", "brax")
@@ -90,6 +91,7 @@ def _closest(name: str, options: list[str]) -> str:
 
 
 def _make_gymnax(env_id: str, kwargs: dict[str, Any]) -> tuple[Environment, EnvInfo]:
+    deferred_imports.defer(deferred_imports.GYMNAX_DRAWING)
     import gymnax
     from gymnax.environments import spaces
 

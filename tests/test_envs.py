@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib.metadata
+import subprocess
+import sys
 
 import jax
 import numpy as np
@@ -220,3 +222,17 @@ def test_bad_xminigrid_specs_name_their_key(tmp_path, env_id, kwargs, key, messa
     with pytest.raises(SpecError) as error:
         build.build(spec_module.parse(data))
     assert f": {key}" in str(error.value) and message in str(error.value), str(error.value)
+
+
+def test_gymnax_drawing_modules_load_on_first_use_only():
+    # A fresh interpreter: this one may have imported them already.
+    script = """
+import sys
+from harness.envs import make
+make("gymnax", "Breakout-MinAtar", {})
+print(type(sys.modules["seaborn"]).__name__, type(sys.modules["matplotlib.pyplot"]).__name__)
+import seaborn, matplotlib.pyplot as plt
+print(len(seaborn.color_palette("cubehelix", 3)), callable(plt.subplots), type(sys.modules["seaborn"]).__name__)
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.split() == ["_Deferred", "_Deferred", "3", "True", "module"]

@@ -15,6 +15,10 @@ class DistributedError(RuntimeError):
     """The multi-process job could not be joined."""
 
 
+# Whether this process joined a multi-process job (JAX's shutdown at exit then matters).
+joined = False
+
+
 def initialize(coordinator: str | None, num_processes: int | None, process_id: int | None, *, auto: bool) -> None:
     """Join a multi-process job before JAX touches a device.
 
@@ -33,8 +37,10 @@ def initialize(coordinator: str | None, num_processes: int | None, process_id: i
         return
     if coordinator is not None and (num_processes is None or process_id is None):
         raise DistributedError("--coordinator needs --num-processes and --process-id (or their JAX_* variables)")
+    global joined
     try:
         jax.distributed.initialize(coordinator, num_processes, process_id)
+        joined = True
     except Exception as error:  # noqa: BLE001  (JAX raises several kinds)
         where = f" at {coordinator}" if coordinator else ""
         raise DistributedError(f"cannot join the multi-process job{where}: {error}") from None

@@ -36,6 +36,7 @@ from algorithms.returns import discounted_returns
 from algorithms.rollout import (
     ActorState,
     Fragment,
+    align_for,
     bootstrap_value,
     gather,
     make_algorithm,
@@ -44,6 +45,7 @@ from algorithms.rollout import (
     minibatch_indices,
     register,
     shard_minibatches,
+    split_shards,
 )
 
 
@@ -54,6 +56,7 @@ def make_reinforce(
     network: Any,
     optimizer: optax.GradientTransformation,
     axis_name: str | None = None,
+    shards: int | None = None,
 ) -> base.Algorithm:
     """Build REINFORCE for `env`.
 
@@ -65,8 +68,11 @@ def make_reinforce(
       optimizer: the optax transformation (clipping and schedule included).
       axis_name: when set, gradients are averaged over this named axis, so the
         same step runs data-parallel under `shard_map`.
+      shards: when set, an exact layout of that many logical shards, as PPO's
+        (`ppo.make_ppo`); advantages are then normalised only without a
+        baseline (`exact_config`), over each whole minibatch of returns.
     """
-    policy = make_policy(network, env.num_actions, env.observation_shape, discrete=env.discrete_actions)
+    policy = make_policy(network, env.num_actions, env.observation_shape, align_for(shards), env.discrete_actions)
 
     def loss_fn(params, batch: Fragment, carry: jax.Array, returns: jax.Array):
         logits, value = unroll(policy, params, carry, batch.observation, batch.reset)
@@ -75,7 +81,7 @@ def make_reinforce(
         if config.c_rho is not None:
             rho = jnp.minimum(rho, config.c_rho)
         advantage = returns - jax.lax.stop_gradient(value) if config.baseline else returns
-        if config.normalize_advantages:
+        if config.normalize_advantages and shards is None:  # else normalised in exact_minibatches
             mean, std = parallel.mean_std(advantage, axis_name)
             advantage = (advantage - mean) / (std + 1e-8)
         policy_loss = -(rho * advantage * log_pi_a).mean()
@@ -97,19 +103,52 @@ def make_reinforce(
         # part of every minibatch, and gradients are averaged over the axis.
         return parallel.all_gather((data, returns), axis_name, axis=1)
 
+    def exact_minibatches(batch: tuple[Fragment, jax.Array], start_carry: jax.Array, key: jax.Array):
+        # Every device has the global batch: whole minibatches ([n, T, m]),
+        # returns normalised over each, then this device's logical shards.
+        data, returns = batch
+        index = minibatch_indices(key, config.num_envs, config.num_minibatches)
+        data, returns = gather(data, index, 1), gather(returns, index, 1)
+        if config.normalize_advantages:  # no baseline (exact_config): the advantages are the returns
+            mean, std = returns.mean((1, 2), keepdims=True), returns.std((1, 2), keepdims=True)
+            returns = (returns - mean) * (1.0 / (std + 1e-8))  # see ppo's exact_minibatches
+        local = parallel.local_shards(shards, axis_name)
+        data, returns = split_shards(shard_minibatches((data, returns), axis_name, 2), local, 2)
+        carry = split_shards(shard_minibatches(gather(start_carry, index, 0), axis_name, 1), local, 1)
+        return data, carry, returns
+
     def minibatches(batch: tuple[Fragment, jax.Array], start_carry: jax.Array, key: jax.Array):
         # Minibatches split the envs (axis 1 of the fragment, 0 of the
         # carry), so each keeps whole fragments and its memory.
+        if shards is not None:
+            return exact_minibatches(batch, start_carry, key)
         data, returns = batch
         index = minibatch_indices(key, config.num_envs, config.num_minibatches)
         index = shard_minibatches(index, axis_name)
         return gather(data, index, 1), gather(start_carry, index, 0), gather(returns, index, 1)
 
-    update = make_update(loss_fn, optimizer, axis_name)
-    stages = make_stages(env, policy, config, update, targets, minibatches, axis_name)
+    update = make_update(loss_fn, optimizer, axis_name, shards)
+    stages = make_stages(env, policy, config, update, targets, minibatches, axis_name, shards)
     return make_algorithm(env, policy, config, optimizer, stages, axis_name)
 
 
+def exact_config(config: Any) -> base.Problem | None:
+    """Exact layouts compute each logical shard's loss on its own, so they
+    cannot normalise advantages that depend on the parameters being updated
+    (the returns less the baseline's values) over a whole minibatch."""
+    if config.baseline and config.normalize_advantages:
+        return "hyperparameters.normalize_advantages", (
+            "exact layouts (devices.shards) of reinforce normalise advantages only without a baseline"
+            " (set baseline: false, or normalize_advantages: false)"
+        )
+    return None
+
+
 register(
-    "reinforce", make_reinforce, steps_in_minibatches=False, numeric=("gamma", "value_coef", "entropy_coef", "c_rho")
+    "reinforce",
+    make_reinforce,
+    steps_in_minibatches=False,
+    numeric=("gamma", "value_coef", "entropy_coef", "c_rho"),
+    exact=True,
+    exact_config=exact_config,
 )

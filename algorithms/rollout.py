@@ -88,11 +88,16 @@ def batch_check(steps_in_minibatches: bool) -> Callable[[Any, Any, int], base.Pr
     return check
 
 
-def exact_check(steps_in_minibatches: bool) -> Callable[[Any, Any, int], base.Problem | None]:
+def exact_check(
+    steps_in_minibatches: bool, check_config: Callable[[Any], base.Problem | None] | None = None
+) -> Callable[[Any, Any, int], base.Problem | None]:
     """Exact layouts of L logical shards: a network whose layers are
-    row-stable (`networks.Dense`), and envs and minibatches that split into L."""
+    row-stable (`networks.Dense`), envs and minibatches that split into L,
+    and what the algorithm's own `check_config` asks of its hyperparameters."""
 
     def check(config: Any, network: Any, shards: int) -> base.Problem | None:
+        if check_config is not None and (problem := check_config(config)) is not None:
+            return problem
         if network.kind not in ("mlp", "gru"):
             return "network.kind", f"exact layouts (devices.shards) take an mlp or gru network, not {network.kind}"
         if network.kind == "gru" and network.gru_size % ROW_STABLE_WIDTH:
@@ -117,12 +122,14 @@ def register(
     steps_in_minibatches: bool,
     numeric: tuple[str, ...],
     exact: bool = False,
+    exact_config: Callable[[Any], base.Problem | None] | None = None,
 ) -> None:
     """Register an on-policy algorithm: single-agent, discrete or continuous
     actions, and `update_epochs x num_minibatches` updates of `num_envs x
     num_steps` steps;
     `numeric`: its hyperparameters that are only numbers (sweeps);
-    `exact`: its factory takes `shards` (exact layouts)."""
+    `exact`: its factory takes `shards` (exact layouts), for hyperparameters
+    that `exact_config` does not refuse."""
     base.register(
         name,
         base.Registration(
@@ -131,7 +138,7 @@ def register(
             env_steps_per_step=env_steps_per_step,
             check_env=base.single_agent(name),
             check=batch_check(steps_in_minibatches),
-            check_exact=exact_check(steps_in_minibatches) if exact else None,
+            check_exact=exact_check(steps_in_minibatches, exact_config) if exact else None,
             numeric=numeric,
         ),
     )

@@ -1,6 +1,6 @@
 """What an exact layout costs (`devices: {shards: L}`, issue 19): the PPO
-benchmark spec on one device, plain program, with and without logical
-shards, alternating in one process (`exact_layout_overhead[...]`; `--full`
+and REINFORCE benchmark specs on one device, plain program, with and
+without logical shards, alternating in one process (`exact_layout_overhead[...]`; `--full`
 only). The rate is the exact layout's steady env steps/s; the note gives
 the slowdown of the medians against the default layout."""
 
@@ -18,13 +18,13 @@ from harness.run import runner
 
 pytestmark = pytest.mark.full_only
 
-SHARDS = 4  # the benchmark spec's 4 envs, one per shard; two or more per device
+SHARDS = 4  # PPO's 4 envs, one per shard (REINFORCE's 16, four); two or more per device
 ROUNDS = 3
 CHUNK, CHUNKS = 10, 6
 
 
-def _plan(seeds: int, shards: int | None) -> build.Plan:
-    loaded = spec_module.load(BENCH_SPECS / "ppo_cartpole.yaml")
+def _plan(name: str, seeds: int, shards: int | None) -> build.Plan:
+    loaded = spec_module.load(BENCH_SPECS / f"{name}.yaml")
     data = spec_module.canonical(loaded)
     data["seeds"] = list(range(seeds))
     data["logging"] = {"interval": CHUNK}
@@ -33,9 +33,14 @@ def _plan(seeds: int, shards: int | None) -> build.Plan:
     return build.build(spec_module.parse(data))
 
 
-@pytest.mark.parametrize("seeds", [1, 16], ids=["ppo_cartpole-1seed", "ppo_cartpole-16seeds"])
-def test_exact_layout_overhead(entry, seeds):
-    plans = {shards: _plan(seeds, shards) for shards in (None, SHARDS)}
+CASES = [(name, seeds) for name in ("ppo_cartpole", "reinforce_cartpole") for seeds in (1, 16)]
+
+
+@pytest.mark.parametrize(
+    "name, seeds", CASES, ids=[f"{name}-{seeds}seed{'s' if seeds > 1 else ''}" for name, seeds in CASES]
+)
+def test_exact_layout_overhead(entry, name, seeds):
+    plans = {shards: _plan(name, seeds, shards) for shards in (None, SHARDS)}
     rates: dict[int | None, list[float]] = {None: [], SHARDS: []}
 
     def train(shards: int | None) -> None:

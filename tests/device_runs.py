@@ -81,6 +81,25 @@ SPECS = {
         "devices": {"shards": 8},
         "logging": {"interval": 16},
     },
+    # REINFORCE with a baseline, two passes of importance-weighted updates.
+    "reinforce_exact": {
+        "algorithm": "reinforce",
+        "env": {"suite": "gymnax", "id": "CartPole-v1"},
+        "budget": {"env_steps": 64 * 32 * 8},
+        "hyperparameters": {"num_envs": 32, "num_steps": 8, "num_minibatches": 2, "update_epochs": 2, "c_rho": 2.0},
+        "optimizer": {"max_grad_norm": 0.5, "anneal_lr": True},
+        "devices": {"shards": 8},
+        "logging": {"interval": 16},
+    },
+    # Without a baseline: returns normalised over each whole minibatch.
+    "reinforce_exact_normalized": {
+        "algorithm": "reinforce",
+        "env": {"suite": "gymnax", "id": "CartPole-v1"},
+        "budget": {"env_steps": 64 * 32 * 8},
+        "hyperparameters": {"num_envs": 32, "num_steps": 8, "baseline": False, "normalize_advantages": True},
+        "devices": {"shards": 8},
+        "logging": {"interval": 16},
+    },
     "alphazero": {
         "algorithm": "alphazero",
         "env": {"suite": "pgx", "id": "tic_tac_toe"},
@@ -109,6 +128,8 @@ LAYOUTS = {
     "ppo_exact": ["plain", "1x1", "1x2", "1x4"],
     "ppo_gru_exact": ["plain", "1x2", "1x4"],
     "reinforce": ["1x1", "1x4"],
+    "reinforce_exact": ["plain", "1x2", "1x4"],
+    "reinforce_exact_normalized": ["plain", "1x4"],
     "alphazero": ["plain", "1x1", "1x4", "2x2"],
     "alphazero_knapsack": ["plain", "1x1", "1x4"],
     "sweep": ["1x1", "2x2", "4x1"],

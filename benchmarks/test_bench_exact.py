@@ -1,5 +1,5 @@
-"""What an exact layout costs (`devices: {shards: L}`, issue 19): the PPO
-and REINFORCE benchmark specs on one device, plain program, with and
+"""What an exact layout costs (`devices: {shards: L}`, issue 19): the PPO,
+REINFORCE and AlphaZero (tic-tac-toe) benchmark specs on one device, plain program, with and
 without logical shards, alternating in one process (`exact_layout_overhead[...]`; `--full`
 only). The rate is the exact layout's steady env steps/s; the note gives
 the slowdown of the medians against the default layout."""
@@ -34,6 +34,7 @@ def _plan(name: str, seeds: int, shards: int | None) -> build.Plan:
 
 
 CASES = [(name, seeds) for name in ("ppo_cartpole", "reinforce_cartpole") for seeds in (1, 16)]
+CASES.append(("alphazero_tic_tac_toe", 1))
 
 
 @pytest.mark.parametrize(

@@ -114,6 +114,37 @@ SPECS = {
         "network": {"kind": "item_set", "hidden_sizes": [16], "pooling_layers": 1},
         "hyperparameters": {**ALPHAZERO, "ranked_reward": {"memory": 4}, "evaluation": {"games": 4}},
     },
+    # Exact layouts of AlphaZero: self-play, training and evaluation over
+    # 32 iterations; Knapsack's returns are real numbers (ranked rewards).
+    "alphazero_exact": {
+        "algorithm": "alphazero",
+        "env": {"suite": "pgx", "id": "tic_tac_toe"},
+        "budget": {"env_steps": 32 * 16 * 6},
+        "network": {"kind": "mlp", "hidden_sizes": [16]},
+        "hyperparameters": {
+            **ALPHAZERO,
+            "num_envs": 16,
+            "train_batch_size": 16,
+            "evaluation": {"games": 4, "pool_size": 2},
+        },
+        "devices": {"shards": 8},
+        "logging": {"interval": 8},
+    },
+    "alphazero_knapsack_exact": {
+        "algorithm": "alphazero",
+        "env": {"suite": "jumanji", "id": "Knapsack-v1"},
+        "budget": {"env_steps": 32 * 16 * 6},
+        "network": {"kind": "item_set", "hidden_sizes": [16], "pooling_layers": 1},
+        "hyperparameters": {
+            **ALPHAZERO,
+            "num_envs": 16,
+            "train_batch_size": 16,
+            "ranked_reward": {"memory": 4},
+            "evaluation": {"games": 4},
+        },
+        "devices": {"shards": 8},
+        "logging": {"interval": 8},
+    },
 }
 # A sweep: two learning rates x two seeds in one program, points and seeds
 # sharing the seed axis of the mesh.
@@ -132,6 +163,8 @@ LAYOUTS = {
     "reinforce_exact_normalized": ["plain", "1x4"],
     "alphazero": ["plain", "1x1", "1x4", "2x2"],
     "alphazero_knapsack": ["plain", "1x1", "1x4"],
+    "alphazero_exact": ["plain", "1x4"],
+    "alphazero_knapsack_exact": ["plain", "1x4"],
     "sweep": ["1x1", "2x2", "4x1"],
 }
 

@@ -127,6 +127,23 @@ def test_exact_layouts_train_the_same_bits_on_1_2_and_4_devices(layouts_run, alg
     assert np.mean(reference["episode_length"][-8:]) > np.mean(reference["episode_length"][:8])
 
 
+@pytest.mark.parametrize("algorithm", ["alphazero_exact", "alphazero_knapsack_exact"])
+def test_alphazero_exact_layouts_train_the_same_bits(layouts_run, algorithm):
+    """AlphaZero on an exact layout: self-play, training and evaluation,
+    every metric of every iteration (32) bit-identical on the plain program
+    (8 logical shards on one device) and on 4 data devices (2 each):
+    tic-tac-toe with an MLP, and Knapsack with the set network and ranked
+    rewards, whose returns are real numbers."""
+    runs = layouts_run[algorithm]
+    reference = runs["plain"]
+    assert len(reference["loss"]) == 32
+    assert any(name.startswith("eval/") for name in reference)
+    for layout, curves in runs.items():
+        assert curves == reference, layout
+    loss = np.asarray(reference["loss"])
+    assert not np.array_equal(loss[:, 0], loss[:, 1])
+
+
 def test_seeds_differ_from_each_other(layouts_run):
     """The check above would pass for a layout that ran one seed twice."""
     loss = np.asarray(layouts_run["ppo"]["2x2"]["loss"])
@@ -256,8 +273,18 @@ def test_batches_that_do_not_split_are_named(monkeypatch, algorithm, hyperparame
                 "algorithm": "alphazero",
                 "env": {"suite": "pgx", "id": "tic_tac_toe"},
                 "hyperparameters": {"num_envs": 16},
+                "network": {"kind": "resnet"},
             },
-            "devices.shards: alphazero has no exact layouts",
+            "network.kind: exact layouts (devices.shards) of alphazero take an mlp or item_set network, not resnet",
+        ),
+        (
+            {
+                "algorithm": "alphazero",
+                "env": {"suite": "pgx", "id": "tic_tac_toe"},
+                "hyperparameters": {"num_envs": 16, "train_batch_size": 12},
+                "network": {"kind": "mlp"},
+            },
+            "devices.shards: train_batch_size (12) does not split into 8 logical shards",
         ),
         (
             {

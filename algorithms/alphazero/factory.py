@@ -59,6 +59,7 @@ from algorithms.alphazero.ranked import (
 )
 from algorithms.alphazero.search import Games, make_search
 from algorithms.base import Environment
+from algorithms.networks import ROW_STABLE_WIDTH
 
 # ------------------------------------------------------------------- state
 
@@ -105,6 +106,20 @@ def check_batches(config: Any, network: Any, shards: int) -> base.Problem | None
     return None
 
 
+def check_exact(config: Any, network: Any, shards: int) -> base.Problem | None:
+    """Exact layouts: a network of dense layers, and minibatches that split
+    into `shards` logical shards."""
+    if network.kind not in ("mlp", "item_set"):
+        return "network.kind", (
+            f"exact layouts (devices.shards) of alphazero take an mlp or item_set network, not {network.kind}"
+        )
+    if config.train_batch_size % shards:
+        return "devices.shards", (
+            f"train_batch_size ({config.train_batch_size}) does not split into {shards} logical shards"
+        )
+    return None
+
+
 def check_env(config: Any, env: Environment) -> str | None:
     del config
     if not env.discrete_actions:
@@ -121,6 +136,7 @@ def make_alphazero(
     network: Any,
     optimizer: optax.GradientTransformation,
     axis_name: str | None = None,
+    shards: int | None = None,
 ) -> base.Algorithm:
     """AlphaZero on `env` (one or two players, discrete actions).
 
@@ -138,6 +154,12 @@ def make_alphazero(
       optimizer: applied to the summed gradient of each minibatch.
       axis_name: the data-parallel axis the games, buffer rows and ranked
         memory are sharded over (None: one device).
+      shards: when set, an exact layout (at least two logical shards per
+        device of `axis_name`; an mlp or item_set network): dense layers
+        compute row-stable widths, each minibatch's gradient is taken one
+        logical shard after another and the shards' parts are added in
+        shard order, and the self-play figures are sums over all games in
+        game order, so the bits do not depend on the number of devices.
 
     The state, for one seed, with B = num_envs / D games on this shard of D,
     C = capacity, A = num_actions, M = ranked_reward.memory and P =
@@ -156,8 +178,9 @@ def make_alphazero(
     `step` is one iteration (self-play, then `train_steps` updates);
     `evaluate` plays `evaluation.games` games against each opponent.
     """
-    net = make_az_network(network, env.num_actions, env.observation_shape)
-    train_net = make_az_network(network, env.num_actions, env.observation_shape, for_gradients=True)
+    align = 1 if shards is None else ROW_STABLE_WIDTH
+    net = make_az_network(network, env.num_actions, env.observation_shape, align=align)
+    train_net = make_az_network(network, env.num_actions, env.observation_shape, for_gradients=True, align=align)
     search = make_search(config, env, net)
     single_player = env.num_players == 1
     evaluation = config.evaluation
@@ -206,39 +229,68 @@ def make_alphazero(
             buffer = buffer_end_episodes(buffer, next_ts.terminated, next_ts.truncated, outcome)
             length = games.length + 1
             ended = {
-                "count": done.sum(),
-                "length": jnp.where(done, length, 0).sum(),
-                "return": jnp.where(done, episode_return, 0.0).sum(),
-                "draws": (next_ts.terminated & jnp.all(next_ts.reward == 0, axis=-1)).sum(),
+                "count": done,
+                "length": jnp.where(done, length, 0),
+                "return": jnp.where(done, episode_return, 0.0),
+                "draws": next_ts.terminated & jnp.all(next_ts.reward == 0, axis=-1),
             }
+            if shards is None:
+                ended = jax.tree.map(jnp.sum, ended)
+            else:  # every game's, in game order, on every device: one sum on any layout
+                ended = jax.tree.map(jnp.sum, parallel.all_gather(ended, axis_name))
             games = Games(env_state, next_ts, jnp.where(done, 0.0, episode_return), jnp.where(done, 0, length))
             return (games, buffer, ranked), ended
 
         keys = jax.random.split(key, config.collection_steps)
         (games, buffer, ranked), ended = jax.lax.scan(move, (games, buffer, ranked), keys)
-        ended = parallel.psum(jax.tree.map(jnp.sum, ended), axis_name)
+        ended = jax.tree.map(jnp.sum, ended)
+        if shards is None:
+            ended = parallel.psum(ended, axis_name)
         return games, buffer, ranked, ended, threshold
 
-    def loss_fn(params, observation, policy, value, weight, total):
+    def l2_of(params) -> jax.Array:
+        return 0.5 * sum(jnp.sum(p**2) for p in jax.tree.leaves(params))
+
+    def loss_fn(params, observation, policy, value, weight, total, with_l2=True):
         """This shard's part of the minibatch's loss: sums over its draws,
         divided by the weight `total` of all of them, so that the shards'
-        losses (and gradients) add up to the minibatch's."""
+        losses (and gradients) add up to the minibatch's (with its share of
+        the L2 term, unless not `with_l2`)."""
         logits, predicted = train_net.apply(params, observation)
         policy_loss = jnp.sum(weight * optax.softmax_cross_entropy(logits, policy)) / total
         value_loss = jnp.sum(weight * (predicted - value) ** 2) / total
-        l2 = 0.5 * sum(jnp.sum(p**2) for p in jax.tree.leaves(params))
-        if parallel.size(axis_name) > 1:
-            l2 = l2 / parallel.size(axis_name)
-        loss = policy_loss + config.value_coef * value_loss + config.l2_coef * l2
+        loss = policy_loss + config.value_coef * value_loss
+        if with_l2:
+            l2 = l2_of(params)
+            if parallel.size(axis_name) > 1:
+                l2 = l2 / parallel.size(axis_name)
+            loss = loss + config.l2_coef * l2
         return loss, {"loss": loss, "policy_loss": policy_loss, "value_loss": value_loss}
+
+    def gradient(params, batch, total):
+        """The minibatch's gradient and loss figures, the same on every device."""
+        if shards is None:
+            grads, aux = jax.grad(loss_fn, has_aux=True)(params, *batch, total)
+            return parallel.psum((grads, aux), axis_name)
+        # Exact: this device's draws as its logical shards, one after another,
+        # added in shard order over all devices; the L2 term once, after.
+        local = parallel.local_shards(shards, axis_name)
+        parts = jax.tree.map(lambda x: x.reshape(local, x.shape[0] // local, *x.shape[1:]), batch)
+
+        def one(carry, part):
+            return carry, jax.grad(lambda *a: loss_fn(*a, with_l2=False), has_aux=True)(params, *part, total)
+
+        _, parts = parallel.opaque_scan(one, (), parts)
+        grads, aux = parallel.fold_sum(parts, axis_name)
+        grads = jax.tree.map(lambda g, p: g + config.l2_coef * p, grads, params)
+        return grads, dict(aux, loss=aux["loss"] + config.l2_coef * l2_of(params))
 
     def train(params, opt_state, buffer: Buffer, key: jax.Array, apply: jax.Array):
         def update(carry, key):
             params, opt_state = carry
             batch = buffer_sample(buffer, key, config.train_batch_size, axis_name)
-            total = jnp.maximum(parallel.psum(batch[-1].sum(), axis_name), 1.0)
-            grads, aux = jax.grad(loss_fn, has_aux=True)(params, *batch, total)
-            grads, aux = parallel.psum((grads, aux), axis_name)
+            total = jnp.maximum(parallel.psum(batch[-1].sum(), axis_name), 1.0)  # a count: exact
+            grads, aux = gradient(params, batch, total)
             aux = dict(aux, grad_norm=optax.global_norm(grads))
             updates, new_opt_state = optimizer.update(grads, opt_state, params)
             new = (optax.apply_updates(params, updates), new_opt_state)
@@ -248,6 +300,11 @@ def make_alphazero(
         keys = jax.random.split(key, config.train_steps)
         (params, opt_state), aux = jax.lax.scan(update, (params, opt_state), keys)
         return params, opt_state, jax.tree.map(jnp.mean, aux)
+
+    def ready_fraction(buffer: Buffer) -> jax.Array:
+        if shards is None:
+            return parallel.pmean(buffer.ready.mean(), axis_name)
+        return parallel.psum(buffer.ready.sum(), axis_name) / (config.num_envs * config.capacity)  # a count: exact
 
     def step(state: AlphaZeroState) -> tuple[AlphaZeroState, base.Metrics]:
         key, play_key, train_key = jax.random.split(state.key, 3)
@@ -268,7 +325,7 @@ def make_alphazero(
             metrics,
             episode_length=stats.length,
             games_finished=ended["count"].astype(jnp.float32),
-            buffer_ready=parallel.pmean(buffer.ready.mean(), axis_name),
+            buffer_ready=ready_fraction(buffer),
         )
         if single_player:
             metrics.update(
@@ -375,6 +432,7 @@ base.register(
         env_steps_per_step=env_steps_per_step,
         check_env=check_env,
         check=check_batches,
+        check_exact=check_exact,
         numeric=("value_coef", "l2_coef"),
     ),
 )

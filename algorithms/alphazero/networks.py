@@ -98,12 +98,13 @@ class AZMLP(nn.Module):
     hidden_sizes: Sequence[int]
     activation: str
     observation_ndim: int
+    align: int = 1  # > 1: row-stable dense layers (`networks.Dense`), for exact layouts
 
     @nn.compact
     def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
-        x = trunk(flatten(obs, self.observation_ndim), self.hidden_sizes, self.activation)
-        logits = dense(self.num_actions, 0.01)(x)
-        value = nn.tanh(dense(1, 1.0)(x))
+        x = trunk(flatten(obs, self.observation_ndim), self.hidden_sizes, self.activation, self.align)
+        logits = dense(self.num_actions, 0.01, self.align)(x)
+        value = nn.tanh(dense(1, 1.0, self.align)(x))
         return logits, jnp.squeeze(value, -1)
 
 
@@ -124,33 +125,35 @@ class AZItemSet(nn.Module):
     hidden_sizes: Sequence[int]
     activation: str
     pooling_layers: int
+    align: int = 1  # as AZMLP's
 
     @nn.compact
     def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
         batch_shape = obs.shape[:-1]
         items = jnp.swapaxes(obs.reshape(*batch_shape, -1, self.num_actions), -1, -2)
         act = nn.relu if self.activation == "relu" else nn.tanh
-        x = trunk(items, self.hidden_sizes, self.activation)
+        x = trunk(items, self.hidden_sizes, self.activation, self.align)
         width = self.hidden_sizes[-1]
         for _ in range(self.pooling_layers):
             context = jnp.broadcast_to(x.mean(axis=-2, keepdims=True), x.shape)
-            x = x + act(dense(width, 1.0)(jnp.concatenate([x, context], axis=-1)))
-        logits = dense(1, 0.01)(x)[..., 0]
+            x = x + act(dense(width, 1.0, self.align)(jnp.concatenate([x, context], axis=-1)))
+        logits = dense(1, 0.01, self.align)(x)[..., 0]
         pooled = jnp.concatenate([x.mean(axis=-2), x.max(axis=-2)], axis=-1)
-        value = nn.tanh(dense(1, 1.0)(act(dense(width, 1.0)(pooled))))
+        value = nn.tanh(dense(1, 1.0, self.align)(act(dense(width, 1.0, self.align)(pooled))))
         return logits, jnp.squeeze(value, -1)
 
 
 def make_az_network(
-    network: Any, num_actions: int, observation_shape: tuple[int, ...], *, for_gradients: bool = False
+    network: Any, num_actions: int, observation_shape: tuple[int, ...], *, for_gradients: bool = False, align: int = 1
 ) -> nn.Module:
     """The AlphaZero network for the spec's `network:` section (`kind: resnet
     | mlp | item_set`). `for_gradients` picks the form that is fastest to differentiate;
-    it has the same parameters and outputs."""
+    it has the same parameters and outputs. `align` > 1: row-stable dense
+    layers (mlp and item_set; exact layouts)."""
     if network.kind == "resnet":
         return AZResNet(num_actions, network.num_blocks, network.num_channels, as_matmul=for_gradients)
     if network.kind == "mlp":
-        return AZMLP(num_actions, tuple(network.hidden_sizes), network.activation, len(observation_shape))
+        return AZMLP(num_actions, tuple(network.hidden_sizes), network.activation, len(observation_shape), align)
     if network.kind == "item_set":
-        return AZItemSet(num_actions, tuple(network.hidden_sizes), network.activation, network.pooling_layers)
+        return AZItemSet(num_actions, tuple(network.hidden_sizes), network.activation, network.pooling_layers, align)
     raise ValueError(f"AlphaZero has no {network.kind!r} network; use resnet, mlp or item_set")

@@ -52,6 +52,8 @@ def test_a_changed_final_value_fails_the_exact_verdict(tiny_record):
     "where,key,value,reason",
     [
         ("fingerprint", "cpu_model", "Some Other CPU", "device.cpu_model"),
+        # The same model name, another generation (a VM's "AMD EPYC"): no AVX-512.
+        ("fingerprint", "cpu_isa", "AuthenticAMD family 25 model 1: avx avx2 fma", "device.cpu_isa"),
         ("fingerprint", "device_count", "4", "device.device_count"),
         ("versions", "jaxlib", "0.0.1", "jaxlib 0.0.1 in the reference"),
     ],
@@ -102,11 +104,12 @@ def test_exact_layouts_are_judged_bit_for_bit_across_data_devices(tiny_record):
     assert any("device.mesh" in r for r in reasons) and any("device.device_count" in r for r in reasons)
 
 
-def test_a_reference_without_the_cpu_model_is_not_judged_bit_for_bit(tiny_record):
+@pytest.mark.parametrize("key", ["cpu_model", "cpu_isa"])
+def test_a_reference_without_the_cpu_model_or_isa_is_not_judged_bit_for_bit(tiny_record, key):
     reference = tiny_record.model_copy(deep=True)
-    del reference.fingerprint["cpu_model"]
+    del reference.fingerprint[key]
     verdict = reproduce.judge(reference, tiny_record, "reference.json")
-    assert verdict.not_exact_because == ["device.cpu_model is not recorded in the reference"]
+    assert verdict.not_exact_because == [f"device.{key} is not recorded in the reference"]
 
 
 def test_speed_is_reported_with_both_devices_and_never_judged(tiny_record):

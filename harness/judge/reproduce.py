@@ -36,8 +36,8 @@ from harness.record.schema import EMPTY_CURVES, Results
 from harness.run.determinism import exact_problem, numerics_flags
 
 # Fingerprint keys that change the bits a run produces. The host name does
-# not; the CPU model does, because XLA compiles CPU code for the host's
-# instruction set.
+# not; the CPU model and its instruction set do, because XLA compiles CPU
+# code for the host's.
 EXACT_FINGERPRINT = (
     "platform",
     "device_kind",
@@ -49,6 +49,7 @@ EXACT_FINGERPRINT = (
     "jax_threefry_partitionable",
     "cpu",
     "cpu_model",
+    "cpu_isa",
     "mesh",
     "shards",
     "batch",

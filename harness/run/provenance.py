@@ -6,6 +6,7 @@ import functools
 import importlib.metadata
 import os
 import platform
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -62,6 +63,36 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+# The SIMD extensions XLA's CPU code generator may use (x86 flags; ARM's
+# `Features` are kept whole).
+_SIMD_FLAG = re.compile(r"^(sse\S*|ssse3|avx\S*|fma\S*|f16c|amx\S*|bmi\d|adx|sha_ni|vaes|vpclmulqdq|gfni)$")
+
+
+@functools.cache
+def cpu_isa() -> str:
+    """The host CPU's family, model and SIMD extensions: what XLA compiles
+    CPU code for, beside the model name. Two hosts that both call
+    themselves "AMD EPYC" (a virtual machine often cuts the name short) can
+    be different generations, one with AVX-512, whose runs of one program
+    differ in the last bits."""
+    try:
+        block = Path("/proc/cpuinfo").read_text().split("\n\n", 1)[0]
+    except OSError:
+        return platform.machine()
+    fields = {}
+    for line in block.splitlines():
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    if "flags" in fields:  # x86
+        simd = " ".join(sorted(f for f in fields["flags"].split() if _SIMD_FLAG.match(f)))
+        return f"{fields.get('vendor_id', '?')} family {fields.get('cpu family', '?')} model {fields.get('model', '?')}: {simd}"
+    if "Features" in fields:  # ARM
+        return (
+            f"implementer {fields.get('CPU implementer', '?')} part {fields.get('CPU part', '?')}: {fields['Features']}"
+        )
+    return platform.machine()
+
+
 def fingerprint(layout: Any = None, device: Any = None, shards: int | None = None) -> dict[str, str]:
     """The devices and numerics settings a run executes with (tags
     `device.*`, results.json): those of JAX's default platform, or of
@@ -83,6 +114,7 @@ def fingerprint(layout: Any = None, device: Any = None, shards: int | None = Non
         "host": platform.node(),
         "cpu": platform.processor() or platform.machine(),
         "cpu_model": cpu_model(),
+        "cpu_isa": cpu_isa(),
         "mesh": "none" if layout is None else layout.describe(),
         "devices_used": "1" if layout is None else str(layout.count),
         "shards": "none" if shards is None else str(shards),

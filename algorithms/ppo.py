@@ -39,12 +39,13 @@ from algorithms.rollout import (
     align_for,
     bootstrap_value,
     gather,
+    logical_shards,
     make_algorithm,
     make_update,
     minibatch_indices,
     register,
     shard_minibatches,
-    split_shards,
+    standardized,
 )
 from algorithms.rollout import make_stages as make_stages_of
 
@@ -125,25 +126,20 @@ def make_stages(
     def exact_minibatches(batch: Batch, start_carry: jax.Array, key: jax.Array):
         # Each minibatch's advantages normalised over the whole of it (every
         # device has the global batch), then this device's logical shards.
-        local = parallel.local_shards(shards, axis_name)
         if policy.recurrent:
             index = minibatch_indices(key, num_envs, config.num_minibatches)
             batch = gather(batch, index, 1)  # [n, T, m, ...]
             axes = (1, 2)
-            carry = split_shards(shard_minibatches(gather(start_carry, index, 0), axis_name, 1), local, 1)
+            carry = logical_shards(gather(start_carry, index, 0), shards, axis_name, 1)
         else:
             flat = jax.tree.map(lambda x: x.reshape(num_steps * num_envs, *x.shape[2:]), batch)
             batch = gather(flat, minibatch_indices(key, num_steps * num_envs, config.num_minibatches), 0)
             axes = (1,)
+            local = parallel.local_shards(shards, axis_name)
             carry = jnp.zeros((config.num_minibatches, local, batch.target.shape[1] // shards, 0))
         if config.normalize_advantages:
-            # A product with the reciprocal, not a division by a broadcast:
-            # XLA rewrites the latter in some programs only (see optimizers).
-            advantage = batch.advantage
-            mean, std = advantage.mean(axes, keepdims=True), advantage.std(axes, keepdims=True)
-            batch = batch._replace(advantage=(advantage - mean) * (1.0 / (std + 1e-8)))
-        row = axes[-1]
-        return split_shards(shard_minibatches(batch, axis_name, row), local, row), carry
+            batch = batch._replace(advantage=standardized(batch.advantage, axes))
+        return logical_shards(batch, shards, axis_name, axes[-1]), carry
 
     def minibatches(batch: Batch, start_carry: jax.Array, key: jax.Array):
         if shards is not None:

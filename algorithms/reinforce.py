@@ -39,13 +39,14 @@ from algorithms.rollout import (
     align_for,
     bootstrap_value,
     gather,
+    logical_shards,
     make_algorithm,
     make_stages,
     make_update,
     minibatch_indices,
     register,
     shard_minibatches,
-    split_shards,
+    standardized,
 )
 
 
@@ -110,12 +111,9 @@ def make_reinforce(
         index = minibatch_indices(key, config.num_envs, config.num_minibatches)
         data, returns = gather(data, index, 1), gather(returns, index, 1)
         if config.normalize_advantages:  # no baseline (exact_config): the advantages are the returns
-            mean, std = returns.mean((1, 2), keepdims=True), returns.std((1, 2), keepdims=True)
-            returns = (returns - mean) * (1.0 / (std + 1e-8))  # see ppo's exact_minibatches
-        local = parallel.local_shards(shards, axis_name)
-        data, returns = split_shards(shard_minibatches((data, returns), axis_name, 2), local, 2)
-        carry = split_shards(shard_minibatches(gather(start_carry, index, 0), axis_name, 1), local, 1)
-        return data, carry, returns
+            returns = standardized(returns, (1, 2))
+        data, returns = logical_shards((data, returns), shards, axis_name, 2)
+        return data, logical_shards(gather(start_carry, index, 0), shards, axis_name, 1), returns
 
     def minibatches(batch: tuple[Fragment, jax.Array], start_carry: jax.Array, key: jax.Array):
         # Minibatches split the envs (axis 1 of the fragment, 0 of the

@@ -363,15 +363,27 @@ def shard_minibatches(tree: Any, axis_name: str | None, axis: int = 1) -> Any:
     return jax.tree.map(lambda x: parallel.local_slice(x, axis_name, axis=axis), tree)
 
 
-def split_shards(tree: Any, local: int, axis: int) -> Any:
-    """Minibatches `[n, ..., m, ...]` (rows along `axis`) as `local` logical
-    shards of `m / local` rows each: `[n, local, ..., m / local, ...]`."""
+def logical_shards(tree: Any, shards: int, axis_name: str | None, axis: int) -> Any:
+    """This device's part of global minibatches `[n, ..., m, ...]` (rows
+    along `axis`, `shard_minibatches`) as its L / D logical shards of
+    `m / L` rows each: `[n, L / D, ..., m / L, ...]` (exact layouts)."""
+    local = parallel.local_shards(shards, axis_name)
 
     def split(x: jax.Array) -> jax.Array:
+        x = parallel.local_slice(x, axis_name, axis=axis)
         x = x.reshape(*x.shape[:axis], local, x.shape[axis] // local, *x.shape[axis + 1 :])
         return jnp.moveaxis(x, axis, 1)
 
     return jax.tree.map(split, tree)
+
+
+def standardized(x: jax.Array, axes: tuple[int, ...]) -> jax.Array:
+    """`x` less its mean, over its standard deviation, along `axes` (each
+    minibatch's advantages on exact layouts): a product with the reciprocal,
+    not a division by a broadcast, which XLA rewrites in some programs only
+    (see `algorithms.optimizers`)."""
+    mean, std = x.mean(axes, keepdims=True), x.std(axes, keepdims=True)
+    return (x - mean) * (1.0 / (std + 1e-8))
 
 
 def align_for(shards: int | None) -> int:

@@ -109,6 +109,18 @@ def test_one_device_mesh_matches_the_plain_program(layouts_run, algorithm):
     assert runs["1x1"] == runs["plain"]
 
 
+def _same_bits_on_every_layout(runs: dict[str, dict], iterations: int) -> dict[str, list]:
+    """Every layout's curves (`iterations` of them) are the plain program's,
+    bit for bit, and its seeds differ; returns the plain program's curves."""
+    reference = runs["plain"]
+    assert len(reference["loss"]) == iterations
+    for layout, curves in runs.items():
+        assert curves == reference, layout
+    loss = np.asarray(reference["loss"])
+    assert not np.array_equal(loss[:, 0], loss[:, 1])
+    return reference
+
+
 @pytest.mark.parametrize("algorithm", ["ppo_exact", "ppo_gru_exact", "reinforce_exact", "reinforce_exact_normalized"])
 def test_exact_layouts_train_the_same_bits_on_1_2_and_4_devices(layouts_run, algorithm):
     """`devices.shards`: whole runs (64 iterations, each of several
@@ -116,14 +128,8 @@ def test_exact_layouts_train_the_same_bits_on_1_2_and_4_devices(layouts_run, alg
     every metric of every iteration bit-identical on the plain program and on
     meshes of 1, 2 and 4 data-parallel devices (REINFORCE without a baseline
     on the plain program and 4 devices)."""
-    runs = layouts_run[algorithm]
-    reference = runs["plain"]
-    assert len(reference["loss"]) == 64
-    for layout, curves in runs.items():
-        assert curves == reference, layout
-    # Not a run that stands still: it learns, and its seeds differ.
-    loss = np.asarray(reference["loss"])
-    assert not np.array_equal(loss[:, 0], loss[:, 1])
+    reference = _same_bits_on_every_layout(layouts_run[algorithm], 64)
+    # Not a run that stands still: it learns.
     assert np.mean(reference["episode_length"][-8:]) > np.mean(reference["episode_length"][:8])
 
 
@@ -134,14 +140,8 @@ def test_alphazero_exact_layouts_train_the_same_bits(layouts_run, algorithm):
     (8 logical shards on one device) and on 4 data devices (2 each):
     tic-tac-toe with an MLP, and Knapsack with the set network and ranked
     rewards, whose returns are real numbers."""
-    runs = layouts_run[algorithm]
-    reference = runs["plain"]
-    assert len(reference["loss"]) == 32
+    reference = _same_bits_on_every_layout(layouts_run[algorithm], 32)
     assert any(name.startswith("eval/") for name in reference)
-    for layout, curves in runs.items():
-        assert curves == reference, layout
-    loss = np.asarray(reference["loss"])
-    assert not np.array_equal(loss[:, 0], loss[:, 1])
 
 
 def test_seeds_differ_from_each_other(layouts_run):

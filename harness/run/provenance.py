@@ -51,16 +51,23 @@ def git_state() -> dict[str, str]:
 
 
 @functools.cache
+def _cpuinfo() -> dict[str, str]:
+    """The first processor's fields in /proc/cpuinfo (empty where there is none)."""
+    try:
+        block = Path("/proc/cpuinfo").read_text().split("\n\n", 1)[0]
+    except OSError:
+        return {}
+    fields: dict[str, str] = {}
+    for line in block.splitlines():
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    return fields
+
+
 def cpu_model() -> str:
     """The host CPU's model name. XLA compiles CPU code for the host's
     instruction set, so two x86_64 machines can round differently."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.partition(":")[2].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    return _cpuinfo().get("model name") or platform.processor() or platform.machine()
 
 
 # The SIMD extensions XLA's CPU code generator may use (x86 flags; ARM's
@@ -68,21 +75,13 @@ def cpu_model() -> str:
 _SIMD_FLAG = re.compile(r"^(sse\S*|ssse3|avx\S*|fma\S*|f16c|amx\S*|bmi\d|adx|sha_ni|vaes|vpclmulqdq|gfni)$")
 
 
-@functools.cache
 def cpu_isa() -> str:
     """The host CPU's family, model and SIMD extensions: what XLA compiles
     CPU code for, beside the model name. Two hosts that both call
     themselves "AMD EPYC" (a virtual machine often cuts the name short) can
     be different generations, one with AVX-512, whose runs of one program
     differ in the last bits."""
-    try:
-        block = Path("/proc/cpuinfo").read_text().split("\n\n", 1)[0]
-    except OSError:
-        return platform.machine()
-    fields = {}
-    for line in block.splitlines():
-        key, _, value = line.partition(":")
-        fields.setdefault(key.strip(), value.strip())
+    fields = _cpuinfo()
     if "flags" in fields:  # x86
         simd = " ".join(sorted(f for f in fields["flags"].split() if _SIMD_FLAG.match(f)))
         return f"{fields.get('vendor_id', '?')} family {fields.get('cpu family', '?')} model {fields.get('model', '?')}: {simd}"

@@ -26,12 +26,39 @@ RECURRENT_KINDS = ("gru", "grid_gru")
 ROW_STABLE_WIDTH = 16
 
 
+@jax.custom_vjp
+def product(x: jax.Array, kernel: jax.Array) -> jax.Array:
+    """`x @ kernel` (`[..., in] @ [in, out]`), whose kernel gradient is taken
+    as `x^T g`, contracting the rows, so that it comes out `[in, out]` as the
+    kernel is. JAX's own rule takes `(g^T x)^T`; XLA folds that transpose
+    into the product, except under a `vmap` one wide (a run of one seed),
+    where it stayed: a transposed copy of every weight gradient and
+    optimizer updates reading it across rows. Measured on XLA:CPU with one
+    seed: the Adam updates of 256-wide layers 2x slower, and the Brax
+    inverted_pendulum spec 0.84x PureJaxRL's speed before, 1.00x after."""
+    return x @ kernel
+
+
+def _product_forward(x, kernel):
+    return x @ kernel, (x, kernel)
+
+
+def _product_backward(residuals, g):
+    x, kernel = residuals
+    rows = tuple(range(x.ndim - 1))
+    dx = jax.lax.dot_general(g, kernel, (((g.ndim - 1,), (1,)), ((), ())))
+    return dx, jax.lax.dot_general(x, g, ((rows, rows), ((), ())))
+
+
+product.defvjp(_product_forward, _product_backward)
+
+
 class Dense(nn.Module):
-    """`nn.Dense`'s parameters and outputs, the product taken `align`-wide:
+    """`nn.Dense`'s parameters (names, shapes, initialisation) and outputs,
+    through `product`. With `align` > 1 the product is taken `align`-wide:
     the kernel is padded with zero columns to a multiple of `align` outputs
     and the result sliced back, so that each row's outputs do not depend on
-    how many rows there are (see ROW_STABLE_WIDTH). Same parameter names and
-    shapes as `nn.Dense`."""
+    how many rows there are (see ROW_STABLE_WIDTH)."""
 
     features: int
     scale: float
@@ -44,13 +71,13 @@ class Dense(nn.Module):
         pad = -self.features % self.align
         if pad:
             kernel, bias = jnp.pad(kernel, ((0, 0), (0, pad))), jnp.pad(bias, (0, pad))
-        return (x @ kernel + bias)[..., : self.features]
+            return (product(x, kernel) + bias)[..., : self.features]
+        return product(x, kernel) + bias
 
 
 def dense(features: int, scale: float, align: int = 1) -> nn.Module:
-    if align > 1:
-        return Dense(features, scale, align)
-    return nn.Dense(features, kernel_init=nn.initializers.orthogonal(scale), bias_init=nn.initializers.zeros)
+    """A dense layer, orthogonally initialised with gain `scale` (`Dense`)."""
+    return Dense(features, scale, align)
 
 
 def trunk(x: jax.Array, hidden_sizes: Sequence[int], activation: str, align: int = 1) -> jax.Array:

@@ -30,7 +30,10 @@ project's; the note gives the ratio of the medians and the peer's rate.
 
 from __future__ import annotations
 
+import os
 import statistics
+import sys
+import threading
 import time
 
 import jax
@@ -153,26 +156,69 @@ def _pgx_peer(module, iterations: int):
     return call, compile_seconds
 
 
+_PYTEST: dict = {}
+
+
+@pytest.fixture(autouse=True)
+def _capture_manager(pytestconfig):
+    """pytest's capture manager, for `_within`'s message on a hung call."""
+    _PYTEST["capture"] = pytestconfig.pluginmanager.getplugin("capturemanager")
+
+
+# A call still running after this many times its warm-up's time (or the
+# first calls after WARM_UP_DEADLINE seconds) is taken as hung.
+HUNG_FACTOR = 20
+WARM_UP_DEADLINE = 300.0
+
+
+def _within(seconds: float, what: str, fn) -> float:
+    """Seconds that `fn()` took, blocked until ready. XLA:CPU can deadlock
+    its own thread pool (seen with PureJaxRL's 16 seed-vmapped programs on 2
+    cores, now and then on a repeated call, with or without the project's
+    program in the process); a blocked call cannot be cancelled, so past the
+    deadline the process ends with a message saying which call hung instead
+    of waiting for ever."""
+
+    def hung():
+        if (capture := _PYTEST.get("capture")) is not None:
+            capture.suspend_global_capture(in_=False)  # else the message dies with pytest's captured output
+        sys.stderr.write(
+            f"\nbench: {what} did not finish within {seconds:.0f} s; taken as an XLA:CPU thread-pool deadlock."
+            " The bench stops here (exit 4); run this entry again or leave it out with -k.\n"
+        )
+        sys.stderr.flush()
+        os._exit(4)
+
+    watchdog = threading.Timer(seconds, hung)
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        start = time.perf_counter()
+        jax.block_until_ready(fn())
+        return time.perf_counter() - start
+    finally:
+        watchdog.cancel()
+
+
 def _side_by_side(entry, plan, ours, our_compile, peer, peer_compile, num_seeds, iterations, peer_name, config):
     steps = iterations * plan.env_steps_per_iteration * num_seeds
     our_rates: list[float] = []
     peer_rates: list[float] = []
+    names = {id(ours): f"{entry.name}: the project's call", id(peer): f"{entry.name}: {peer_name}'s call"}
+    deadlines: dict[int, float] = {}
 
     def timed(fn) -> float:
-        start = time.perf_counter()
-        jax.block_until_ready(fn())
-        return steps / (time.perf_counter() - start)
+        return steps / _within(deadlines[id(fn)], names[id(fn)], fn)
 
     def one_round():
         pair = [(ours, our_rates), (peer, peer_rates)]
         for fn, rates in pair if len(our_rates) % 2 else reversed(pair):
             rates.append(timed(fn))
 
-    # Warm-up calls, untimed, one after the other: PureJaxRL's seed-vmapped
-    # initialisation makes batched LAPACK QR calls, which can deadlock XLA's
-    # CPU thread pool when another program runs at the same time.
-    jax.block_until_ready(ours())
-    jax.block_until_ready(peer())
+    # Warm-up calls, untimed, one after the other; their times set each
+    # call's deadline (`_within`).
+    for fn in (ours, peer):
+        deadlines[id(fn)] = max(60.0, HUNG_FACTOR * _within(WARM_UP_DEADLINE, names[id(fn)], fn))
     with measure.HostMemoryPeak() as memory:
         entry.benchmark.pedantic(one_round, rounds=ROUNDS, iterations=1, warmup_rounds=0)
     ratio = statistics.median(our_rates) / statistics.median(peer_rates)

@@ -204,21 +204,18 @@ def _side_by_side(entry, plan, ours, our_compile, peer, peer_compile, num_seeds,
     steps = iterations * plan.env_steps_per_iteration * num_seeds
     our_rates: list[float] = []
     peer_rates: list[float] = []
-    names = {id(ours): f"{entry.name}: the project's call", id(peer): f"{entry.name}: {peer_name}'s call"}
-    deadlines: dict[int, float] = {}
-
-    def timed(fn) -> float:
-        return steps / _within(deadlines[id(fn)], names[id(fn)], fn)
+    # Warm-up calls, untimed, one after the other; their times set each
+    # side's deadline (`_within`).
+    sides = []
+    for fn, rates, name in ((ours, our_rates, "the project's"), (peer, peer_rates, f"{peer_name}'s")):
+        what = f"{entry.name}: {name} call"
+        deadline = max(60.0, HUNG_FACTOR * _within(WARM_UP_DEADLINE, what, fn))
+        sides.append((fn, rates, what, deadline))
 
     def one_round():
-        pair = [(ours, our_rates), (peer, peer_rates)]
-        for fn, rates in pair if len(our_rates) % 2 else reversed(pair):
-            rates.append(timed(fn))
+        for fn, rates, what, deadline in sides if len(our_rates) % 2 else reversed(sides):
+            rates.append(steps / _within(deadline, what, fn))
 
-    # Warm-up calls, untimed, one after the other; their times set each
-    # call's deadline (`_within`).
-    for fn in (ours, peer):
-        deadlines[id(fn)] = max(60.0, HUNG_FACTOR * _within(WARM_UP_DEADLINE, names[id(fn)], fn))
     with measure.HostMemoryPeak() as memory:
         entry.benchmark.pedantic(one_round, rounds=ROUNDS, iterations=1, warmup_rounds=0)
     ratio = statistics.median(our_rates) / statistics.median(peer_rates)

@@ -33,7 +33,7 @@ from harness.judge.references import ReproduceError
 from harness.record import rundir, sync, tracking
 from harness.record.rundir import CheckpointError
 from harness.record.tracking import TrackingError
-from harness.run import cluster, compile_cache, determinism, provenance, results, session, sweep_session
+from harness.run import cluster, compile_cache, determinism, host_devices, provenance, results, session, sweep_session
 from harness.run.cluster import DistributedError
 from harness.run.interrupts import Interrupted
 from harness.run.runner import NonFiniteMetricError
@@ -48,6 +48,7 @@ DEVICE_OPTIONS = {
     "count": "--devices",
     "seed_axis": "--seed-axis",
     "data_axis": "--data-axis",
+    "host_devices": "--host-devices",
     "deterministic": "--deterministic",
 }
 
@@ -69,6 +70,11 @@ def _devices(args: argparse.Namespace) -> dict:
             given["count"] = int(given["count"])
         except ValueError:
             raise _OptionError(f"--devices takes a number or all, not {given['count']!r}") from None
+    if given.get("host_devices", host_devices.CORES) != host_devices.CORES:
+        try:
+            given["host_devices"] = int(given["host_devices"])
+        except ValueError:
+            raise _OptionError(f"--host-devices takes a number or cores, not {given['host_devices']!r}") from None
     return given
 
 
@@ -81,7 +87,7 @@ def _plan(loaded: spec.Spec, source: str, lines, args: argparse.Namespace | None
 def _with_devices(loaded: spec.Spec, args: argparse.Namespace | None) -> spec.Spec:
     """`loaded` with the command line's device options (if `args` has any)
     in place of its `devices:` section; for a command that trains (`args`
-    given), XLA's deterministic mode set when it asks for it."""
+    given), XLA's deterministic mode and host devices set when it asks for them."""
     if args is not None and (given := _devices(args)):
         try:
             loaded = build.with_devices(loaded, given)
@@ -91,6 +97,8 @@ def _with_devices(loaded: spec.Spec, args: argparse.Namespace | None) -> spec.Sp
             raise _OptionError(f"{option}: {problem['msg'].removeprefix('Value error, ')}") from None
     if args is not None and loaded.devices.deterministic:
         determinism.enable()
+    if args is not None and (host := loaded.devices.host_devices) is not None:
+        host_devices.enable(host_devices.cores() if host == host_devices.CORES else host)
     return loaded
 
 
@@ -324,6 +332,7 @@ USER_ERRORS = (
     CheckpointError,
     DistributedError,
     determinism.DeterminismError,
+    host_devices.HostDevicesError,
     _OptionError,
 )
 

@@ -44,6 +44,12 @@ def _add_device_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--seed-axis", type=int, help="devices along the seed axis (seeds split over them)")
     g.add_argument("--data-axis", type=int, help="devices along the data axis (each seed's env batch split)")
     g.add_argument(
+        "--host-devices",
+        dest="host_devices",
+        metavar="N|cores",
+        help="on a CPU: split the host into N devices (cores: one per core); seeds spread over them",
+    )
+    g.add_argument(
         "--deterministic",
         action="store_true",
         default=None,

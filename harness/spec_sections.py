@@ -154,6 +154,11 @@ class DevicesSpec(_Model):
         " at least two per data device, added in one fixed order: the same bits on the plain program and on"
         " any data_axis that allows it; null: each device adds its own part first",
     )
+    host_devices: int | Literal["cores"] | None = Field(
+        default=None,
+        description="on a CPU: split the host into this many devices (cores: one per core), set before JAX starts;"
+        " with count left at 1 the seeds spread over them, each device on a core of its own (harness.run.host_devices)",
+    )
     deterministic: bool = Field(
         default=False,
         description="XLA's deterministic ops (GPU: no autotuning, no atomic reductions), set before JAX starts"
@@ -165,6 +170,13 @@ class DevicesSpec(_Model):
     def _positive_count(cls, count: int | str) -> int | str:
         if isinstance(count, int) and count < 1:
             raise ValueError("count must be at least 1, or all")
+        return count
+
+    @field_validator("host_devices")
+    @classmethod
+    def _positive_host_devices(cls, count: int | str | None) -> int | str | None:
+        if isinstance(count, int) and count < 1:
+            raise ValueError("host_devices must be at least 1, or cores")
         return count
 
 

@@ -22,6 +22,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from harness.run import host_devices
 from harness.run.cluster import gather_to_host
 
 SEED, DATA = "seed", "data"
@@ -49,11 +50,15 @@ class Layout(NamedTuple):
         return f"seed={self.seed_axis},data={self.data_axis}"
 
 
-def resolve(devices: Any, num_seeds: int, available: int | None = None) -> Layout:
+def resolve(devices: Any, num_seeds: int, available: int | None = None, platform: str | None = None) -> Layout:
     """The layout a spec's `devices:` section asks for, checked against the
-    devices there are (`available`, default: every process's) and the seeds.
-    Whether the env batch splits is the algorithm's to say (`Registration`)."""
+    devices there are (`available`, default: every process's, on `platform`,
+    default: JAX's) and the seeds. Whether the env batch splits is the
+    algorithm's to say (`Registration`)."""
     available = jax.device_count() if available is None else available
+    platform = jax.default_backend() if platform is None else platform
+    if devices.host_devices is not None and platform == "cpu" and _default_layout(devices):
+        return _seeds_over_host_devices(devices.host_devices, num_seeds, available)
     count = available if devices.count == "all" else devices.count
     if count > available:
         raise LayoutError("devices.count", f"{count} devices asked for, but only {available} are available")
@@ -81,6 +86,25 @@ def resolve(devices: Any, num_seeds: int, available: int | None = None) -> Layou
     if num_seeds % seed_axis:
         raise LayoutError("devices.seed_axis", f"seed_axis {seed_axis} does not divide the {num_seeds} seeds")
     return Layout(seed_axis, data_axis)
+
+
+def _default_layout(devices: Any) -> bool:
+    return devices.count == 1 and devices.seed_axis is None and devices.data_axis is None
+
+
+def _seeds_over_host_devices(host: int | str, num_seeds: int, available: int) -> Layout:
+    """`devices.host_devices` on a CPU with the layout left to it: the seeds
+    spread over that many host devices (`cores`: as many as divide them)."""
+    count = host_devices.resolve(host, num_seeds, devices=available)
+    if count > available:
+        raise LayoutError(
+            "devices.host_devices",
+            f"{count} host devices asked for, but this process has {available}: the split is set before JAX"
+            f" starts its devices (harness train does it; elsewhere set XLA_FLAGS={host_devices.FLAG}={count})",
+        )
+    if num_seeds % count:
+        raise LayoutError("devices.host_devices", f"{count} host devices do not divide the {num_seeds} seeds")
+    return Layout(count, 1)
 
 
 def make_mesh(layout: Layout) -> Mesh:

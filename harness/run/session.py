@@ -175,7 +175,7 @@ def _train_and_log_main(plan: Plan, uri: str, options: RunOptions) -> Logged:
         if not options.progress:
             err_console.print(
                 f"{plan.spec.name}: compiled in {seconds:.1f} s, training {plan.num_iterations} iterations"
-                f" x {len(seeds)} seeds"
+                f" x {len(seeds)} seeds" + (f" on devices {plan.layout.describe()}" if plan.layout else "")
             )
 
     started = time.perf_counter()

@@ -62,11 +62,18 @@ CASES = {
 }
 
 
-def _ours(spec_path, num_seeds: int, iterations: int):
-    loaded = spec_module.load(spec_path)
-    plan = build.build(loaded.model_copy(update={"seeds": tuple(range(num_seeds))}))
-    state, init_seconds = runner.init_state(plan.algorithm, plan.spec.seeds)
-    chunk, chunk_seconds = runner.compile_chunk(plan.algorithm.step, iterations, state)
+def _ours(spec_path, num_seeds: int, iterations: int, cores: bool = False):
+    """The project's side: one runner chunk of `iterations` per call, the
+    seeds vmapped on one device, or (`cores`) spread over the CPU's cores
+    (`devices: {host_devices: cores}`, the bench's host devices)."""
+    loaded = spec_module.load(spec_path).model_copy(update={"seeds": tuple(range(num_seeds))})
+    if cores:
+        loaded = build.with_devices(loaded, {"host_devices": "cores"})
+    plan = build.build(loaded)
+    if cores and plan.layout is None:
+        pytest.skip(f"no host devices to spread {num_seeds} seeds over: this CPU has one core")
+    state, init_seconds = runner.init_state(plan.algorithm, plan.spec.seeds, plan.mesh)
+    chunk, chunk_seconds = runner.compile_chunk(plan.algorithm.step, iterations, state, plan.mesh)
     holder = {"state": state}
 
     def call():
@@ -82,7 +89,9 @@ def _peer(make_train, config: dict, num_seeds: int, iterations: int):
     keys = jax.random.split(jax.random.PRNGKey(30), num_seeds)
     fn, args = (jax.jit(train), (keys[0],)) if num_seeds == 1 else (jax.jit(jax.vmap(train)), (keys,))
     start = time.perf_counter()
-    with lowering.jax_default_threefry():  # the peer as it runs on its own
+    # The peer as it runs on its own, but for its seed-vmapped initial QRs,
+    # which deadlocked XLA:CPU's thread pool (peers.one_qr_at_a_time).
+    with lowering.jax_default_threefry(), peers.one_qr_at_a_time():
         compiled = fn.lower(*args).compile()
     compile_seconds = time.perf_counter() - start
     return lambda: compiled(*args)["metrics"], compile_seconds
@@ -227,6 +236,7 @@ def _side_by_side(entry, plan, ours, our_compile, peer, peer_compile, num_seeds,
                 "spec_name": plan.spec.name,
                 "spec_hash": plan.spec_hash,
                 "seeds": num_seeds,
+                "devices": plan.layout.describe() if plan.layout is not None else "one device",
                 "iterations_per_call": iterations,
                 **config,
             },
@@ -249,20 +259,32 @@ def _side_by_side(entry, plan, ours, our_compile, peer, peer_compile, num_seeds,
 
 @pytest.mark.against("purejaxrl")
 @pytest.mark.parametrize(
-    "case, num_seeds",
+    "case, num_seeds, cores",
     [
-        ("cartpole", 1),
-        ("cartpole", 16),
-        ("minatar_breakout", 1),
-        ("minatar_breakout", 4),
-        ("brax_inverted_pendulum", 1),
+        ("cartpole", 1, False),
+        ("cartpole", 16, False),
+        ("cartpole", 16, True),
+        ("minatar_breakout", 1, False),
+        ("minatar_breakout", 4, False),
+        ("minatar_breakout", 4, True),
+        ("brax_inverted_pendulum", 1, False),
     ],
-    ids=["1seed", "16seeds", "minatar_breakout-1seed", "minatar_breakout-4seeds", "brax_inverted_pendulum-1seed"],
+    ids=[
+        "1seed",
+        "16seeds",
+        "16seeds-cores",
+        "minatar_breakout-1seed",
+        "minatar_breakout-4seeds",
+        "minatar_breakout-4seeds-cores",
+        "brax_inverted_pendulum-1seed",
+    ],
 )
-def test_against_purejaxrl_ppo(entry, bench, case, num_seeds):
+def test_against_purejaxrl_ppo(entry, bench, case, num_seeds, cores):
+    """The `-cores` entries run the project's seeds spread over the CPU's
+    cores, the peer's vmapped on one device as its README runs them."""
     spec_name, peer_file, config, iterations = CASES[case]
     make_train = peers.load_purejaxrl_ppo(bench.against["purejaxrl"], peer_file)
-    ours = _ours(PUBLISHED_SPECS / f"{spec_name}.yaml", num_seeds, iterations)
+    ours = _ours(PUBLISHED_SPECS / f"{spec_name}.yaml", num_seeds, iterations, cores)
     peer = _peer(make_train, config, num_seeds, iterations)
     _side_by_side(entry, *ours, *peer, num_seeds, iterations, "PureJaxRL", {"peer": f"purejaxrl/{peer_file}.py"})
 

@@ -314,6 +314,17 @@ def chunk_lengths(num_iterations: int, interval: int) -> list[int]:
     return [size] * full + ([remainder] if remainder else [])
 
 
+def _over_seeds(fn: Callable, layout: Any) -> Callable:
+    """`fn` of one seed over the run's state, for counting: vmapped over the
+    seeds; on a mesh the state is `[seeds, data, ...]`, and each seed's
+    shards are vmapped as its data axis."""
+    if layout is None:
+        return jax.vmap(fn)
+    from harness.run.devices import DATA
+
+    return jax.vmap(jax.vmap(fn, axis_name=DATA))
+
+
 def measure_spec(
     name: str, plan: Any, *, evaluate: bool = True, device: Any = None, profile_dir: Path | None = None
 ) -> tuple[Result, Any]:
@@ -347,13 +358,18 @@ def measure_spec(
             seeds,
             plan.num_iterations,
             plan.spec.logging.interval,
+            mesh=plan.mesh,
             profile_dir=None if profile_dir is None else str(profile_dir),
         )
 
     hp = plan.spec.hyperparameters
     registration = algorithms.registry[plan.spec.algorithm]
-    step_count = flops_module.count_flops(jax.vmap(algorithm.step), run.state)
-    eval_count = flops_module.count_flops(jax.vmap(algorithm.evaluate), run.state) if algorithm.evaluate else None
+    step_count = flops_module.count_flops(_over_seeds(algorithm.step, plan.layout), run.state)
+    eval_count = (
+        flops_module.count_flops(_over_seeds(algorithm.evaluate, plan.layout), run.state)
+        if algorithm.evaluate
+        else None
+    )
 
     # Repeats: every chunk after the first (the runner's steady state).
     timed = list(zip(lengths, run.chunk_seconds, strict=True))[1:]
@@ -381,6 +397,7 @@ def measure_spec(
             "spec_name": plan.spec.name,
             "spec_hash": plan.spec_hash,
             "seeds": len(seeds),
+            "devices": plan.layout.describe() if plan.layout is not None else "one device",
             "evaluate": bool(evaluate and plan.algorithm.evaluate is not None),
             "iterations": plan.num_iterations,
             "chunk_iterations": lengths[0],

@@ -10,7 +10,8 @@ the CartPole path runs is replaced. Its `ppo.py` needs `distrax`, which is
 not one of the harness's dependencies: without it the entry stops with a
 message saying what to install.
 
-One API shim, for the pinned gymnax: since gymnax 1.0 `env.step` returns
+Its `train` is traced under `one_qr_at_a_time` (an XLA:CPU deadlock in
+batched QR, see there). One API shim, for the pinned gymnax: since gymnax 1.0 `env.step` returns
 `(obs, state, reward, terminated, truncated, info)`, where PureJaxRL expects
 the older `(obs, state, reward, done, info)` with `done = terminated or
 truncated`; the loaded module's `gymnax.make` returns envs whose `step`
@@ -290,6 +291,31 @@ def load_purejaxrl_ppo(path: str | Path, module_name: str = "ppo") -> Callable[[
     if int(version("gymnax").split(".")[0]) >= 1 and hasattr(module, "gymnax"):
         module.gymnax = _GymnaxShim(module.gymnax)
     return module.make_train
+
+
+@contextlib.contextmanager
+def one_qr_at_a_time() -> Iterator[None]:
+    """While a peer's program is traced in the block: random orthogonal
+    matrices (the orthogonal initialisers') drawn under a `vmap` one after
+    another (`jax.custom_batching.sequential_vmap`), not as one batched QR.
+    PureJaxRL's `train` initialises its network inside the seed-vmapped
+    program; jaxlib's batched CPU QR parallelises inside XLA's thread pool
+    and deadlocked it (jaxlib 0.10.2, 2 cores: 5 of 6 processes hung within
+    8 calls of the 16-seed CartPole program, none of 6 with this). The values
+    are the same (checked bit for bit on its layer shapes); the harness's
+    own runner initialises seeds one at a time for the same reason."""
+    from jax._src import random as jax_random
+
+    original = jax_random.orthogonal
+
+    def orthogonal(key, n, shape=(), dtype=float, m=None):
+        return jax.custom_batching.sequential_vmap(lambda k: original(k, n, shape, dtype, m))(key)
+
+    jax_random.orthogonal = orthogonal
+    try:
+        yield
+    finally:
+        jax_random.orthogonal = original
 
 
 @contextlib.contextmanager

@@ -69,6 +69,7 @@ class SpecEntry(NamedTuple):
     path: Path
     seeds: tuple[int, ...] | None  # None: the spec's own
     evaluate: bool  # run the algorithm's evaluation, as harness run does
+    cores: bool = False  # the seeds spread over the CPU's cores (devices: {host_devices: cores})
 
     def plan(self):
         from harness import build
@@ -77,6 +78,8 @@ class SpecEntry(NamedTuple):
         loaded = spec_module.load(self.path)
         if self.seeds is not None:
             loaded = loaded.model_copy(update={"seeds": self.seeds})
+        if self.cores:
+            loaded = build.with_devices(loaded, {"host_devices": "cores"})
         return build.build(loaded, str(self.path))
 
 
@@ -252,7 +255,30 @@ def _load_average() -> float:
 _KEY = pytest.StashKey[BenchSession]()
 
 
-def _spec_entries(config: pytest.Config) -> tuple[str, list[SpecEntry]]:
+def _split_host() -> None:
+    """One CPU device per core (`harness.run.host_devices`), set before JAX
+    starts, for the entries that spread seeds over the cores; a split that
+    XLA_FLAGS sets, or devices already started, stay as they are."""
+    from harness.run import host_devices
+
+    try:
+        host_devices.enable(host_devices.cores())
+    except host_devices.HostDevicesError:
+        pass
+
+
+def _spread_over_cores(device: Any, seeds: int) -> bool:
+    """Whether a CPU bench has host devices to spread `seeds` seeds over."""
+    import jax
+
+    from harness.run import host_devices
+
+    if device.platform != "cpu":
+        return False
+    return host_devices.resolve(host_devices.CORES, seeds, devices=len(jax.devices("cpu"))) > 1
+
+
+def _spec_entries(config: pytest.Config, device: Any) -> tuple[str, list[SpecEntry]]:
     """The mode and the spec entries the options ask for; bad names and bad
     spec files are usage errors."""
     from harness import spec as spec_module
@@ -288,6 +314,9 @@ def _spec_entries(config: pytest.Config) -> tuple[str, list[SpecEntry]]:
                 # The default bench times training alone: AlphaZero's
                 # evaluation games compile for about a minute on a CPU.
                 entries.append(SpecEntry(f"{path.stem}-{label}", path, tuple(seeds[:count]), False))
+                # On a CPU the many-seed run again, its seeds spread over the cores.
+                if count > 1 and _spread_over_cores(device, count):
+                    entries.append(SpecEntry(f"{path.stem}-{label}-cores", path, tuple(seeds), False, cores=True))
     if mode != "default":
         # Files from the command line: build each (no compiling) so that a
         # bad spec or env is a usage error, not a failed entry.
@@ -346,9 +375,10 @@ def pytest_configure(config: pytest.Config) -> None:
     # Compile seconds are part of the report: a persistent compilation cache
     # would turn them into cache reads.
     jax.config.update("jax_enable_compilation_cache", False)
+    _split_host()
     device = _device(config.getoption("device"))
     jax.config.update("jax_default_device", device)
-    mode, entries = _spec_entries(config)
+    mode, entries = _spec_entries(config, device)
 
     from harness.record import tracking
 

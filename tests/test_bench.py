@@ -216,6 +216,10 @@ def test_runs_are_saved_and_found_by_device(tmp_path):
     key = bench_report.device_key(fingerprint)
     assert bench_report.device_key({**fingerprint, "host": "b"}) == key, "the host name is not the device"
     assert bench_report.device_key({**fingerprint, "device_kind": "gpu"}) != key
+    # A CPU split into host devices (the bench's one per core) is the same CPU.
+    split = {**fingerprint, "device_count": "2", "local_device_count": "2"}
+    split["xla_flags"] = "--xla_cpu_ftz=true --xla_force_host_platform_device_count=2"
+    assert bench_report.device_key(split) == bench_report.device_key({**fingerprint, "xla_flags": "--xla_cpu_ftz=true"})
     document = run_document("2026-01-01T00:00:00+00:00", record("a", 1.0))
     document["harness"].update(device_key=key, session="0123456789")
     path = bench_report.save_run(tmp_path, document)

@@ -255,6 +255,13 @@ def _load_average() -> float:
 _KEY = pytest.StashKey[BenchSession]()
 
 
+# The benchmark specs whose many-seed run is benched over the cores too in
+# the default suite: those the peers are compared on side by side (the
+# CartPole configuration is REINFORCE's too); the rest stay out to keep the
+# suite under 10 minutes on a 2-core CPU.
+CORES_SPECS = ("ppo_cartpole", "reinforce_cartpole", "ppo_minatar_breakout")
+
+
 def _split_host() -> None:
     """One CPU device per core (`harness.run.host_devices`), set before JAX
     starts, for the entries that spread seeds over the cores; a split that
@@ -315,7 +322,7 @@ def _spec_entries(config: pytest.Config, device: Any) -> tuple[str, list[SpecEnt
                 # evaluation games compile for about a minute on a CPU.
                 entries.append(SpecEntry(f"{path.stem}-{label}", path, tuple(seeds[:count]), False))
                 # On a CPU the many-seed run again, its seeds spread over the cores.
-                if count > 1 and _spread_over_cores(device, count):
+                if count > 1 and path.stem in CORES_SPECS and _spread_over_cores(device, count):
                     entries.append(SpecEntry(f"{path.stem}-{label}-cores", path, tuple(seeds), False, cores=True))
     if mode != "default":
         # Files from the command line: build each (no compiling) so that a

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from harness.bench.measure import ENV_STEPS, SIMULATIONS, UPDATES, Ceiling, Result
+from harness.run import host_devices
 
 REGRESSION_THRESHOLD = 0.10  # a median rate more than 10% below the last run's is flagged
 EXPERIMENT = "bench"
@@ -32,8 +33,13 @@ FORMAT = 1
 def device_key(fingerprint: dict[str, str]) -> str:
     """A short hash of the device fingerprint, host name left out: the same
     hardware, device count, XLA flags and PRNG settings give the same key.
-    The mesh is left out too: an entry runs on one device, or says its layout."""
+    The mesh is left out too: an entry runs on one device, or says its
+    layout; and so is a CPU's split into host devices (the bench makes one
+    per core), which is no other hardware."""
     kept = {k: v for k, v in fingerprint.items() if k not in ("host", "mesh", "devices_used")}
+    if kept.get("platform") == "cpu":
+        kept = {k: v for k, v in kept.items() if k not in ("device_count", "local_device_count")}
+        kept["xla_flags"] = host_devices.without_flag(kept.get("xla_flags", ""))
     return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -28,11 +28,11 @@ the learning metrics when statistical.
 from __future__ import annotations
 
 import json
-import re
 from typing import Any, NamedTuple
 
 from harness.judge import stats
 from harness.record.schema import EMPTY_CURVES, Results
+from harness.run import host_devices
 from harness.run.determinism import exact_problem, numerics_flags
 
 # Fingerprint keys that change the bits a run produces. The host name does
@@ -61,7 +61,6 @@ FINGERPRINT_DEFAULTS = {"mesh": "none", "shards": "none", "batch": "none"}
 # how many devices there are and how the data axis splits (the seed axis
 # still does), and the flag that simulates host devices.
 LAYOUT_KEYS = ("device_count", "local_device_count", "process_count", "mesh", "xla_flags")
-_DEVICE_COUNT_FLAG = re.compile(r"--xla_force_host_platform_device_count=\S+")
 # Packages whose code runs in the training program (MLflow and orbax do not).
 NUMERICS_PACKAGES = ("jax", "jaxlib", "flax", "optax", "pgx", "jumanji", "gymnax", "mctx", "xminigrid")
 # Packages that became dependencies after references were published: a
@@ -188,7 +187,7 @@ def _layout_free(key: str, value: str | None) -> str | None:
     if key == "mesh":
         return "seed=1" if value == "none" else value.split(",")[0]
     if key == "xla_flags":
-        return " ".join(_DEVICE_COUNT_FLAG.sub("", value).split())
+        return host_devices.without_flag(value)
     return "any"
 
 

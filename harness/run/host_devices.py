@@ -63,6 +63,11 @@ def current(environ: MutableMapping[str, str] = os.environ) -> int | None:
         return None
 
 
+def without_flag(xla_flags: str) -> str:
+    """`xla_flags` without the host device count."""
+    return " ".join(_FLAG.sub(" ", xla_flags).split())
+
+
 def enable(count: int, environ: MutableMapping[str, str] = os.environ) -> None:
     """Split the host into `count` CPU devices before JAX starts its
     backends. A count `XLA_FLAGS` sets already is the user's: a different

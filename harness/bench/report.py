@@ -264,7 +264,8 @@ def header(info: dict[str, Any], ceiling: Ceiling | None, previous_ceiling: dict
     fingerprint, load = info["fingerprint"], info["load_average"]
     lines = [
         f"device: {fingerprint['platform']} ({fingerprint['device_kind']}, {fingerprint['cpu_model']}); "
-        f"{fingerprint['local_device_count']} local device(s), entries run on one; jax {info['versions']['jax']}",
+        f"{fingerprint['local_device_count']} local device(s), entries run on one (-cores: seeds over the cores);"
+        f" jax {info['versions']['jax']}",
         f"session: {info['wall_seconds']:.0f} s wall, {info['cpu_seconds']:.0f} s CPU in this process; load average "
         f"(1 min) {load['start']:.2f} at start, {load['end']:.2f} at end, on {info['cpu_count']} CPUs "
         "(a machine shared with other work runs everything slower)",

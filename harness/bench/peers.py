@@ -11,7 +11,8 @@ not one of the harness's dependencies: without it the entry stops with a
 message saying what to install.
 
 Its `train` is traced under `one_qr_at_a_time` (an XLA:CPU deadlock in
-batched QR, see there). One API shim, for the pinned gymnax: since gymnax 1.0 `env.step` returns
+batched QR, see there). One API shim, for the pinned gymnax: since gymnax
+1.0 `env.step` returns
 `(obs, state, reward, terminated, truncated, info)`, where PureJaxRL expects
 the older `(obs, state, reward, done, info)` with `done = terminated or
 truncated`; the loaded module's `gymnax.make` returns envs whose `step`

@@ -268,6 +268,7 @@ def _side_by_side(entry, plan, ours, our_compile, peer, peer_compile, num_seeds,
         ("minatar_breakout", 4, False),
         ("minatar_breakout", 4, True),
         ("brax_inverted_pendulum", 1, False),
+        ("brax_inverted_pendulum", 2, True),
     ],
     ids=[
         "1seed",
@@ -277,6 +278,7 @@ def _side_by_side(entry, plan, ours, our_compile, peer, peer_compile, num_seeds,
         "minatar_breakout-4seeds",
         "minatar_breakout-4seeds-cores",
         "brax_inverted_pendulum-1seed",
+        "brax_inverted_pendulum-2seeds-cores",
     ],
 )
 def test_against_purejaxrl_ppo(entry, bench, case, num_seeds, cores):

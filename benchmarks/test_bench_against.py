@@ -62,16 +62,21 @@ CASES = {
 }
 
 
-def _ours(spec_path, num_seeds: int, iterations: int, cores: bool = False):
+# The project's layouts over the CPU's cores (the bench's host devices):
+# the seeds spread over them, or one seed's envs (data-parallel).
+SEEDS_OVER_CORES = {"host_devices": "cores"}
+ENVS_OVER_CORES = {"host_devices": "cores", "count": "all"}
+
+
+def _ours(spec_path, num_seeds: int, iterations: int, devices: dict | None = None):
     """The project's side: one runner chunk of `iterations` per call, the
-    seeds vmapped on one device, or (`cores`) spread over the CPU's cores
-    (`devices: {host_devices: cores}`, the bench's host devices)."""
+    seeds vmapped on one device, or on the layout `devices` asks for."""
     loaded = spec_module.load(spec_path).model_copy(update={"seeds": tuple(range(num_seeds))})
-    if cores:
-        loaded = build.with_devices(loaded, {"host_devices": "cores"})
+    if devices is not None:
+        loaded = build.with_devices(loaded, devices)
     plan = build.build(loaded)
-    if cores and plan.layout is None:
-        pytest.skip(f"no host devices to spread {num_seeds} seeds over: this CPU has one core")
+    if devices is not None and plan.layout is None:
+        pytest.skip(f"no host devices to spread {num_seeds} seed(s) over: this CPU has one core")
     state, init_seconds = runner.init_state(plan.algorithm, plan.spec.seeds, plan.mesh)
     chunk, chunk_seconds = runner.compile_chunk(plan.algorithm.step, iterations, state, plan.mesh)
     holder = {"state": state}
@@ -286,7 +291,7 @@ def test_against_purejaxrl_ppo(entry, bench, case, num_seeds, cores):
     cores, the peer's vmapped on one device as its README runs them."""
     spec_name, peer_file, config, iterations = CASES[case]
     make_train = peers.load_purejaxrl_ppo(bench.against["purejaxrl"], peer_file)
-    ours = _ours(PUBLISHED_SPECS / f"{spec_name}.yaml", num_seeds, iterations, cores)
+    ours = _ours(PUBLISHED_SPECS / f"{spec_name}.yaml", num_seeds, iterations, SEEDS_OVER_CORES if cores else None)
     peer = _peer(make_train, config, num_seeds, iterations)
     _side_by_side(entry, *ours, *peer, num_seeds, iterations, "PureJaxRL", {"peer": f"purejaxrl/{peer_file}.py"})
 
@@ -300,11 +305,25 @@ def test_against_xminigrid_ppo(entry, bench):
     _side_by_side(entry, *ours, *peer, 1, 2, "xland-minigrid", {"peer": "xland-minigrid/training/train_single_task.py"})
 
 
+def _against_pgx(entry, bench, cores: bool) -> None:
+    module = peers.load_pgx_alphazero(
+        bench.against["pgx"], peers.PGX_ALPHAZERO_CONNECT_FOUR, devices=None if cores else 1
+    )
+    ours = _ours(BENCH_SPECS / "against" / "alphazero_connect_four_pgx.yaml", 1, 1, ENVS_OVER_CORES if cores else None)
+    peer = _pgx_peer(module, 1)
+    _side_by_side(entry, *ours, *peer, 1, 1, "pgx's AlphaZero example", {"peer": "pgx/examples/alphazero/train.py"})
+
+
 @pytest.mark.against("pgx")
 def test_against_pgx_alphazero(entry, bench):
     """`against_pgx_alphazero`: 1 iteration (256 games x 64 moves = 16,384
-    frames, then 4 updates of 4,096) per call."""
-    module = peers.load_pgx_alphazero(bench.against["pgx"], peers.PGX_ALPHAZERO_CONNECT_FOUR)
-    ours = _ours(BENCH_SPECS / "against" / "alphazero_connect_four_pgx.yaml", 1, 1)
-    peer = _pgx_peer(module, 1)
-    _side_by_side(entry, *ours, *peer, 1, 1, "pgx's AlphaZero example", {"peer": "pgx/examples/alphazero/train.py"})
+    frames, then 4 updates of 4,096) per call, both on one device."""
+    _against_pgx(entry, bench, cores=False)
+
+
+@pytest.mark.against("pgx")
+def test_against_pgx_alphazero_cores(entry, bench):
+    """`against_pgx_alphazero_cores`: the same, both on every host device:
+    pgx's example `pmap`s over them (as it does on its own in a process that
+    has them), the project's seed is data-parallel over them."""
+    _against_pgx(entry, bench, cores=True)

@@ -377,21 +377,25 @@ def _no_baseline(model_id: str) -> Callable:
     return baseline
 
 
-def load_pgx_alphazero(path: str | Path, config: dict[str, Any]) -> Any:
+def load_pgx_alphazero(path: str | Path, config: dict[str, Any], devices: int | None = None) -> Any:
     """pgx's `examples/alphazero/train.py` from the checkout at `path`,
     configured by `config` (its `Config` fields) as its command line: the
     module, with its `config`, `env`, `forward`, `optimizer`, `selfplay`,
-    `compute_loss_input` and `train`."""
+    `compute_loss_input` and `train`. It `pmap`s over the devices that
+    `jax.local_devices()` gives at its import: all of them, or the first
+    `devices` (on a CPU split into host devices, one: as it runs unsplit)."""
     import pgx
 
     folder = check_pgx(path)
-    argv, make_baseline = sys.argv, pgx.make_baseline_model
+    argv, make_baseline, local_devices = sys.argv, pgx.make_baseline_model, jax.local_devices
     sys.argv = ["train.py", *(f"{key}={value}" for key, value in config.items())]
     pgx.make_baseline_model = _no_baseline
+    if devices is not None:
+        jax.local_devices = lambda *args, **kwargs: local_devices(*args, **kwargs)[:devices]
     try:
         return _import_fresh(path, folder, "train", ("network",), _stand_ins({"wandb": ("wandb",)}))
     finally:
-        sys.argv, pgx.make_baseline_model = argv, make_baseline
+        sys.argv, pgx.make_baseline_model, jax.local_devices = argv, make_baseline, local_devices
 
 
 def check(path: str | Path) -> tuple[str, Path]:

@@ -7,6 +7,7 @@ import contextlib
 import copy
 import functools
 import io
+import json
 import os
 import shutil
 import signal
@@ -265,6 +266,22 @@ def run_cli(*argv: str) -> tuple[int, str, str]:
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = cli.main(list(argv))
     return code, out.getvalue(), err.getvalue()
+
+
+# XLA_FLAGS that `fresh_process` starts with: a user's flag, which the
+# harness's own flags are added to.
+USER_XLA_FLAGS = "--xla_cpu_multi_thread_eigen=true"
+
+
+def fresh_process(script: str, *args: str) -> dict:
+    """`python -c SCRIPT ARGS` in a fresh process (JAX not started, XLA_FLAGS
+    set to USER_XLA_FLAGS): the JSON of its last line of output."""
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": str(root), "XLA_FLAGS": USER_XLA_FLAGS}
+    out = subprocess.run(
+        [sys.executable, "-c", script, *args], env=env, capture_output=True, text=True, timeout=120, check=True
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def start_harness(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.Popen:

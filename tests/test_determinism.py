@@ -6,21 +6,15 @@ means on each platform."""
 from __future__ import annotations
 
 import copy
-import json
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import jax
 import pytest
-from conftest import TINY_SPEC, run_cli, write_spec
+from conftest import TINY_SPEC, fresh_process, run_cli, write_spec
 
 from harness.judge import reproduce
 from harness.run import determinism
-
-ROOT = Path(__file__).resolve().parent.parent
 
 # What the harness does with a command line before it builds the plan, then
 # the fingerprint a run records: in a fresh process, as `harness run` has.
@@ -40,16 +34,7 @@ SCRIPT = textwrap.dedent(
 
 
 def _fresh_process(spec_path: Path, *flags: str) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=true"}
-    out = subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(spec_path), *flags],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return fresh_process(SCRIPT, str(spec_path), *flags)
 
 
 @pytest.mark.parametrize("how", ["option", "spec"])

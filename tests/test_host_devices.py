@@ -5,21 +5,15 @@ and the seeds spread over them unless the spec lays the devices out itself."""
 from __future__ import annotations
 
 import copy
-import json
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import TINY_SPEC, write_spec
+from conftest import TINY_SPEC, fresh_process, write_spec
 
 from harness import cli
 from harness import spec as S
 from harness.run import devices, host_devices
-
-ROOT = Path(__file__).resolve().parent.parent
 
 # What `harness run` does with its command line before it trains, in a fresh
 # process: the device options, then the plan (no compiling).
@@ -40,16 +34,7 @@ SCRIPT = textwrap.dedent(
 
 
 def _fresh_process(spec_path: Path, *flags: str) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=true"}
-    out = subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(spec_path), *flags],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return fresh_process(SCRIPT, str(spec_path), *flags)
 
 
 @pytest.mark.parametrize("how", ["option", "spec"])

@@ -65,6 +65,11 @@ class NetworkSpec(_Model):
     gru_size: int = Field(default=128, gt=0, description="GRU memory size (kind: gru)")
     num_blocks: int = Field(default=2, gt=0, description="residual blocks (kind: resnet, alphazero)")
     num_channels: int = Field(default=32, gt=0, description="channels of every conv layer (kind: resnet)")
+    conv_gradient: Literal["matmul", "conv"] = Field(
+        default="matmul",
+        description="how training differentiates the 3x3 convolutions (kind: resnet): as matmuls over"
+        " neighbourhoods (the published references') or as native-layout convolutions (faster on CPU)",
+    )
     # kind: grid_gru (the xland-minigrid baseline's agent; see algorithms.networks.GridGRUActorCritic)
     # and kind: grid (its encoder without memory, e.g. for MinAtar; GridActorCritic)
     id_channels: int = Field(default=3, ge=0, description="leading channels of ids, each embedded (grid_gru)")
@@ -94,11 +99,15 @@ class NetworkSpec(_Model):
         for keys in _KIND_KEYS.values():
             for key in set(keys) - kept:
                 data.pop(key, None)
+        # conv_gradient came after resnet specs were published: at its
+        # default it is left out, so that their hashes stay.
+        if data.get("conv_gradient") == "matmul":
+            del data["conv_gradient"]
         return data
 
 
 _KIND_KEYS = {
-    "resnet": ("num_blocks", "num_channels"),
+    "resnet": ("num_blocks", "num_channels", "conv_gradient"),
     "grid_gru": (
         "id_channels",
         "vocabulary",

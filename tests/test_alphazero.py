@@ -219,14 +219,62 @@ def test_resnet_is_refused_for_ppo():
 
 
 def test_resnet_forms_agree():
-    """Search runs the ResNet's convolutions; training differentiates their matmul form."""
-    spec = NetworkSpec(kind="resnet", num_blocks=2, num_channels=8)
-    conv = make_az_network(spec, 7, (6, 7, 2))
-    matmul = make_az_network(spec, 7, (6, 7, 2), for_gradients=True)
-    params = conv.init(jax.random.key(0), jnp.zeros((6, 7, 2)))
+    """Search runs the ResNet's convolutions; training differentiates their
+    matmul form (`conv_gradient: matmul`) or the convolutions themselves
+    (`conv`): the same outputs and, to float rounding, the same gradients."""
     obs = jax.random.normal(jax.random.key(1), (5, 6, 7, 2))
-    for a, b in zip(conv.apply(params, obs), matmul.apply(params, obs), strict=True):
-        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-5)
+
+    def net(conv_gradient, for_gradients):
+        spec = NetworkSpec(kind="resnet", num_blocks=2, num_channels=8, conv_gradient=conv_gradient)
+        return make_az_network(spec, 7, (6, 7, 2), for_gradients=for_gradients)
+
+    search = net("matmul", for_gradients=False)
+    train = {name: net(name, for_gradients=True) for name in ("matmul", "conv")}
+    params = search.init(jax.random.key(0), jnp.zeros((6, 7, 2)))
+    for form in train.values():
+        for a, b in zip(search.apply(params, obs), form.apply(params, obs), strict=True):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-5)
+
+    def gradient(form):
+        return jax.jit(jax.grad(lambda p: sum(jnp.sum(jnp.sin(out)) for out in form.apply(p, obs))))(params)
+
+    for a, b in zip(*(jax.tree.leaves(gradient(form)) for form in train.values()), strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-5)
+
+
+def _convolution_labels(compiled_text: str) -> set[str]:
+    return {line.split("dim_labels=")[1].split(",")[0] for line in compiled_text.splitlines() if "dim_labels=" in line}
+
+
+@pytest.mark.parametrize("batch", [5, 300])  # 300: the kernel gradient in zero-padded pieces of 256
+def test_conv3x3_gradients_are_jax_s_as_native_layout_convolutions(batch):
+    """`conv3x3`'s gradients equal JAX's own; taken in a loop, as every
+    training step is, XLA's compiled program has only NHWC/HWIO
+    convolutions (JAX's rules leave others there, which XLA's CPU backend
+    runs as slow generic loops)."""
+    from algorithms.alphazero.networks import conv3x3
+
+    x = jax.random.normal(jax.random.key(0), (batch, 6, 7, 8))
+    kernel = jax.random.normal(jax.random.key(1), (3, 3, 8, 4))
+    g = jax.random.normal(jax.random.key(2), (batch, 6, 7, 4))
+
+    def jax_conv(x, k):
+        return jax.lax.conv_general_dilated(x, k, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+
+    ours = jax.vjp(conv3x3, x, kernel)[1](g)
+    theirs = jax.vjp(jax_conv, x, kernel)[1](g)
+    for a, b in zip(ours, theirs, strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-3)
+
+    def in_a_loop(conv):
+        def step(k, _):
+            dx, dk = jax.vjp(conv, x, k)[1](g)
+            return k - 1e-3 * dk, jnp.sum(dx)
+
+        return jax.jit(lambda k: jax.lax.scan(step, k, None, length=2)).lower(kernel).compile().as_text()
+
+    assert _convolution_labels(in_a_loop(conv3x3)) == {"b01f_01io->b01f"}
+    assert _convolution_labels(in_a_loop(jax_conv)) - {"b01f_01io->b01f"}  # what the test guards against
 
 
 def test_alphazero_reproduction_is_judged_on_its_evaluation_curves(tiny_az_runs):

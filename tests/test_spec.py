@@ -112,3 +112,27 @@ def test_batch_rules_are_the_algorithms_and_name_the_key_and_its_line():
         "demo.yaml: hyperparameters.num_minibatches (line 9): num_envs (10) does not divide into num_minibatches (4)"
         in message
     )
+
+
+RESNET = """
+name: demo_az
+algorithm: alphazero
+env: {suite: pgx, id: tic_tac_toe}
+seeds: [0]
+budget: {env_steps: 1000}
+network: {kind: resnet, num_blocks: 1, num_channels: 8}
+"""
+
+
+def test_conv_gradient_at_its_default_keeps_a_resnet_spec_s_hash():
+    """`network.conv_gradient` came after resnet specs were published: left
+    at `matmul` (written out or not) the hash is the one they were published
+    with; `conv` is another spec; a value it does not take names its key."""
+    plain = parse_text(RESNET)
+    explicit = parse_text(RESNET.replace("num_channels: 8}", "num_channels: 8, conv_gradient: matmul}"))
+    conv = parse_text(RESNET.replace("num_channels: 8}", "num_channels: 8, conv_gradient: conv}"))
+    assert "conv_gradient" not in S.canonical(plain)["network"]
+    assert S.spec_hash(plain) == S.spec_hash(explicit) != S.spec_hash(conv)
+    assert S.canonical(conv)["network"]["conv_gradient"] == "conv"
+    with pytest.raises(S.SpecError, match=r"network\.conv_gradient \(line 7\)"):
+        parse_text(RESNET.replace("num_channels: 8}", "num_channels: 8, conv_gradient: winograd}"))

@@ -17,6 +17,7 @@ from algorithms.episodes import EpisodeStats, finish_episode_stats, init_episode
 from algorithms.evaluation import make_evaluate
 from algorithms.networks import RECURRENT_KINDS, ROW_STABLE_WIDTH, Policy
 from algorithms.normalization import Normalizer
+from algorithms.shuffle import order as shuffle_order
 
 
 class ActorState(NamedTuple):
@@ -351,9 +352,10 @@ def bootstrap_value(policy: Policy, params: Any, actor: ActorState) -> jax.Array
     return value
 
 
-def minibatch_indices(key: jax.Array, size: int, num_minibatches: int) -> jax.Array:
-    """A random split of `range(size)` into equal minibatches, `[n, size // n]`."""
-    return jax.random.permutation(key, size).reshape(num_minibatches, size // num_minibatches)
+def minibatch_indices(key: jax.Array, size: int, num_minibatches: int, shuffle: str) -> jax.Array:
+    """A random split of `range(size)` into equal minibatches, `[n, size //
+    n]`, in the order `shuffle` draws (`algorithms.shuffle.order`)."""
+    return shuffle_order(key, size, shuffle).reshape(num_minibatches, size // num_minibatches)
 
 
 def shard_minibatches(tree: Any, axis_name: str | None, axis: int = 1) -> Any:

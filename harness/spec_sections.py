@@ -237,13 +237,19 @@ class _OnPolicyHyperparameters(_Model):
     normalize_rewards: bool = Field(
         default=False, description="rewards divided by a running std of discounted returns, for learning only"
     )
+    shuffle: Literal["permutation", "feistel"] = Field(
+        default="permutation",
+        description="how minibatches are drawn: jax.random.permutation (uniform; sorts), or a keyed"
+        " Feistel bijection of the indices (no sort; faster on CPU; algorithms.shuffle)",
+    )
 
     @model_serializer(mode="wrap")
     def _drop_later_defaults(self, handler: Any) -> dict[str, Any]:
-        # Evaluation and normalisation came after specs were published: a
-        # spec that leaves them at their defaults keeps its hash.
+        # Evaluation, normalisation and shuffle came after specs were
+        # published: a spec that leaves them at their defaults keeps its hash.
         data = handler(self)
-        for key, off in (("evaluation", None), ("normalize_observations", False), ("normalize_rewards", False)):
+        later = (("evaluation", None), ("normalize_observations", False), ("normalize_rewards", False))
+        for key, off in (*later, ("shuffle", "permutation")):
             if getattr(self, key) == off:
                 data.pop(key, None)
         return data

@@ -136,3 +136,12 @@ def test_conv_gradient_at_its_default_keeps_a_resnet_spec_s_hash():
     assert S.canonical(conv)["network"]["conv_gradient"] == "conv"
     with pytest.raises(S.SpecError, match=r"network\.conv_gradient \(line 7\)"):
         parse_text(RESNET.replace("num_channels: 8}", "num_channels: 8, conv_gradient: winograd}"))
+
+
+def test_shuffle_at_its_default_keeps_the_hash():
+    """`hyperparameters.shuffle` came after on-policy specs were published."""
+    plain = parse_text(BASE)
+    explicit = parse_text(BASE + "hyperparameters: {shuffle: permutation}\n")
+    feistel = parse_text(BASE + "hyperparameters: {shuffle: feistel}\n")
+    assert S.spec_hash(plain) == S.spec_hash(explicit) != S.spec_hash(feistel)
+    assert "shuffle" not in S.canonical(plain)["hyperparameters"]

@@ -68,10 +68,15 @@ SEEDS_OVER_CORES = {"host_devices": "cores"}
 ENVS_OVER_CORES = {"host_devices": "cores", "count": "all"}
 
 
-def _ours(spec_path, num_seeds: int, iterations: int, devices: dict | None = None):
+def _ours(spec_path, num_seeds: int, iterations: int, devices: dict | None = None, hyperparameters: dict | None = None):
     """The project's side: one runner chunk of `iterations` per call, the
-    seeds vmapped on one device, or on the layout `devices` asks for."""
+    seeds vmapped on one device, or on the layout `devices` asks for; the
+    spec's `hyperparameters` changed by those given."""
     loaded = spec_module.load(spec_path).model_copy(update={"seeds": tuple(range(num_seeds))})
+    if hyperparameters:
+        loaded = loaded.model_copy(
+            update={"hyperparameters": loaded.hyperparameters.model_copy(update=hyperparameters)}
+        )
     if devices is not None:
         loaded = build.with_devices(loaded, devices)
     plan = build.build(loaded)
@@ -264,34 +269,43 @@ def _side_by_side(entry, plan, ours, our_compile, peer, peer_compile, num_seeds,
 
 @pytest.mark.against("purejaxrl")
 @pytest.mark.parametrize(
-    "case, num_seeds, cores",
+    "case, num_seeds, cores, shuffle",
     [
-        ("cartpole", 1, False),
-        ("cartpole", 16, False),
-        ("cartpole", 16, True),
-        ("minatar_breakout", 1, False),
-        ("minatar_breakout", 4, False),
-        ("minatar_breakout", 4, True),
-        ("brax_inverted_pendulum", 1, False),
-        ("brax_inverted_pendulum", 2, True),
+        ("cartpole", 1, False, "permutation"),
+        ("cartpole", 1, False, "feistel"),
+        ("cartpole", 16, False, "permutation"),
+        ("cartpole", 16, True, "permutation"),
+        ("minatar_breakout", 1, False, "permutation"),
+        ("minatar_breakout", 1, False, "feistel"),
+        ("minatar_breakout", 4, False, "permutation"),
+        ("minatar_breakout", 4, True, "permutation"),
+        ("brax_inverted_pendulum", 1, False, "permutation"),
+        ("brax_inverted_pendulum", 1, False, "feistel"),
+        ("brax_inverted_pendulum", 2, True, "permutation"),
     ],
     ids=[
         "1seed",
+        "1seed-feistel",
         "16seeds",
         "16seeds-cores",
         "minatar_breakout-1seed",
+        "minatar_breakout-1seed-feistel",
         "minatar_breakout-4seeds",
         "minatar_breakout-4seeds-cores",
         "brax_inverted_pendulum-1seed",
+        "brax_inverted_pendulum-1seed-feistel",
         "brax_inverted_pendulum-2seeds-cores",
     ],
 )
-def test_against_purejaxrl_ppo(entry, bench, case, num_seeds, cores):
+def test_against_purejaxrl_ppo(entry, bench, case, num_seeds, cores, shuffle):
     """The `-cores` entries run the project's seeds spread over the CPU's
-    cores, the peer's vmapped on one device as its README runs them."""
+    cores, the peer's vmapped on one device as its README runs them; the
+    `-feistel` entries draw the project's minibatches without a sort
+    (`hyperparameters.shuffle: feistel`), the peer's as always."""
     spec_name, peer_file, config, iterations = CASES[case]
     make_train = peers.load_purejaxrl_ppo(bench.against["purejaxrl"], peer_file)
-    ours = _ours(PUBLISHED_SPECS / f"{spec_name}.yaml", num_seeds, iterations, SEEDS_OVER_CORES if cores else None)
+    devices = SEEDS_OVER_CORES if cores else None
+    ours = _ours(PUBLISHED_SPECS / f"{spec_name}.yaml", num_seeds, iterations, devices, {"shuffle": shuffle})
     peer = _peer(make_train, config, num_seeds, iterations)
     _side_by_side(entry, *ours, *peer, num_seeds, iterations, "PureJaxRL", {"peer": f"purejaxrl/{peer_file}.py"})
 

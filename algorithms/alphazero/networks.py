@@ -54,6 +54,9 @@ def conv3x3(x: jax.Array, kernel: jax.Array) -> jax.Array:
     the kernel gradient `_kernel_gradient`'s, over pieces of
     `KERNEL_GRADIENT_CHUNK` positions (zero-padded; zeros add nothing)
     summed in order: whole, that convolution's operands leave the cache.
+    Under a `vmap` whose kernels differ (seeds' parameters) the convolutions
+    become grouped ones; AlphaZero's ResNet runs its seeds one after another
+    (`Algorithm.map_seeds`), so its kernel is never batched.
     """
     return _conv(x, kernel)
 

@@ -127,15 +127,13 @@ def make_stages(
         # Each minibatch's advantages normalised over the whole of it (every
         # device has the global batch), then this device's logical shards.
         if policy.recurrent:
-            index = minibatch_indices(key, num_envs, config.num_minibatches, config.shuffle)
+            index = minibatch_indices(key, num_envs, config)
             batch = gather(batch, index, 1)  # [n, T, m, ...]
             axes = (1, 2)
             carry = logical_shards(gather(start_carry, index, 0), shards, axis_name, 1)
         else:
             flat = jax.tree.map(lambda x: x.reshape(num_steps * num_envs, *x.shape[2:]), batch)
-            batch = gather(
-                flat, minibatch_indices(key, num_steps * num_envs, config.num_minibatches, config.shuffle), 0
-            )
+            batch = gather(flat, minibatch_indices(key, num_steps * num_envs, config), 0)
             axes = (1,)
             local = parallel.local_shards(shards, axis_name)
             carry = jnp.zeros((config.num_minibatches, local, batch.target.shape[1] // shards, 0))
@@ -148,12 +146,10 @@ def make_stages(
             return exact_minibatches(batch, start_carry, key)
         if policy.recurrent:
             # Whole env fragments, replayed from the memory they started with.
-            index = shard_minibatches(
-                minibatch_indices(key, num_envs, config.num_minibatches, config.shuffle), axis_name
-            )
+            index = shard_minibatches(minibatch_indices(key, num_envs, config), axis_name)
             return gather(batch, index, 1), gather(start_carry, index, 0)
         flat = jax.tree.map(lambda x: x.reshape(num_steps * num_envs, *x.shape[2:]), batch)
-        index = minibatch_indices(key, num_steps * num_envs, config.num_minibatches, config.shuffle)
+        index = minibatch_indices(key, num_steps * num_envs, config)
         index = shard_minibatches(index, axis_name)
         return gather(flat, index, 0), jnp.zeros((config.num_minibatches, index.shape[1], 0))
 

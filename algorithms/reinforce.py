@@ -108,7 +108,7 @@ def make_reinforce(
         # Every device has the global batch: whole minibatches ([n, T, m]),
         # returns normalised over each, then this device's logical shards.
         data, returns = batch
-        index = minibatch_indices(key, config.num_envs, config.num_minibatches, config.shuffle)
+        index = minibatch_indices(key, config.num_envs, config)
         data, returns = gather(data, index, 1), gather(returns, index, 1)
         if config.normalize_advantages:  # no baseline (exact_config): the advantages are the returns
             returns = standardized(returns, (1, 2))
@@ -121,7 +121,7 @@ def make_reinforce(
         if shards is not None:
             return exact_minibatches(batch, start_carry, key)
         data, returns = batch
-        index = minibatch_indices(key, config.num_envs, config.num_minibatches, config.shuffle)
+        index = minibatch_indices(key, config.num_envs, config)
         index = shard_minibatches(index, axis_name)
         return gather(data, index, 1), gather(start_carry, index, 0), gather(returns, index, 1)
 

@@ -352,10 +352,12 @@ def bootstrap_value(policy: Policy, params: Any, actor: ActorState) -> jax.Array
     return value
 
 
-def minibatch_indices(key: jax.Array, size: int, num_minibatches: int, shuffle: str) -> jax.Array:
-    """A random split of `range(size)` into equal minibatches, `[n, size //
-    n]`, in the order `shuffle` draws (`algorithms.shuffle.order`)."""
-    return shuffle_order(key, size, shuffle).reshape(num_minibatches, size // num_minibatches)
+def minibatch_indices(key: jax.Array, size: int, config: Any) -> jax.Array:
+    """A random split of `range(size)` into `config.num_minibatches` equal
+    minibatches, `[n, size // n]`, in the order `config.shuffle` draws
+    (`algorithms.shuffle.order`)."""
+    n = config.num_minibatches
+    return shuffle_order(key, size, config.shuffle).reshape(n, size // n)
 
 
 def shard_minibatches(tree: Any, axis_name: str | None, axis: int = 1) -> Any:

@@ -248,8 +248,13 @@ class _OnPolicyHyperparameters(_Model):
         # Evaluation, normalisation and shuffle came after specs were
         # published: a spec that leaves them at their defaults keeps its hash.
         data = handler(self)
-        later = (("evaluation", None), ("normalize_observations", False), ("normalize_rewards", False))
-        for key, off in (*later, ("shuffle", "permutation")):
+        later = (
+            ("evaluation", None),
+            ("normalize_observations", False),
+            ("normalize_rewards", False),
+            ("shuffle", "permutation"),
+        )
+        for key, off in later:
             if getattr(self, key) == off:
                 data.pop(key, None)
         return data

@@ -12,11 +12,10 @@ message saying what to install.
 
 Its `train` is traced under `one_qr_at_a_time` (an XLA:CPU deadlock in
 batched QR, see there). One API shim, for the pinned gymnax: since gymnax
-1.0 `env.step` returns
-`(obs, state, reward, terminated, truncated, info)`, where PureJaxRL expects
-the older `(obs, state, reward, done, info)` with `done = terminated or
-truncated`; the loaded module's `gymnax.make` returns envs whose `step`
-gives that (the same computation, its outputs regrouped).
+1.0 `env.step` returns `(obs, state, reward, terminated, truncated, info)`,
+where PureJaxRL expects the older `(obs, state, reward, done, info)` with
+`done = terminated or truncated`; the loaded module's `gymnax.make` returns
+envs whose `step` gives that (the same computation, its outputs regrouped).
 
 xland-minigrid (a checkout of `dunnolab/xland-minigrid`): its
 `training/train_single_task.py` exposes `TrainConfig`, `make_states(config)`

@@ -5,36 +5,19 @@ reported here as `SpecError`s, before anything is compiled or logged."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 import optax
 
 import algorithms
 from algorithms import optimizers, sweep
 from harness import envs
-from harness.envs_xminigrid import EnvKwargsError
 from harness.run import devices
 from harness.spec import DevicesSpec, Spec, SpecError, canonical, parse, spec_hash
+from harness.types import Plan
 
 if TYPE_CHECKING:
-    from jax.sharding import Mesh
-
-
-class Plan(NamedTuple):
-    spec: Spec
-    spec_hash: str
-    env: algorithms.Environment
-    env_info: envs.EnvInfo
-    algorithm: algorithms.Algorithm
-    num_iterations: int  # per seed
-    env_steps_per_iteration: int  # per seed
-    layout: devices.Layout | None = None  # the device mesh's shape; None: one device, plain jit
-    mesh: Mesh | None = None
-
-    @property
-    def env_steps(self) -> int:
-        """Env steps each seed actually takes (the budget rounded down to whole iterations)."""
-        return self.num_iterations * self.env_steps_per_iteration
+    pass
 
 
 def make_optimizer(spec: Any, total_updates: int, exact: bool = False) -> optax.GradientTransformation:
@@ -104,7 +87,7 @@ def build(
         env, env_info = envs.make(spec.env.suite, spec.env.id, spec.env.kwargs, spec.env.wrappers)
     except envs.UnknownEnvError as error:
         raise SpecError(source, [("env.id", str(error))], lines) from None
-    except EnvKwargsError as error:  # e.g. a ruleset file that is missing or not one
+    except envs.EnvKwargsError as error:  # e.g. a ruleset file that is missing or not one
         raise SpecError(source, [(error.key, str(error))], lines) from None
     except TypeError as error:  # the env constructor rejected a keyword
         raise SpecError(source, [("env.kwargs", str(error))], lines) from None

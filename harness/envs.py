@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import importlib.metadata
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -22,23 +22,17 @@ import numpy as np
 from algorithms.base import Environment, TimeStep
 from harness import deferred_imports
 from harness.knapsack_optimum import knapsack_optimum
+from harness.types import EnvInfo  # noqa: F401  (part of this module's interface)
 
 SUITES = ("gymnax", "jumanji", "pgx", "xminigrid", "brax")
 
 
-class EnvInfo(NamedTuple):
-    suite: str
-    id: str
-    library_version: str
-    env_version: str | None
+class EnvKwargsError(ValueError):
+    """A bad `env.kwargs` entry; `key` is its spec key."""
 
-    def as_tags(self) -> dict[str, str]:
-        return {
-            "env.suite": self.suite,
-            "env.id": self.id,
-            "env.library_version": self.library_version,
-            "env.version": self.env_version or "",
-        }
+    def __init__(self, key: str, message: str):
+        self.key = key
+        super().__init__(message)
 
 
 class UnknownEnvError(ValueError):

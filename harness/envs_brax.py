@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from algorithms.base import Environment, TimeStep
-from harness.envs_xminigrid import EnvKwargsError
+from harness.envs import EnvKwargsError
 
 BACKENDS = ("generalized", "positional", "spring", "mjx")
 DEFAULT_EPISODE_LENGTH = 1000

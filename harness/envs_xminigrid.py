@@ -32,16 +32,7 @@ from typing import Any
 import jax.numpy as jnp
 
 from algorithms.base import Environment, TimeStep
-from harness.envs import select_tree, single_agent_timestep
-
-
-class EnvKwargsError(ValueError):
-    """A bad `env.kwargs` entry; `key` is its spec key."""
-
-    def __init__(self, key: str, message: str):
-        self.key = key
-        super().__init__(message)
-
+from harness.envs import EnvKwargsError, select_tree, single_agent_timestep
 
 RULESET_KEYS = ("ruleset_file", "ruleset_index")
 

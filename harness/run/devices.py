@@ -14,7 +14,7 @@ on 1, 2 or 4 devices, up to float reduction order.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -24,6 +24,7 @@ from jax.sharding import PartitionSpec as P
 
 from harness.run import host_devices
 from harness.run.cluster import gather_to_host
+from harness.types import Layout
 
 SEED, DATA = "seed", "data"
 
@@ -34,20 +35,6 @@ class LayoutError(ValueError):
     def __init__(self, key: str, message: str):
         self.key = key
         super().__init__(message)
-
-
-class Layout(NamedTuple):
-    """How many devices a run uses and how they split."""
-
-    seed_axis: int
-    data_axis: int
-
-    @property
-    def count(self) -> int:
-        return self.seed_axis * self.data_axis
-
-    def describe(self) -> str:
-        return f"seed={self.seed_axis},data={self.data_axis}"
 
 
 def resolve(devices: Any, num_seeds: int, available: int | None = None, platform: str | None = None) -> Layout:

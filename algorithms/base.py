@@ -103,9 +103,16 @@ Problem = tuple[str, str]  # (hyperparameter key, why not)
 
 
 class Registration(NamedTuple):
-    """How the harness builds an algorithm from its configuration."""
+    """Everything the harness knows of an algorithm, declared in its own
+    module: its typed hyperparameters, the networks it takes, which of its
+    hyperparameters a sweep may carry as numbers, and its factory. The
+    harness builds the spec's `algorithm:` union from the registry, so
+    adding an algorithm is one module and one `register` call."""
 
-    # factory(config, env, *, network, optimizer, axis_name) -> Algorithm
+    # The hyperparameters: a frozen model (algorithms.config.Config) whose
+    # fields are the spec's `hyperparameters:` keys.
+    config: type[Any]
+    # factory(config, env, *, network, optimizer, axis_name[, shards]) -> Algorithm
     factory: Callable[..., Algorithm]
     # Optimizer updates per `step`, so that learning-rate schedules span the run.
     updates_per_step: Callable[[Any], int]
@@ -113,6 +120,8 @@ class Registration(NamedTuple):
     env_steps_per_step: Callable[[Any], int]
     # Returns None when `env` is usable, else a sentence saying why not.
     check_env: Callable[[Any, Environment], str | None]
+    # The `network.kind`s the factory takes; the first is the default.
+    network_kinds: tuple[str, ...]
     # check(config, network, D) -> None when the batches divide as the
     # algorithm needs (minibatches) and split evenly over D data-parallel
     # shards (D = 1: one device), else (hyperparameter key, why not). None:
@@ -126,6 +135,10 @@ class Registration(NamedTuple):
     # arithmetic (never in shapes or Python control flow): a sweep carries
     # them in the state, one value per run (algorithms.sweep).
     numeric: tuple[str, ...] = ()
+
+    @property
+    def default_network(self) -> str:
+        return self.network_kinds[0]
 
     def make(self, config: Any, env: Environment, **kwargs: Any) -> Algorithm:
         """The algorithm, with its env steps per step."""

@@ -13,11 +13,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from algorithms.config import NetworkConfig
 from algorithms.distributions import CATEGORICAL, Distribution, for_actions
 
 _ACTIVATIONS = {"tanh": nn.tanh, "relu": nn.relu}
 # Network kinds with a memory (`Policy.recurrent`): trained on whole env fragments.
 RECURRENT_KINDS = ("gru", "grid_gru")
+# The kinds `make_policy` builds: what the on-policy algorithms take (mlp first, the default).
+ON_POLICY_KINDS = ("mlp", "gru", "grid", "grid_gru")
 
 
 # Output widths that XLA:CPU computes row by row the same whatever the number
@@ -305,7 +308,7 @@ class Policy(NamedTuple):
 
 
 def make_policy(
-    network: Any, num_actions: int, observation_shape: tuple[int, ...], align: int = 1, discrete: bool = True
+    network: NetworkConfig, num_actions: int, observation_shape: tuple[int, ...], align: int = 1, discrete: bool = True
 ) -> Policy:
     """The policy for the spec's `network:` section (`kind: mlp | gru | grid
     | grid_gru`) over `num_actions` discrete actions, or (`discrete` False) a

@@ -11,11 +11,8 @@ value loss optionally clipped around the old values. A feed-forward policy
 shuffles single steps; a recurrent one (`network: {kind: gru}`) shuffles
 whole env fragments and replays them from the memory they started with.
 
-`config` is any object with the attributes of the spec's `hyperparameters`
-(num_envs, num_steps, gamma, gae_lambda, clip_eps, clip_value, value_coef,
-entropy_coef, update_epochs, num_minibatches, normalize_advantages,
-reward_scale, normalize_observations, normalize_rewards). `reward_scale`
-multiplies rewards for learning only (values and advantages); reported
+The hyperparameters are `PPOConfig`, a spec's `hyperparameters:` section
+when `algorithm: ppo`. `reward_scale` multiplies rewards for learning only (values and advantages); reported
 episode returns stay in the env's own units. Continuous actions take a
 diagonal Gaussian policy (`algorithms.distributions`); the normalisation
 options are `algorithms.normalization`'s.
@@ -28,8 +25,10 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import optax
+from pydantic import Field
 
 from algorithms import base, parallel
+from algorithms.config import NetworkConfig, OnPolicyConfig
 from algorithms.networks import Policy, make_policy, unroll
 from algorithms.returns import vtrace_gae
 from algorithms.rollout import (
@@ -50,13 +49,30 @@ from algorithms.rollout import (
 from algorithms.rollout import make_stages as make_stages_of
 
 
+class PPOConfig(OnPolicyConfig):
+    """PPO's hyperparameters (the spec's `hyperparameters:`)."""
+
+    num_envs: int = Field(default=4, gt=0)
+    num_steps: int = Field(default=128, gt=0, description="steps per env per rollout")
+    gamma: float = Field(default=0.99, ge=0, le=1)
+    gae_lambda: float = Field(default=0.95, ge=0, le=1)
+    clip_eps: float = Field(default=0.2, gt=0)
+    clip_value: bool = Field(default=True, description="clip the value loss around the old values")
+    value_coef: float = Field(default=0.5, ge=0)
+    entropy_coef: float = Field(default=0.01, ge=0)
+    update_epochs: int = Field(default=4, gt=0)
+    num_minibatches: int = Field(default=4, gt=0)
+    normalize_advantages: bool = True
+    reward_scale: float = Field(default=1.0, gt=0, description="rewards are multiplied by this for learning only")
+
+
 class Batch(NamedTuple):
     fragment: Fragment  # [T, B, ...] or, feed-forward, [T * B, ...] shuffled
     advantage: jax.Array
     target: jax.Array
 
 
-def make_loss(config: Any, policy: Any, axis_name: str | None = None, normalized: bool = False):
+def make_loss(config: PPOConfig, policy: Any, axis_name: str | None = None, normalized: bool = False):
     """The PPO loss of one minibatch, `loss_fn(params, batch, carry) -> (loss,
     metrics)`: `batch` holds `[M, ...]` steps (feed-forward) or `[T, M, ...]`
     env fragments replayed from the memory `carry` (`[M, H]`, recurrent).
@@ -99,10 +115,10 @@ def make_loss(config: Any, policy: Any, axis_name: str | None = None, normalized
 
 
 def make_stages(
-    config: Any,
+    config: PPOConfig,
     env: base.Environment,
     *,
-    network: Any,
+    network: NetworkConfig,
     optimizer: optax.GradientTransformation,
     axis_name: str | None = None,
     shards: int | None = None,
@@ -157,10 +173,10 @@ def make_stages(
 
 
 def make_ppo(
-    config: Any,
+    config: PPOConfig,
     env: base.Environment,
     *,
-    network: Any,
+    network: NetworkConfig,
     optimizer: optax.GradientTransformation,
     axis_name: str | None = None,
     shards: int | None = None,
@@ -194,6 +210,7 @@ def make_ppo(
 
 register(
     "ppo",
+    PPOConfig,
     make_ppo,
     steps_in_minibatches=True,
     numeric=("gamma", "gae_lambda", "clip_eps", "value_coef", "entropy_coef", "reward_scale"),

@@ -16,10 +16,9 @@ each fragment is bootstrapped with V(s_T); without one, b_t = 0 and returns
 stop at the fragment's end, as in rlplay. A time-limit truncation ends the
 return like a termination.
 
-`config` is any object with the attributes of the spec's `hyperparameters`
-(num_envs, num_steps, gamma, baseline, value_coef, entropy_coef, c_rho,
-update_epochs, num_minibatches, normalize_advantages, normalize_observations,
-normalize_rewards; the last two are `algorithms.normalization`'s).
+The hyperparameters are `ReinforceConfig`, a spec's `hyperparameters:`
+section when `algorithm: reinforce` (the normalisation options are
+`algorithms.normalization`'s).
 """
 
 from __future__ import annotations
@@ -29,8 +28,10 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import optax
+from pydantic import Field
 
 from algorithms import base, parallel
+from algorithms.config import NetworkConfig, OnPolicyConfig
 from algorithms.networks import make_policy, unroll
 from algorithms.returns import discounted_returns
 from algorithms.rollout import (
@@ -50,11 +51,26 @@ from algorithms.rollout import (
 )
 
 
+class ReinforceConfig(OnPolicyConfig):
+    """REINFORCE's hyperparameters (the spec's `hyperparameters:`)."""
+
+    num_envs: int = Field(default=16, gt=0, description="B: envs stepped in parallel per seed")
+    num_steps: int = Field(default=32, gt=0, description="T: steps per rollout fragment")
+    gamma: float = Field(default=0.99, ge=0, le=1)
+    baseline: bool = Field(default=True, description="learn a value baseline and bootstrap fragments with it")
+    value_coef: float = Field(default=0.5, ge=0)
+    entropy_coef: float = Field(default=0.01, ge=0)
+    c_rho: float | None = Field(default=None, gt=0, description="clip of the importance weights; null: no clip")
+    update_epochs: int = Field(default=1, gt=0, description="passes over each fragment")
+    num_minibatches: int = Field(default=1, gt=0, description="minibatches per pass, split over envs")
+    normalize_advantages: bool = False
+
+
 def make_reinforce(
-    config: Any,
+    config: ReinforceConfig,
     env: base.Environment,
     *,
-    network: Any,
+    network: NetworkConfig,
     optimizer: optax.GradientTransformation,
     axis_name: str | None = None,
     shards: int | None = None,
@@ -130,7 +146,7 @@ def make_reinforce(
     return make_algorithm(env, policy, config, optimizer, stages, axis_name)
 
 
-def exact_config(config: Any) -> base.Problem | None:
+def exact_config(config: ReinforceConfig) -> base.Problem | None:
     """Exact layouts compute each logical shard's loss on its own, so they
     cannot normalise advantages that depend on the parameters being updated
     (the returns less the baseline's values) over a whole minibatch."""
@@ -144,6 +160,7 @@ def exact_config(config: Any) -> base.Problem | None:
 
 register(
     "reinforce",
+    ReinforceConfig,
     make_reinforce,
     steps_in_minibatches=False,
     numeric=("gamma", "value_coef", "entropy_coef", "c_rho"),

@@ -13,9 +13,10 @@ import optax
 
 from algorithms import base, normalization, parallel
 from algorithms.base import Environment, TimeStep
+from algorithms.config import NetworkConfig, OnPolicyConfig
 from algorithms.episodes import EpisodeStats, finish_episode_stats, init_episode_stats, step_episode_stats
 from algorithms.evaluation import make_evaluate
-from algorithms.networks import RECURRENT_KINDS, ROW_STABLE_WIDTH, Policy
+from algorithms.networks import ON_POLICY_KINDS, RECURRENT_KINDS, ROW_STABLE_WIDTH, Policy
 from algorithms.normalization import Normalizer
 from algorithms.shuffle import order as shuffle_order
 
@@ -39,15 +40,15 @@ class OnPolicyState(NamedTuple):
     iteration: jax.Array  # [] int32
 
 
-def updates_per_step(config: Any) -> int:
+def updates_per_step(config: OnPolicyConfig) -> int:
     return config.update_epochs * config.num_minibatches
 
 
-def env_steps_per_step(config: Any) -> int:
+def env_steps_per_step(config: OnPolicyConfig) -> int:
     return config.num_envs * config.num_steps
 
 
-def minibatch_size(config: Any, network: Any, steps_in_minibatches: bool) -> tuple[int, str]:
+def minibatch_size(config: OnPolicyConfig, network: NetworkConfig, steps_in_minibatches: bool) -> tuple[int, str]:
     """One minibatch's size and unit: single steps when `steps_in_minibatches`
     and the policy is feed-forward, else whole env fragments."""
     if steps_in_minibatches and network.kind not in RECURRENT_KINDS:
@@ -61,7 +62,7 @@ def batch_check(steps_in_minibatches: bool) -> Callable[[Any, Any, int], base.Pr
     single steps when `steps_in_minibatches` (PPO with a feed-forward
     policy), else of whole env fragments."""
 
-    def check(config: Any, network: Any, shards: int) -> base.Problem | None:
+    def check(config: OnPolicyConfig, network: NetworkConfig, shards: int) -> base.Problem | None:
         recurrent = network.kind in RECURRENT_KINDS
         flat = steps_in_minibatches and not recurrent
         if flat and (config.num_envs * config.num_steps) % config.num_minibatches:
@@ -96,7 +97,7 @@ def exact_check(
     row-stable (`networks.Dense`), envs and minibatches that split into L,
     and what the algorithm's own `check_config` asks of its hyperparameters."""
 
-    def check(config: Any, network: Any, shards: int) -> base.Problem | None:
+    def check(config: OnPolicyConfig, network: NetworkConfig, shards: int) -> base.Problem | None:
         if check_config is not None and (problem := check_config(config)) is not None:
             return problem
         if network.kind not in ("mlp", "gru"):
@@ -118,6 +119,7 @@ def exact_check(
 
 def register(
     name: str,
+    config: type[Any],
     make: Callable[..., base.Algorithm],
     *,
     steps_in_minibatches: bool,
@@ -125,19 +127,22 @@ def register(
     exact: bool = False,
     exact_config: Callable[[Any], base.Problem | None] | None = None,
 ) -> None:
-    """Register an on-policy algorithm: single-agent, discrete or continuous
-    actions, and `update_epochs x num_minibatches` updates of `num_envs x
-    num_steps` steps;
+    """Register an on-policy algorithm with hyperparameters `config` (an
+    `algorithms.config.OnPolicyConfig`): single-agent, discrete or continuous
+    actions, the networks of `networks.ON_POLICY_KINDS`, and `update_epochs x
+    num_minibatches` updates of `num_envs x num_steps` steps;
     `numeric`: its hyperparameters that are only numbers (sweeps);
     `exact`: its factory takes `shards` (exact layouts), for hyperparameters
     that `exact_config` does not refuse."""
     base.register(
         name,
         base.Registration(
+            config=config,
             factory=make,
             updates_per_step=updates_per_step,
             env_steps_per_step=env_steps_per_step,
             check_env=base.single_agent(name),
+            network_kinds=ON_POLICY_KINDS,
             check=batch_check(steps_in_minibatches),
             check_exact=exact_check(steps_in_minibatches, exact_config) if exact else None,
             numeric=numeric,
@@ -352,7 +357,7 @@ def bootstrap_value(policy: Policy, params: Any, actor: ActorState) -> jax.Array
     return value
 
 
-def minibatch_indices(key: jax.Array, size: int, config: Any) -> jax.Array:
+def minibatch_indices(key: jax.Array, size: int, config: OnPolicyConfig) -> jax.Array:
     """A random split of `range(size)` into `config.num_minibatches` equal
     minibatches, `[n, size // n]`, in the order `config.shuffle` draws
     (`algorithms.shuffle.order`)."""

@@ -13,33 +13,38 @@ import algorithms
 from algorithms import optimizers, sweep
 from harness import envs
 from harness.run import devices
-from harness.spec import DevicesSpec, Spec, SpecError, canonical, parse, spec_hash
+from harness.spec import DevicesSpec, OptimizerSpec, Spec, SpecError, canonical, parse, spec_hash
 from harness.types import Plan
 
 if TYPE_CHECKING:
     pass
 
 
-def make_optimizer(spec: Any, total_updates: int, exact: bool = False) -> optax.GradientTransformation:
+def make_optimizer(
+    spec: OptimizerSpec, total_updates: int, exact: bool = False, numbers: dict[str, Any] | None = None
+) -> optax.GradientTransformation:
     """optax from the spec's `optimizer:` section; `total_updates` spans the
     linear annealing of the learning rate to zero. `exact`: the forms of
-    `algorithms.optimizers`, compiled alike in every program (exact layouts)."""
-    learning_rate: Any = spec.learning_rate
+    `algorithms.optimizers`, compiled alike in every program (exact layouts).
+    `numbers` (of OPTIMIZER_NUMERIC) replace the section's values: a sweep's,
+    possibly tracers."""
+    value = {name: getattr(spec, name) for name in OPTIMIZER_NUMERIC} | (numbers or {})
+    learning_rate: Any = value["learning_rate"]
     total = max(total_updates, 1)
     if spec.anneal_lr:
         if exact:
-            learning_rate = optimizers.linear_schedule(spec.learning_rate, total)
+            learning_rate = optimizers.linear_schedule(value["learning_rate"], total)
         else:
-            learning_rate = optax.linear_schedule(spec.learning_rate, 0.0, total)
+            learning_rate = optax.linear_schedule(value["learning_rate"], 0.0, total)
     if spec.name == "adam" and exact:
-        opt = optax.chain(optimizers.scale_by_adam(eps=spec.adam_eps), optax.scale_by_learning_rate(learning_rate))
+        opt = optax.chain(optimizers.scale_by_adam(eps=value["adam_eps"]), optax.scale_by_learning_rate(learning_rate))
     elif spec.name == "adam":
-        opt = optax.adam(learning_rate, eps=spec.adam_eps)
+        opt = optax.adam(learning_rate, eps=value["adam_eps"])
     else:
         opt = optax.sgd(learning_rate, momentum=spec.momentum or None)
     if spec.max_grad_norm is not None:
         clip = optimizers.clip_by_global_norm if exact else optax.clip_by_global_norm
-        opt = optax.chain(clip(spec.max_grad_norm), opt)
+        opt = optax.chain(clip(value["max_grad_norm"]), opt)
     return opt
 
 
@@ -59,13 +64,9 @@ def numeric_keys(spec: Spec) -> tuple[str, ...]:
     return tuple(keys)
 
 
-def with_numbers(spec: Spec, numbers: dict[str, Any]) -> Spec:
-    """`spec` with `section.name -> value` set, unvalidated: the values may
-    be tracers (a sweep's numbers, inside the traced program)."""
-    for key, value in numbers.items():
-        section, name = key.split(".")
-        spec = spec.model_copy(update={section: getattr(spec, section).model_copy(update={name: value})})
-    return spec
+def _numbers_of(section: str, numbers: dict[str, Any]) -> dict[str, Any]:
+    """The values of one section's keys among a sweep's `section.name -> value`."""
+    return {key.partition(".")[2]: value for key, value in numbers.items() if key.startswith(f"{section}.")}
 
 
 def build(
@@ -164,12 +165,17 @@ def build(
             raise SpecError(source, [problem], lines)
     exact = {} if shards is None else {"shards": shards}
 
-    def make_algorithm(spec: Spec) -> algorithms.Algorithm:
+    def make_algorithm(numbers: dict[str, Any]) -> algorithms.Algorithm:
+        """The algorithm, with a sweep's `numbers` (of `numeric_keys`) in
+        place of the spec's values: the same program for every value."""
         optimizer = make_optimizer(
-            spec.optimizer, num_iterations * registration.updates_per_step(config), shards is not None
+            spec.optimizer,
+            num_iterations * registration.updates_per_step(config),
+            shards is not None,
+            _numbers_of("optimizer", numbers),
         )
         return registration.make(
-            spec.hyperparameters,
+            config.with_numbers(_numbers_of("hyperparameters", numbers)),
             env,
             network=spec.network,
             optimizer=optimizer,
@@ -177,9 +183,9 @@ def build(
             **exact,
         )
 
-    algorithm = make_algorithm(spec)
+    algorithm = make_algorithm({})
     if swept:
-        algorithm = sweep.swept(lambda numbers: make_algorithm(with_numbers(spec, numbers)), algorithm)
+        algorithm = sweep.swept(make_algorithm, algorithm)
     mesh = devices.make_mesh(layout) if use_mesh else None
     return Plan(
         spec,
@@ -240,11 +246,6 @@ def _item_set_problem(spec: Spec, env: Any) -> tuple[str, str] | None:
     """Why `network: {kind: item_set}` cannot read this env's observation as
     items, one per action."""
     where = f"{spec.env.suite}/{spec.env.id}"
-    if spec.algorithm != "alphazero":
-        return (
-            "network.kind",
-            f"item_set is an AlphaZero network (policy logits per item), not one for {spec.algorithm}",
-        )
     shape = env.observation_shape
     if len(shape) != 1 or shape[0] % env.num_actions:
         return (

@@ -12,32 +12,29 @@ any change of a value does.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import Field, ValidationError, field_validator, model_serializer
+from pydantic import Field, ValidationError, create_model, field_validator, model_serializer
+
+import algorithms
 
 # The sections are part of this module's interface (harness.spec.NetworkSpec, ...).
 from harness.spec_sections import (  # noqa: F401
-    AlphaZeroHyperparameters,
     BudgetSpec,
     CheckpointSpec,
     DevicesSpec,
     EnvSpec,
-    EvaluationSpec,
     LoggingSpec,
     MaskObservation,
     NetworkSpec,
     ObserveLegalActions,
     ObservePreviousActionReward,
     OptimizerSpec,
-    PPOHyperparameters,
-    RankedRewardSpec,
-    ReinforceHyperparameters,
-    RolloutEvaluationSpec,
     SeedRange,
     SweepRange,
     SweepValues,
@@ -136,35 +133,42 @@ class _SpecBase(_Model):
 
     def cross_checks(self) -> list[tuple[str, str]]:
         """Problems that involve more than one section: (dotted key, message)."""
-        if self.network.kind == "resnet":
-            return [("network.kind", f"resnet is for alphazero; {self.algorithm} takes mlp, gru, grid or grid_gru")]
+        kinds = algorithms.registry[self.algorithm].network_kinds
+        if self.network.kind not in kinds:
+            takers = [name for name, other in algorithms.registry.items() if self.network.kind in other.network_kinds]
+            return [
+                (
+                    "network.kind",
+                    f"{self.network.kind} is a network for {' and '.join(takers)};"
+                    f" {self.algorithm} takes {', '.join(kinds)}",
+                )
+            ]
         return []
 
 
-class ReinforceSpec(_SpecBase):
-    algorithm: Literal["reinforce"]
-    hyperparameters: ReinforceHyperparameters = ReinforceHyperparameters()
+@functools.cache
+def _spec_model(name: str, registration: algorithms.base.Registration) -> type[_SpecBase]:
+    """The spec model of one registered algorithm: the shared sections, its
+    name as the `algorithm:` tag, its hyperparameters and its default network."""
+    return create_model(
+        f"{registration.config.__name__.removesuffix('Config')}Spec",
+        __base__=_SpecBase,
+        __module__=__name__,
+        algorithm=(Literal[name], ...),
+        hyperparameters=(registration.config, registration.config()),
+        network=(NetworkSpec, NetworkSpec(kind=registration.default_network)),
+    )
 
 
-class PPOSpec(_SpecBase):
-    algorithm: Literal["ppo"]
-    hyperparameters: PPOHyperparameters = PPOHyperparameters()
+def spec_models() -> dict[str, type[_SpecBase]]:
+    """One model per registered algorithm (`algorithms.registry`), by the
+    name a spec's `algorithm:` gives: registering an algorithm is all it
+    takes for specs to name it."""
+    return {name: _spec_model(name, registration) for name, registration in sorted(algorithms.registry.items())}
 
 
-class AlphaZeroSpec(_SpecBase):
-    algorithm: Literal["alphazero"]
-    hyperparameters: AlphaZeroHyperparameters = AlphaZeroHyperparameters()
-    network: NetworkSpec = NetworkSpec(kind="resnet")
-
-    def cross_checks(self) -> list[tuple[str, str]]:
-        if self.network.kind in ("gru", "grid", "grid_gru"):
-            return [("network.kind", "alphazero takes resnet or mlp")]
-        return []
-
-
-# One model per algorithm.
-Spec = ReinforceSpec | PPOSpec | AlphaZeroSpec
-SPEC_MODELS: dict[str, type[_SpecBase]] = {"reinforce": ReinforceSpec, "ppo": PPOSpec, "alphazero": AlphaZeroSpec}
+# What a validated spec is: an instance of one of `spec_models()`.
+Spec = _SpecBase
 
 
 # ---------------------------------------------------------------- canonical
@@ -244,10 +248,42 @@ def key_lines(text: str) -> dict[str, int]:
     return lines
 
 
-def _problems(error: ValidationError) -> list[tuple[str, str]]:
+# Errors of a union member whose shape the value does not have (a range
+# given where a list is also allowed): the other member's errors say more.
+_SHAPE_MISMATCH = ("tuple_type", "list_type", "dict_type", "model_type", "model_attributes_type")
+
+
+def _user_key(loc: tuple[Any, ...], data: Any, kind: str) -> list[str]:
+    """The parts of a pydantic error location that are keys as the user
+    wrote them: each part that indexes into `data`, walked from its root.
+    Pydantic adds its own parts for unions and validators (`tuple`,
+    `function-after[_ordered(), SweepRange]`); those name nothing in the
+    file. The last part of a missing or unknown key (error `kind`) names a key
+    the data lacks, and is kept."""
+    parts: list[str] = []
+    node = data
+    for i, part in enumerate(loc):
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, (list, tuple)) and isinstance(part, int) and 0 <= part < len(node):
+            node = node[part]
+        elif i == len(loc) - 1 and kind in ("missing", "extra_forbidden"):
+            parts.append(str(part))  # a key that is missing or unknown
+            break
+        else:
+            continue
+        parts.append(str(part))
+    return parts
+
+
+def _problems(error: ValidationError, data: Any) -> list[tuple[str, str]]:
     problems = []
-    for err in error.errors():
-        loc = [str(part) for part in err["loc"]]
+    errors = error.errors()
+    keys = [".".join(_user_key(err["loc"], data, err["type"])) for err in errors]
+    for err, key in zip(errors, keys, strict=True):
+        others = [k for e, k in zip(errors, keys, strict=True) if e is not err]
+        if err["type"] in _SHAPE_MISMATCH and any(k == key or k.startswith(f"{key}.") for k in others):
+            continue
         message = err["msg"]
         if err["type"] == "extra_forbidden":
             message = "unknown key"
@@ -261,7 +297,7 @@ def _problems(error: ValidationError) -> list[tuple[str, str]]:
             and not isinstance(err["input"], (dict, list))
         ):
             message += f" (got {err['input']!r})"
-        problems.append((".".join(loc), message))
+        problems.append((key, message))
     return problems
 
 
@@ -273,16 +309,15 @@ def parse(data: Any, source: str = "<spec>", text: str | None = None) -> Spec:
     algorithm = data.get("algorithm")
     if algorithm is None:
         raise SpecError(source, [("algorithm", "required key is missing")], lines)
-    if algorithm not in SPEC_MODELS:
+    models = spec_models()
+    if algorithm not in models:
         raise SpecError(
-            source,
-            [("algorithm", f"unknown algorithm {algorithm!r}; available: {', '.join(sorted(SPEC_MODELS))}")],
-            lines,
+            source, [("algorithm", f"unknown algorithm {algorithm!r}; available: {', '.join(models)}")], lines
         )
     try:
-        spec = SPEC_MODELS[algorithm].model_validate(data)
+        spec = models[algorithm].model_validate(data)
     except ValidationError as error:
-        problems = _problems(error)
+        problems = _problems(error, data)
         # Point a missing key at its parent's line, the nearest place that exists.
         resolved = dict(lines)
         for key, _ in problems:

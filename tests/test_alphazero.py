@@ -13,11 +13,12 @@ import pytest
 from conftest import TINY_AZ
 
 from algorithms import alphazero
+from algorithms.alphazero import AlphaZeroConfig
 from algorithms.alphazero.networks import make_az_network
 from algorithms.base import Environment
 from harness import envs
 from harness.run import runner
-from harness.spec import AlphaZeroHyperparameters, NetworkSpec, SpecError
+from harness.spec import NetworkSpec, SpecError
 
 
 def tic_tac_toe() -> Environment:
@@ -39,7 +40,7 @@ def _searcher(search: str):
     """tic-tac-toe, a network's parameters and the jitted search (compiled
     once per kind of search, for every position)."""
     env = tic_tac_toe()
-    config = AlphaZeroHyperparameters(search=search, num_simulations=128)
+    config = AlphaZeroConfig(search=search, num_simulations=128)
     net = make_az_network(NetworkSpec(kind="mlp", hidden_sizes=(16,)), env.num_actions, env.observation_shape)
     params = net.init(jax.random.key(0), jnp.zeros(env.observation_shape))
     return env, params, jax.jit(alphazero.make_search(config, env, net), static_argnames="explore")
@@ -148,7 +149,7 @@ def test_self_play_never_plays_an_illegal_move():
     """On connect_four, where a full column's move is illegal mid-game (the
     masking is the search's, the same for every pgx game)."""
     env = count_illegal(envs.make("pgx", "connect_four")[0])
-    config = AlphaZeroHyperparameters(num_envs=64, collection_steps=16, num_simulations=4, train_steps=1)
+    config = AlphaZeroConfig(num_envs=64, collection_steps=16, num_simulations=4, train_steps=1)
     algorithm = alphazero.make_alphazero(
         config, env, network=NetworkSpec(kind="mlp", hidden_sizes=(16,)), optimizer=optax.adam(1e-3)
     )
@@ -180,7 +181,7 @@ def test_a_resnet_maps_its_seeds_one_after_another(tiny_az_runs):
     test_reinforce's test of mapped seeds); AlphaZero asks for it with a
     ResNet only."""
     plan, _ = tiny_az_runs[0]
-    config = AlphaZeroHyperparameters(num_envs=4, collection_steps=2, num_simulations=2, train_steps=1)
+    config = AlphaZeroConfig(num_envs=4, collection_steps=2, num_simulations=2, train_steps=1)
     resnet = NetworkSpec(kind="resnet", num_blocks=1, num_channels=4)
     assert alphazero.make_alphazero(config, tic_tac_toe(), network=resnet, optimizer=optax.adam(1e-3)).map_seeds
     assert not plan.algorithm.map_seeds  # the tiny spec's MLP
@@ -214,7 +215,9 @@ def test_resnet_is_refused_for_ppo():
         "budget": {"env_steps": 1000},
         "network": {"kind": "resnet"},
     }
-    with pytest.raises(SpecError, match="network.kind: resnet is for alphazero"):
+    with pytest.raises(
+        SpecError, match="network.kind: resnet is a network for alphazero; ppo takes mlp, gru, grid, grid_gru"
+    ):
         spec_module.parse(data)
 
 

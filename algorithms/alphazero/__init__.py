@@ -6,10 +6,12 @@ evaluation against fixed opponents and a pool of earlier parameters.
   ranked.py     ranked rewards
   search.py     mctx search over the real env
   opponents.py  evaluation games, opponents, the Elo pool
+  config.py     its hyperparameters (`AlphaZeroConfig`)
   factory.py    `make_alphazero` and its registration as "alphazero"
 """
 
 from algorithms.alphazero.buffer import Buffer, buffer_add, buffer_end_episodes, buffer_init, buffer_sample
+from algorithms.alphazero.config import AlphaZeroConfig
 from algorithms.alphazero.factory import AlphaZeroState, make_alphazero
 from algorithms.alphazero.opponents import elo_rating, start_games
 from algorithms.alphazero.ranked import (
@@ -22,6 +24,7 @@ from algorithms.alphazero.ranked import (
 from algorithms.alphazero.search import Games, make_search
 
 __all__ = [
+    "AlphaZeroConfig",
     "AlphaZeroState",
     "Buffer",
     "Games",

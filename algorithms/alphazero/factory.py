@@ -35,6 +35,7 @@ import optax
 
 from algorithms import base, parallel
 from algorithms.alphazero.buffer import Buffer, buffer_add, buffer_end_episodes, buffer_init, buffer_sample
+from algorithms.alphazero.config import AlphaZeroConfig
 from algorithms.alphazero.networks import make_az_network
 from algorithms.alphazero.opponents import (
     Pool,
@@ -59,6 +60,7 @@ from algorithms.alphazero.ranked import (
 )
 from algorithms.alphazero.search import Games, make_search
 from algorithms.base import Environment
+from algorithms.config import NetworkConfig
 from algorithms.networks import ROW_STABLE_WIDTH
 
 # ------------------------------------------------------------------- state
@@ -85,15 +87,15 @@ class AlphaZeroState(NamedTuple):
     evaluations: jax.Array  # [] int32, evaluations done
 
 
-def env_steps_per_step(config: Any) -> int:
+def env_steps_per_step(config: AlphaZeroConfig) -> int:
     return config.num_envs * config.collection_steps
 
 
-def updates_per_step(config: Any) -> int:
+def updates_per_step(config: AlphaZeroConfig) -> int:
     return config.train_steps
 
 
-def check_batches(config: Any, network: Any, shards: int) -> base.Problem | None:
+def check_batches(config: AlphaZeroConfig, network: NetworkConfig, shards: int) -> base.Problem | None:
     """The games and every minibatch split evenly over `shards` devices."""
     del network
     if config.num_envs % shards:
@@ -106,7 +108,7 @@ def check_batches(config: Any, network: Any, shards: int) -> base.Problem | None
     return None
 
 
-def check_exact(config: Any, network: Any, shards: int) -> base.Problem | None:
+def check_exact(config: AlphaZeroConfig, network: NetworkConfig, shards: int) -> base.Problem | None:
     """Exact layouts: a network of dense layers, and minibatches that split
     into `shards` logical shards."""
     if network.kind not in ("mlp", "item_set"):
@@ -120,7 +122,7 @@ def check_exact(config: Any, network: Any, shards: int) -> base.Problem | None:
     return None
 
 
-def check_env(config: Any, env: Environment) -> str | None:
+def check_env(config: AlphaZeroConfig, env: Environment) -> str | None:
     del config
     if not env.discrete_actions:
         return "alphazero needs a discrete action space; this env's actions are continuous"
@@ -130,10 +132,10 @@ def check_env(config: Any, env: Environment) -> str | None:
 
 
 def make_alphazero(
-    config: Any,
+    config: AlphaZeroConfig,
     env: Environment,
     *,
-    network: Any,
+    network: NetworkConfig,
     optimizer: optax.GradientTransformation,
     axis_name: str | None = None,
     shards: int | None = None,
@@ -427,10 +429,12 @@ def make_alphazero(
 base.register(
     "alphazero",
     base.Registration(
+        config=AlphaZeroConfig,
         factory=make_alphazero,
         updates_per_step=updates_per_step,
         env_steps_per_step=env_steps_per_step,
         check_env=check_env,
+        network_kinds=("resnet", "mlp", "item_set"),
         check=check_batches,
         check_exact=check_exact,
         numeric=("value_coef", "l2_coef"),

@@ -5,12 +5,12 @@ tanh value head (`make_az_network`)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from algorithms.config import NetworkConfig
 from algorithms.networks import dense, flatten, trunk
 
 _NHWC = ("NHWC", "HWIO", "NHWC")  # the layouts XLA's CPU convolution runs natively
@@ -211,7 +211,12 @@ class AZItemSet(nn.Module):
 
 
 def make_az_network(
-    network: Any, num_actions: int, observation_shape: tuple[int, ...], *, for_gradients: bool = False, align: int = 1
+    network: NetworkConfig,
+    num_actions: int,
+    observation_shape: tuple[int, ...],
+    *,
+    for_gradients: bool = False,
+    align: int = 1,
 ) -> nn.Module:
     """The AlphaZero network for the spec's `network:` section (`kind: resnet
     | mlp | item_set`). `for_gradients` picks the form to differentiate (the

@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import mctx
 
+from algorithms.alphazero.config import AlphaZeroConfig
 from algorithms.base import Environment, TimeStep
 from algorithms.distributions import masked_logits
 
@@ -23,7 +24,7 @@ class Games(NamedTuple):
     length: jax.Array  # [B] moves so far
 
 
-def make_search(config: Any, env: Environment, net: Any):
+def make_search(config: AlphaZeroConfig, env: Environment, net: Any):
     """`search(params, keys [B], games, threshold, explore) -> (action [B], policy [B, A])`.
 
     Each game is searched with its own key, so a game's search does not

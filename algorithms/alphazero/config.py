@@ -1,0 +1,50 @@
+"""AlphaZero's hyperparameters (a spec's `hyperparameters:` when
+`algorithm: alphazero`): self-play, the search, the replay buffer, training,
+ranked rewards and evaluation."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from algorithms.config import Config
+
+
+class RankedRewardConfig(Config):
+    """Ranked rewards for single-player tasks (algorithms.alphazero.ranked)."""
+
+    quantile: float = Field(default=0.75, gt=0, lt=1, description="of recent returns, the +1/-1 threshold")
+    memory: int = Field(default=100, gt=0, description="recent episode returns remembered per game row")
+
+
+class EvaluationConfig(Config):
+    """Games against fixed opponents and the pool of earlier parameters
+    (algorithms.alphazero.opponents), after every logging interval."""
+
+    games: int = Field(default=32, gt=0, description="games against each opponent, every logging interval")
+    pool_size: int = Field(default=4, gt=0, description="earlier parameters kept for Elo and best-earlier games")
+
+
+class AlphaZeroConfig(Config):
+    """AlphaZero's hyperparameters (the spec's `hyperparameters:`)."""
+
+    num_envs: int = Field(default=64, gt=0, description="games played in parallel per seed")
+    collection_steps: int = Field(default=16, gt=0, description="moves of every game per iteration")
+    search: Literal["gumbel", "puct"] = Field(default="gumbel", description="mctx Gumbel MuZero, or PUCT")
+    num_simulations: int = Field(default=32, gt=0)
+    max_depth: int | None = Field(default=None, gt=0, description="search depth limit; null: num_simulations")
+    max_num_considered_actions: int = Field(default=16, gt=0, description="gumbel: actions sampled at the root")
+    gumbel_scale: float = Field(default=1.0, ge=0, description="gumbel: noise scale in self-play")
+    dirichlet_alpha: float = Field(default=0.3, gt=0, description="puct: root noise concentration")
+    dirichlet_fraction: float = Field(default=0.25, ge=0, le=1, description="puct: root noise weight in self-play")
+    pb_c_init: float = Field(default=1.25, gt=0, description="puct: exploration constant")
+    temperature: float = Field(default=1.0, ge=0, description="puct: self-play moves ~ visits^(1/temperature)")
+    capacity: int = Field(default=64, gt=0, description="replay buffer moves per game row")
+    warmup_iterations: int = Field(default=1, ge=0, description="iterations of self-play before training starts")
+    train_steps: int = Field(default=8, gt=0, description="minibatch updates per iteration")
+    train_batch_size: int = Field(default=256, gt=0)
+    value_coef: float = Field(default=1.0, ge=0)
+    l2_coef: float = Field(default=1e-4, ge=0)
+    ranked_reward: RankedRewardConfig = RankedRewardConfig()
+    evaluation: EvaluationConfig = EvaluationConfig()

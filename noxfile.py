@@ -29,7 +29,8 @@ def bench(session: nox.Session) -> None:
     Results go to the git-ignored `.bench/` folder (JSON per device, table,
     chart, MLflow store) and to MLflow's experiment `bench`. Options after
     `--`: `--full` (the published specs instead), `-k NAME`, `--device gpu`,
-    `--tracking-uri URI`, `--fail-on-regression`; see benchmarks/conftest.py.
+    `--tracking-uri URI`, `--fail-on-regression`; see
+    benchmarks/machinery/plugin.py.
     """
     session.install(*INSTALL)
     session.run(

@@ -1,11 +1,6 @@
-"""The entries of `nox -s bench` use the harness's benchmark plugin
-(harness/bench/plugin.py: options, fixtures, the report); the paths here are
-the repository's."""
+"""The entries of `nox -s bench` run under the bench's pytest plugin
+(benchmarks/machinery/plugin.py: options, fixtures, the report). pytest
+imports this file as `benchmarks.conftest`, with the repository's root on
+`sys.path` (pyproject's `pythonpath`), so the machinery is found there."""
 
-from pathlib import Path
-
-from harness.bench.plugin import *  # noqa: F403  (pytest finds hooks and fixtures by name here)
-
-ROOT = Path(__file__).resolve().parent.parent
-BENCH_SPECS = ROOT / "benchmarks" / "specs"
-PUBLISHED_SPECS = ROOT / "experiments"
+from benchmarks.machinery.plugin import *  # noqa: F403  (pytest finds hooks and fixtures by name here)

@@ -28,7 +28,7 @@ def main(path: str, rounds: int, layouts: list[str]) -> None:
             result = runner.run(
                 plan.algorithm, plan.spec.seeds, plan.num_iterations, plan.spec.logging.interval, mesh=plan.mesh
             )
-            # The first chunk of a run is its warm-up (see harness.bench).
+            # The first chunk of a run is its warm-up (see benchmarks.machinery.measure).
             out[layout]["chunk_seconds"] += result.chunk_seconds[1:]
             out[layout]["compile_seconds"].append(result.compile_seconds)
             out[layout]["env_steps_per_chunk"] = (

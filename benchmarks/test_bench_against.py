@@ -1,6 +1,6 @@
 """Side by side with a peer's code, `nox -s bench -- --against PATH`: the
 project's PPO and PureJaxRL's `ppo.py` (from the checkout at PATH, see
-harness/bench/peers.py) at PureJaxRL's own CartPole configuration (4 envs x
+benchmarks/machinery/peers.py) at PureJaxRL's own CartPole configuration (4 envs x
 128 steps, 4 epochs x 4 minibatches, 64x64 tanh MLP), the published
 `ppo_cartpole` spec being that configuration, and at its MinAtar
 configuration on Breakout-MinAtar (64 envs x 128 steps, 4 epochs x 8
@@ -39,12 +39,13 @@ import time
 import jax
 import jax.numpy as jnp
 import pytest
-from conftest import BENCH_SPECS, PUBLISHED_SPECS
 
+from benchmarks.machinery import measure, peers
+from benchmarks.machinery.paths import BENCH_SPECS, PUBLISHED_SPECS
 from harness import build
 from harness import spec as spec_module
-from harness.bench import measure, peers
 from harness.run import lowering, runner
+from harness.run.ceiling import spread
 
 ROUNDS = 5
 # name -> (published spec, PureJaxRL's file and configuration, iterations
@@ -251,7 +252,7 @@ def _side_by_side(entry, plan, ours, our_compile, peer, peer_compile, num_seeds,
                 **config,
             },
             unit=measure.ENV_STEPS,
-            rate=measure.spread(our_rates),
+            rate=spread(our_rates),
             repeats=len(our_rates),
             compile_seconds=our_compile,
             peak_host_bytes=memory.bytes,

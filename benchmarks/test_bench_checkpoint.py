@@ -17,12 +17,13 @@ import statistics
 import time
 
 import pytest
-from conftest import BENCH_SPECS
 
+from benchmarks.machinery import measure
+from benchmarks.machinery.paths import BENCH_SPECS
 from harness import build
 from harness import spec as spec_module
-from harness.bench import measure
 from harness.run import checkpoint, runner
+from harness.run.ceiling import spread
 
 # spec file, seeds, iterations per chunk, chunks, rounds per arm
 CASES = {
@@ -80,7 +81,7 @@ def test_checkpoint_cost(entry, tmp_path, name):
             kind="micro",
             config={"spec_hash": plan.spec_hash, "seeds": len(plan.spec.seeds), "state_bytes": size},
             unit="checkpoints/s",
-            rate=measure.spread([1 / s for s in total]),
+            rate=spread([1 / s for s in total]),
             repeats=len(total),
             peak_host_bytes=memory.bytes,
             peak_host_since_start=memory.since_start,
@@ -131,7 +132,7 @@ def test_checkpoint_overhead(entry, tmp_path, name):
                 "checkpoint_every": 10,
             },
             unit=measure.ENV_STEPS,
-            rate=measure.spread(with_checkpoints),
+            rate=spread(with_checkpoints),
             repeats=len(with_checkpoints),
             peak_host_bytes=memory.bytes,
             peak_host_since_start=memory.since_start,

@@ -22,9 +22,10 @@ from pathlib import Path
 
 import jax
 import pytest
-from conftest import BENCH_SPECS
 
-from harness.bench import measure
+from benchmarks.machinery import measure
+from benchmarks.machinery.paths import BENCH_SPECS
+from harness.run.ceiling import spread
 
 # With simulated devices the entries measure what sharding costs on the
 # same cores, at about 6 minutes of this CPU: they run with --full only,
@@ -79,7 +80,7 @@ def layout_result(name: str, layout: str, measured: dict, devices: dict, **extra
             "rounds": ROUNDS,
         },
         unit=measure.ENV_STEPS,
-        rate=measure.spread(rates),
+        rate=spread(rates),
         repeats=len(rates),
         compile_seconds=statistics.median(measured["compile_seconds"]),
         iteration="one training iteration of one seed",

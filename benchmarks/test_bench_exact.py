@@ -9,12 +9,13 @@ from __future__ import annotations
 import statistics
 
 import pytest
-from conftest import BENCH_SPECS
 
+from benchmarks.machinery import measure
+from benchmarks.machinery.paths import BENCH_SPECS
 from harness import build
 from harness import spec as spec_module
-from harness.bench import measure
 from harness.run import runner
+from harness.run.ceiling import spread
 
 pytestmark = pytest.mark.full_only
 
@@ -62,7 +63,7 @@ def test_exact_layout_overhead(entry, name, seeds):
             kind="micro",
             config={"spec_hash": plans[SHARDS].spec_hash, "seeds": seeds, "shards": SHARDS, "chunk_iterations": CHUNK},
             unit=measure.ENV_STEPS,
-            rate=measure.spread(rates[SHARDS]),
+            rate=spread(rates[SHARDS]),
             repeats=len(rates[SHARDS]),
             note=f"shards {SHARDS}: {100 * (1 - exact / default):+.1f}% slower than the default layout"
             f" ({default:,.0f} steps/s), medians of {ROUNDS} alternating runs",

@@ -14,12 +14,13 @@ import time
 
 import jax
 import pytest
-from conftest import PUBLISHED_SPECS
 
+from benchmarks.machinery import measure
+from benchmarks.machinery.paths import PUBLISHED_SPECS
 from harness import build
 from harness import spec as spec_module
-from harness.bench import measure
 from harness.run import runner
+from harness.run.ceiling import spread
 
 pytestmark = pytest.mark.full_only
 
@@ -101,7 +102,7 @@ def test_harness_overhead(entry, tmp_path, name, live_metrics):
                 "live": live_metrics,
             },
             unit=measure.ENV_STEPS,
-            rate=measure.spread(harness_sps),
+            rate=spread(harness_sps),
             repeats=len(harness_sps),
             peak_host_bytes=memory.bytes,
             peak_host_since_start=memory.since_start,

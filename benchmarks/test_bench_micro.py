@@ -14,17 +14,17 @@ import time
 import jax
 import jax.numpy as jnp
 import pytest
-from conftest import BENCH_SPECS
 
 import algorithms
 from algorithms import alphazero, ppo
 from algorithms.alphazero.networks import make_az_network
 from algorithms.base import random_step
+from benchmarks.machinery import measure
+from benchmarks.machinery.paths import BENCH_SPECS
 from harness import build, envs
 from harness import spec as spec_module
-from harness.bench import measure
-from harness.bench.flops import count_flops
 from harness.run import determinism, runner
+from harness.run.flops import count_flops, xla_flops
 
 
 def bench_plan(name: str, seeds=(0,), **hyperparameters) -> build.Plan:
@@ -113,7 +113,7 @@ def test_env_step(entry, suite, env_id, kwargs):
             iteration=f"one call: {NUM_STEPS} steps of {NUM_ENVS} envs",
             compile_seconds=compile_seconds,
             count=count,
-            xla_flops_per_call=measure.xla_flops(compiled),
+            xla_flops_per_call=xla_flops(compiled),
             memory=memory,
             device=entry.bench.device,
         )
@@ -159,7 +159,7 @@ def test_mcts_search(entry):
             iteration=f"one search over {hp.num_envs} positions",
             compile_seconds=compile_seconds,
             count=count,
-            xla_flops_per_call=measure.xla_flops(compiled),
+            xla_flops_per_call=xla_flops(compiled),
             memory=memory,
             device=entry.bench.device,
         )
@@ -211,7 +211,7 @@ def test_ppo_update(entry, spec_name):
             iteration=f"one call: {updates} updates of {size // hp.num_minibatches} steps",
             compile_seconds=compile_seconds,
             count=count,
-            xla_flops_per_call=measure.xla_flops(compiled),
+            xla_flops_per_call=xla_flops(compiled),
             memory=memory,
             device=entry.bench.device,
         )
@@ -261,7 +261,7 @@ def test_iteration(entry, spec_name, rounds, deterministic):
             iteration="one training iteration of one seed",
             compile_seconds=init_seconds + chunk_seconds,
             count=count,
-            xla_flops_per_call=measure.xla_flops(compiled),
+            xla_flops_per_call=xla_flops(compiled),
             memory=memory,
             device=entry.bench.device,
             simulations_per_call=plan.env_steps_per_iteration * hp.num_simulations

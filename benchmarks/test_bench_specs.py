@@ -1,5 +1,5 @@
 """Spec entries: a spec trained through `harness.run.runner`, as `harness run`
-trains it (without MLflow), measured by `harness.bench.measure.measure_spec`.
+trains it (without MLflow), measured by `benchmarks.machinery.measure.measure_spec`.
 
 By default, the small benchmark specs of benchmarks/specs/ at 1 seed and at
 all their seeds vmapped (`spec[ppo_cartpole-16seeds]`); with `--full`, the
@@ -9,7 +9,7 @@ published specs of experiments/ at their own seeds and budgets
 
 from __future__ import annotations
 
-from harness.bench import measure
+from benchmarks.machinery import measure
 
 
 def test_spec(entry, spec_entry):

@@ -18,13 +18,14 @@ import statistics
 
 import numpy as np
 import pytest
-from conftest import BENCH_SPECS
 
+from benchmarks.machinery import measure
+from benchmarks.machinery.paths import BENCH_SPECS
 from harness import build
 from harness import spec as spec_module
 from harness import sweep as sweeps
-from harness.bench import measure
 from harness.run import runner
+from harness.run.ceiling import spread
 
 ROUNDS = 3
 
@@ -93,7 +94,7 @@ def test_sweep(entry, points):
             kind="micro",
             config={"spec_hash": group.plan.spec_hash, "points": points, "seeds": 1, "env_steps": steps},
             unit=measure.ENV_STEPS,
-            rate=measure.spread(figures["sps"]),
+            rate=spread(figures["sps"]),
             repeats=ROUNDS,
             compile_seconds=median["compile"],
             note=f"{points} point(s) in one program: {median['sps']:,.0f} steps/s, compile {median['compile']:.1f} s;"

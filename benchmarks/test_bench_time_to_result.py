@@ -17,9 +17,9 @@ import sys
 import time
 
 import pytest
-from conftest import PUBLISHED_SPECS
 
-from harness.bench import measure
+from benchmarks.machinery import measure
+from benchmarks.machinery.paths import PUBLISHED_SPECS
 
 pytestmark = pytest.mark.full_only
 

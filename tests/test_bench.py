@@ -17,8 +17,9 @@ import numpy as np
 import pytest
 from conftest import TINY_SPEC, new_store, write_spec
 
-from harness.bench import measure as bench
-from harness.bench import report as bench_report
+from benchmarks.machinery import measure as bench
+from benchmarks.machinery import report as bench_report
+from harness.run.ceiling import Ceiling
 
 ROOT = Path(__file__).resolve().parent.parent
 ENTRY = "spec[tiny_bench]"
@@ -188,7 +189,7 @@ def test_each_entry_is_compared_with_the_latest_run_that_has_it():
 
 
 def test_each_entry_is_set_against_the_matmul_ceiling_of_the_dtype_it_computes_in():
-    ceiling = bench.Ceiling(
+    ceiling = Ceiling(
         matmul_gflops=(100.0, 90.0, 110.0),
         bandwidth_gbs=(10.0, 9.0, 11.0),
         matmul_size=8192,
@@ -199,8 +200,8 @@ def test_each_entry_is_set_against_the_matmul_ceiling_of_the_dtype_it_computes_i
     assert ceiling.matmul_for("float32") == 100.0 and ceiling.matmul_for("bfloat16") == 400.0
     # A run saved before bfloat16 was measured reads back, with float32's for both.
     old = {k: v for k, v in ceiling.as_dict().items() if k != "matmul_bf16_gflops"}
-    assert bench.Ceiling.from_dict(old).matmul_for("bfloat16") == 100.0
-    assert bench.Ceiling.from_dict(ceiling.as_dict()) == ceiling
+    assert Ceiling.from_dict(old).matmul_for("bfloat16") == 100.0
+    assert Ceiling.from_dict(ceiling.as_dict()) == ceiling
     entry = dict(name="e", kind="micro", config={}, unit=bench.ENV_STEPS, rate=(1.0, 1.0, 1.0), repeats=1)
     f32 = bench.Result(**entry, gflops_per_second=50.0)
     bf16 = bench.Result(**entry, gflops_per_second=50.0, compute_dtype="bfloat16")
@@ -300,7 +301,7 @@ class LogWrapper:
 
 
 def test_a_peer_checkout_is_imported_with_its_shims(tmp_path):
-    from harness.bench import peers
+    from benchmarks.machinery import peers
 
     folder = tmp_path / "purejaxrl" / "purejaxrl"
     folder.mkdir(parents=True)
@@ -350,7 +351,7 @@ class Stats(struct.PyTreeNode):
 
 
 def test_an_xminigrid_checkout_is_identified_and_imported_with_its_shims(tmp_path):
-    from harness.bench import peers
+    from benchmarks.machinery import peers
 
     folder = tmp_path / "xland-minigrid" / "training"
     folder.mkdir(parents=True)
@@ -387,7 +388,7 @@ baseline = pgx.make_baseline_model(config["env_id"] + "_v0")
 
 
 def test_a_pgx_checkout_is_identified_and_imported_with_its_command_line(tmp_path, monkeypatch):
-    from harness.bench import peers
+    from benchmarks.machinery import peers
 
     folder = tmp_path / "pgx" / "examples" / "alphazero"
     folder.mkdir(parents=True)
@@ -417,9 +418,9 @@ def test_a_pgx_checkout_is_identified_and_imported_with_its_command_line(tmp_pat
     ids=lambda p: str(p.relative_to(ROOT / "benchmarks" / "specs")),
 )
 def test_every_benchmark_spec_builds_into_a_warm_up_chunk_and_timed_ones(path):
+    from benchmarks.machinery.measure import chunk_lengths
     from harness import build
     from harness import spec as spec_module
-    from harness.bench.measure import chunk_lengths
 
     plan = build.build(spec_module.load(path))
     assert len(chunk_lengths(plan.num_iterations, plan.spec.logging.interval)) >= 3, "a warm-up and 2 timed chunks"

@@ -1,7 +1,7 @@
 import jax
 import jax.numpy as jnp
 
-from harness.bench.flops import count_flops
+from harness.run.flops import count_flops
 
 
 def test_matmul_flops_are_two_per_multiply_add():

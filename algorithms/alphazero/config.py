@@ -1,6 +1,8 @@
 """AlphaZero's hyperparameters (a spec's `hyperparameters:` when
 `algorithm: alphazero`): self-play, the search, the replay buffer, training,
-ranked rewards and evaluation."""
+ranked rewards and evaluation; and the rules its registration states about
+them (env steps and updates per iteration, how batches split over devices,
+which envs it plays)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,9 @@ from typing import Literal
 
 from pydantic import Field
 
-from algorithms.config import Config
+from algorithms import base
+from algorithms.base import Environment
+from algorithms.config import Config, NetworkConfig
 
 
 class RankedRewardConfig(Config):
@@ -48,3 +52,47 @@ class AlphaZeroConfig(Config):
     l2_coef: float = Field(default=1e-4, ge=0)
     ranked_reward: RankedRewardConfig = RankedRewardConfig()
     evaluation: EvaluationConfig = EvaluationConfig()
+
+
+def env_steps_per_step(config: AlphaZeroConfig) -> int:
+    return config.num_envs * config.collection_steps
+
+
+def updates_per_step(config: AlphaZeroConfig) -> int:
+    return config.train_steps
+
+
+def check_batches(config: AlphaZeroConfig, network: NetworkConfig, shards: int) -> base.Problem | None:
+    """The games and every minibatch split evenly over `shards` devices."""
+    del network
+    if config.num_envs % shards:
+        return "num_envs", f"num_envs ({config.num_envs}) does not split over {shards} data-parallel devices"
+    if config.train_batch_size % shards:
+        return (
+            "train_batch_size",
+            f"train_batch_size ({config.train_batch_size}) does not split over {shards} data-parallel devices",
+        )
+    return None
+
+
+def check_exact(config: AlphaZeroConfig, network: NetworkConfig, shards: int) -> base.Problem | None:
+    """Exact layouts: a network of dense layers, and minibatches that split
+    into `shards` logical shards."""
+    if network.kind not in ("mlp", "item_set"):
+        return "network.kind", (
+            f"exact layouts (devices.shards) of alphazero take an mlp or item_set network, not {network.kind}"
+        )
+    if config.train_batch_size % shards:
+        return "devices.shards", (
+            f"train_batch_size ({config.train_batch_size}) does not split into {shards} logical shards"
+        )
+    return None
+
+
+def check_env(config: AlphaZeroConfig, env: Environment) -> str | None:
+    del config
+    if not env.discrete_actions:
+        return "alphazero needs a discrete action space; this env's actions are continuous"
+    if env.num_players not in (1, 2):
+        return f"alphazero plays one- or two-player games; this env has {env.num_players} players"
+    return None

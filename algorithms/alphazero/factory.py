@@ -35,7 +35,14 @@ import optax
 
 from algorithms import base, parallel
 from algorithms.alphazero.buffer import Buffer, buffer_add, buffer_end_episodes, buffer_init, buffer_sample
-from algorithms.alphazero.config import AlphaZeroConfig
+from algorithms.alphazero.config import (
+    AlphaZeroConfig,
+    check_batches,
+    check_env,
+    check_exact,
+    env_steps_per_step,
+    updates_per_step,
+)
 from algorithms.alphazero.networks import make_az_network
 from algorithms.alphazero.opponents import (
     Pool,
@@ -85,50 +92,6 @@ class AlphaZeroState(NamedTuple):
     key: jax.Array
     iteration: jax.Array  # [] int32, iterations done
     evaluations: jax.Array  # [] int32, evaluations done
-
-
-def env_steps_per_step(config: AlphaZeroConfig) -> int:
-    return config.num_envs * config.collection_steps
-
-
-def updates_per_step(config: AlphaZeroConfig) -> int:
-    return config.train_steps
-
-
-def check_batches(config: AlphaZeroConfig, network: NetworkConfig, shards: int) -> base.Problem | None:
-    """The games and every minibatch split evenly over `shards` devices."""
-    del network
-    if config.num_envs % shards:
-        return "num_envs", f"num_envs ({config.num_envs}) does not split over {shards} data-parallel devices"
-    if config.train_batch_size % shards:
-        return (
-            "train_batch_size",
-            f"train_batch_size ({config.train_batch_size}) does not split over {shards} data-parallel devices",
-        )
-    return None
-
-
-def check_exact(config: AlphaZeroConfig, network: NetworkConfig, shards: int) -> base.Problem | None:
-    """Exact layouts: a network of dense layers, and minibatches that split
-    into `shards` logical shards."""
-    if network.kind not in ("mlp", "item_set"):
-        return "network.kind", (
-            f"exact layouts (devices.shards) of alphazero take an mlp or item_set network, not {network.kind}"
-        )
-    if config.train_batch_size % shards:
-        return "devices.shards", (
-            f"train_batch_size ({config.train_batch_size}) does not split into {shards} logical shards"
-        )
-    return None
-
-
-def check_env(config: AlphaZeroConfig, env: Environment) -> str | None:
-    del config
-    if not env.discrete_actions:
-        return "alphazero needs a discrete action space; this env's actions are continuous"
-    if env.num_players not in (1, 2):
-        return f"alphazero plays one- or two-player games; this env has {env.num_players} players"
-    return None
 
 
 def make_alphazero(

@@ -5,7 +5,7 @@ its compiled programs from disk instead of compiling them again. The cache
 lives in a per-user directory (`default_dir`), or where `--compile-cache
 DIR`, `HARNESS_COMPILE_CACHE` or JAX's own `JAX_COMPILATION_CACHE_DIR` say;
 `--no-compile-cache` turns it off. The bench never uses it
-(harness.bench.plugin): its compile seconds are always a compile's.
+(benchmarks.machinery.plugin): its compile seconds are always a compile's.
 
 Nothing a run computes depends on the cache: a cached executable is the one
 XLA compiled for the same program, options and devices (JAX's cache key).

@@ -2,19 +2,20 @@
 
 An entry is either a spec trained through the harness runner (`measure_spec`)
 or a micro-benchmark of one jitted part, timed by pytest-benchmark and turned
-into a `Result` by `micro_result`. Both follow BENCHMARKING.md: compiles are
-timed apart, the device is waited for before the clock is read, and the
-headline rate is the median over repeats, with its min and max.
+into a `Result` by `micro_result`. Both follow the README's Benchmarks
+section: compiles are timed apart, the device is waited for before the clock
+is read, and the headline rate is the median over repeats, with its min and
+max (`harness.run.ceiling.spread`).
 
-FLOPs and bytes come from `harness.bench.flops` (the jaxpr, with scan trip
+FLOPs and bytes come from `harness.run.flops` (the jaxpr, with scan trip
 counts), not from XLA's `compiled.cost_analysis()`: XLA counts the body of a
 loop once, so a scan of 100 matmuls reports the FLOPs of one, and every
 pipeline here is nested scans. XLA's figure is kept beside it
 (`xla_flops_per_call`) where the compiled program is at hand.
 
-The device ceiling (`measure_ceiling`) is a large matmul's GFLOP/s and a large
-in-place array update's GB/s on the same device; each entry's achieved rates
-are shown as fractions of them.
+Each entry's achieved rates are shown as fractions of the device ceiling
+(`harness.run.ceiling.measure_ceiling`): a large matmul's GFLOP/s and a large
+in-place array update's GB/s on the same device.
 """
 
 from __future__ import annotations
@@ -26,37 +27,18 @@ import json
 import resource
 import statistics
 import sys
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 
-from harness.bench import flops as flops_module
+from harness.run import flops as flops_module
+from harness.run.ceiling import spread
 
 ENV_STEPS = "env steps/s"
 SIMULATIONS = "simulations/s"
 UPDATES = "updates/s"
-
-
-def time_calls(fn: Callable[[], Any], rounds: int, warmup: int = 1) -> list[float]:
-    """Seconds of each of `rounds` calls of `fn`, after `warmup` untimed ones;
-    every call is waited for (`block_until_ready`) before the clock is read."""
-    for _ in range(warmup):
-        jax.block_until_ready(fn())
-    seconds = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        jax.block_until_ready(fn())
-        seconds.append(time.perf_counter() - start)
-    return seconds
-
-
-def spread(rates: Sequence[float]) -> tuple[float, float, float]:
-    """(median, min, max) of per-repeat rates."""
-    return statistics.median(rates), min(rates), max(rates)
 
 
 # ------------------------------------------------------------------ memory
@@ -105,106 +87,6 @@ def device_peak_bytes(device: Any) -> int | None:
     return int(peak) if peak is not None else None
 
 
-# ----------------------------------------------------------------- ceiling
-
-
-@dataclasses.dataclass(frozen=True)
-class Ceiling:
-    """What the device achieves on the simplest heavy programs."""
-
-    matmul_gflops: tuple[float, float, float]  # float32: median, min, max over rounds
-    bandwidth_gbs: tuple[float, float, float]  # median, min, max over rounds
-    matmul_size: int  # n of the n x n matmuls
-    copy_bytes: int  # size of the float32 array updated in place
-    xla_matmul_flops: float | None  # XLA's count for the matmul (exact: no loops)
-    # bfloat16 inputs and output (float32 accumulation); None in runs saved before it was measured.
-    matmul_bf16_gflops: tuple[float, float, float] | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Ceiling:
-        bf16 = data.get("matmul_bf16_gflops")
-        return cls(
-            **{
-                **data,
-                "matmul_gflops": tuple(data["matmul_gflops"]),
-                "bandwidth_gbs": tuple(data["bandwidth_gbs"]),
-                "matmul_bf16_gflops": tuple(bf16) if bf16 else None,
-            }
-        )
-
-    def matmul_for(self, dtype: str) -> float:
-        """The median matmul GFLOP/s in `dtype` (an entry's compute dtype;
-        float32's where the other was not measured)."""
-        if dtype == "bfloat16" and self.matmul_bf16_gflops:
-            return self.matmul_bf16_gflops[0]
-        return self.matmul_gflops[0]
-
-
-# The ceiling's sizes per platform: on a GPU or TPU, a matmul big enough to
-# saturate an H100-class device and a copy far beyond its caches (H100: 50 MB
-# of L2); on a CPU, sizes that take well under a second.
-CEILING_SIZES = {"cpu": (2048, 256 * 2**20)}
-ACCELERATOR_CEILING_SIZES = (8192, 2 * 2**30)
-
-
-def measure_ceiling(
-    device: Any = None, *, matmul_size: int | None = None, copy_bytes: int | None = None, rounds: int = 5
-) -> Ceiling:
-    """The device's large-matmul GFLOP/s (float32 at JAX's default
-    precision, and bfloat16; `matmul_size` square) and memory bandwidth:
-    `x + 1` over a `copy_bytes` float32 array, donated so that it is updated
-    in place (one read and one write of every byte, no new allocation per
-    call). Medians over `rounds` calls after a warm-up; the sizes default by
-    platform (`CEILING_SIZES`)."""
-    device = device or jax.devices()[0]
-    default_size, default_bytes = CEILING_SIZES.get(device.platform, ACCELERATOR_CEILING_SIZES)
-    n = matmul_size or default_size
-    copy_bytes = copy_bytes or default_bytes
-    rates, cost = {}, {}
-    for dtype in (jnp.float32, jnp.bfloat16):
-        a = jax.device_put(jax.random.normal(jax.random.key(0), (n, n), dtype), device)
-        b = jax.device_put(jax.random.normal(jax.random.key(1), (n, n), dtype), device)
-        matmul = jax.jit(jnp.matmul).lower(a, b).compile()
-        cost = cost or _xla_cost(matmul)
-        rates[dtype] = [2.0 * n**3 / s / 1e9 for s in time_calls(lambda m=matmul, a=a, b=b: m(a, b), rounds)]
-
-    holder = {"x": jax.device_put(jnp.zeros(copy_bytes // 4, jnp.float32), device)}
-    update = jax.jit(lambda x: x + 1.0, donate_argnums=0).lower(holder["x"]).compile()
-
-    def step():
-        holder["x"] = update(holder["x"])
-        return holder["x"]
-
-    copy_seconds = time_calls(step, rounds)
-    moved = 2 * (copy_bytes // 4) * 4
-    return Ceiling(
-        matmul_gflops=spread(rates[jnp.float32]),
-        bandwidth_gbs=spread([moved / s / 1e9 for s in copy_seconds]),
-        matmul_size=n,
-        copy_bytes=copy_bytes,
-        xla_matmul_flops=cost.get("flops"),
-        matmul_bf16_gflops=spread(rates[jnp.bfloat16]),
-    )
-
-
-def _xla_cost(compiled: Any) -> dict[str, float]:
-    """XLA's cost analysis of a compiled program (its loop bodies counted once)."""
-    try:
-        cost = compiled.cost_analysis()
-    except Exception:  # noqa: BLE001  (not every backend implements it)
-        return {}
-    if isinstance(cost, list):
-        cost = cost[0] if cost else {}
-    return {k: float(v) for k, v in (cost or {}).items() if k in ("flops", "bytes accessed")}
-
-
-def xla_flops(compiled: Any) -> float | None:
-    return _xla_cost(compiled).get("flops")
-
-
 # ------------------------------------------------------------------ result
 
 
@@ -223,7 +105,7 @@ class Result:
     simulations_per_second: float | None = None  # median; searches x simulations
     updates_per_second: float | None = None  # median; gradient steps, all seeds
     iteration: str = ""  # what `flops_per_iteration` counts, e.g. "one training iteration of one seed"
-    flops_per_iteration: float | None = None  # harness.bench.flops (scan trip counts)
+    flops_per_iteration: float | None = None  # harness.run.flops (scan trip counts)
     gflops_per_second: float | None = None  # achieved, median
     gbytes_per_second: float | None = None  # achieved, median, from unfused bytes (an upper bound)
     xla_flops_per_call: float | None = None  # XLA's cost analysis, loop bodies once

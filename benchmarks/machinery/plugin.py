@@ -26,10 +26,10 @@ Options (after `nox -s bench --`):
                         JAX's profiler into <bench dir>/profiles/
 and pytest's own `-k NAME` to select entries.
 
-Every entry records a `harness.bench.measure.Result`; at the end of the session the
+Every entry records a `benchmarks.machinery.measure.Result`; at the end of the session the
 entries are compared with their last run on the same device, printed as one
 table, saved under <bench dir>/history/<device key>/ and logged to MLflow
-(`harness.bench.report`).
+(`benchmarks.machinery.report`).
 """
 
 from __future__ import annotations
@@ -170,8 +170,8 @@ class BenchSession:
             self.errors.append(f"the bench report failed:\n{traceback.format_exc()}")
 
     def _finalize(self, document: dict | None) -> None:
-        from harness.bench import mlflow_log
-        from harness.bench import report as bench_report
+        from benchmarks.machinery import mlflow_log
+        from benchmarks.machinery import report as bench_report
         from harness.run import provenance
 
         fingerprint = provenance.fingerprint(device=self.device)
@@ -327,7 +327,7 @@ def _spec_entries(config: pytest.Config, device: Any) -> tuple[str, list[SpecEnt
     if mode != "default":
         # Files from the command line: build each (no compiling) so that a
         # bad spec or env is a usage error, not a failed entry.
-        from harness.bench.measure import chunk_lengths
+        from benchmarks.machinery.measure import chunk_lengths
 
         for entry in entries:
             try:
@@ -400,7 +400,7 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(error)) from None
     config.stash[_KEY] = BenchSession(config, device, mode, entries, uri, bench_dir)
     if paths := config.getoption("against"):
-        from harness.bench import peers
+        from benchmarks.machinery import peers
 
         try:
             for path in paths:
@@ -492,7 +492,7 @@ def bench(request: pytest.FixtureRequest) -> BenchSession:
 @pytest.fixture(scope="session", autouse=True)
 def device_ceiling(bench: BenchSession):
     """The device's matmul GFLOP/s and bandwidth, measured once per session."""
-    from harness.bench.measure import measure_ceiling
+    from harness.run.ceiling import measure_ceiling
 
     bench.ceiling = measure_ceiling(bench.device)
     return bench.ceiling

@@ -1,13 +1,15 @@
 """The benchmark suite's report: runs saved per device, the comparison with
-the last run on the same device, the table and the chart (the MLflow runs: harness.bench.mlflow_log).
+the last run on the same device, the table and the chart (the MLflow runs:
+benchmarks.machinery.mlflow_log).
 
 A bench run is saved as a pytest-benchmark JSON document (its `benchmarks`
-list, each entry's `harness.bench.measure.Result` in `extra_info["harness"]`) with a
-`harness` section holding the device fingerprint, versions, git state and
-device ceiling. Documents are kept under `<bench dir>/history/<device key>/`,
-where the device key is a hash of the device fingerprint without the host
-name: pytest-benchmark's own storage is keyed by OS and Python only, which
-would put a GPU run and a CPU run of the same machine side by side.
+list, each entry's `benchmarks.machinery.measure.Result` in
+`extra_info["harness"]`) with a `harness` section holding the device
+fingerprint, versions, git state and device ceiling. Documents are kept
+under `<bench dir>/history/<device key>/`, where the device key is a hash of
+the device fingerprint without the host name: pytest-benchmark's own
+storage is keyed by OS and Python only, which would put a GPU run and a CPU
+run of the same machine side by side.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from harness.bench.measure import ENV_STEPS, SIMULATIONS, UPDATES, Ceiling, Result
+from benchmarks.machinery.measure import ENV_STEPS, SIMULATIONS, UPDATES, Result
 from harness.run import host_devices
+from harness.run.ceiling import Ceiling
 
 REGRESSION_THRESHOLD = 0.10  # a median rate more than 10% below the last run's is flagged
 EXPERIMENT = "bench"
@@ -304,7 +307,7 @@ def notes(results: list[Result], ceiling: Ceiling | None, previous_started: set[
     else:
         lines.append(f"vs last: no earlier run on this device (key {key}); this run is the baseline for the next")
     lines.append(
-        "FLOP/iter: counted from the jaxpr with scan trip counts (harness.bench.flops), per training iteration of "
+        "FLOP/iter: counted from the jaxpr with scan trip counts (harness.run.flops), per training iteration of "
         "one seed (spec) or per call (micro); XLA's cost analysis counts a loop body once, so it is kept "
         "only as xla_flops_per_call in the JSON; ≥: a while loop counted once"
     )

@@ -12,6 +12,14 @@ Bytes are counted the same way: every primitive reads its inputs and writes
 its outputs. XLA fuses chains of element-wise primitives and keeps their
 intermediates in registers and caches, so this is an upper bound on the
 memory traffic, not a measurement of it.
+
+XLA's own count of a compiled program (`xla_cost`, `xla_flops`) is kept beside
+it for comparison: exact for a program without loops (the device ceiling's
+matmul), the body counted once for one with them.
+
+Used by the benchmark suite (benchmarks/machinery/) and meant for any command
+that sets a program's achieved FLOP/s against the device's ceiling
+(`harness.run.ceiling`).
 """
 
 from __future__ import annotations
@@ -113,3 +121,21 @@ def count_jaxpr(closed: Any) -> FlopCount:
 def count_flops(fn: Callable, *args: Any) -> FlopCount:
     """FLOPs of one call of `fn(*args)` (traced, not run)."""
     return count_jaxpr(jax.make_jaxpr(fn)(*args))
+
+
+def xla_cost(compiled: Any) -> dict[str, float]:
+    """XLA's cost analysis of a compiled program (its loop bodies counted
+    once): "flops" and "bytes accessed", where the backend reports them; an
+    empty dict where it implements no cost analysis."""
+    try:
+        cost = compiled.cost_analysis()
+    except Exception:  # noqa: BLE001  (not every backend implements it)
+        return {}
+    if isinstance(cost, list):
+        cost = cost[0] if cost else {}
+    return {k: float(v) for k, v in (cost or {}).items() if k in ("flops", "bytes accessed")}
+
+
+def xla_flops(compiled: Any) -> float | None:
+    """XLA's FLOPs of one call of a compiled program; None where it reports none."""
+    return xla_cost(compiled).get("flops")

@@ -8,9 +8,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from harness.bench.measure import ENV_STEPS, Ceiling, Result
-from harness.bench.report import EXPERIMENT, Change
+from benchmarks.machinery.measure import ENV_STEPS, Result
+from benchmarks.machinery.report import EXPERIMENT, Change
 from harness.record import store, tracking
+from harness.run.ceiling import Ceiling
 
 
 def _tags(info: dict[str, Any]) -> dict[str, str]:

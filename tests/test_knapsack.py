@@ -14,7 +14,7 @@ from conftest import TINY_AZ
 from algorithms.alphazero.networks import make_az_network
 from harness import build, envs
 from harness import spec as spec_module
-from harness.knapsack_optimum import knapsack_optimum
+from harness.envs.jumanji_knapsack import knapsack_optimum
 from harness.spec import NetworkSpec, SpecError
 
 
@@ -85,7 +85,7 @@ def test_the_set_network_is_permutation_equivariant():
     [
         (
             {"algorithm": "ppo", "env": {"suite": "gymnax", "id": "CartPole-v1"}, "hyperparameters": {}},
-            "item_set is an AlphaZero network",
+            "item_set is a network for alphazero; ppo takes mlp",
         ),
         ({}, "item_set reads a flat observation of features per action (9 actions)"),
     ],

@@ -1,8 +1,9 @@
-"""The exact optimum of a 0/1 knapsack instance, in JAX: depth-first branch
-and bound over the items in order of value per weight, pruned by the
-fractional (Dantzig) bound. jumanji's Knapsack draws real-valued weights, so
-a dynamic programme over integer capacities would not be exact; branch and
-bound is, up to float32 rounding of the sums.
+"""The exact optimum of a 0/1 knapsack instance, in JAX: the best return an
+episode of jumanji's Knapsack can reach, behind its optimality gap.
+Depth-first branch and bound over the items in order of value per weight,
+pruned by the fractional (Dantzig) bound. jumanji's Knapsack draws
+real-valued weights, so a dynamic programme over integer capacities would
+not be exact; branch and bound is, up to float32 rounding of the sums.
 
 `knapsack_optimum(weights [N], values [N], capacity []) -> []` is pure JAX
 (a `while_loop` over search nodes): it jits and vmaps over instances, and a

@@ -14,7 +14,6 @@ start, where Brax's own auto-reset wrapper replays the first one.
 from __future__ import annotations
 
 import contextlib
-import importlib.metadata
 import io
 from typing import Any, NamedTuple
 
@@ -23,7 +22,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from algorithms.base import Environment, TimeStep
-from harness.envs import EnvKwargsError
+from harness.envs.errors import EnvKwargsError, no_such_env
+from harness.envs.helpers import library_version
+from harness.types import EnvInfo
 
 BACKENDS = ("generalized", "positional", "spring", "mjx")
 DEFAULT_EPISODE_LENGTH = 1000
@@ -42,11 +43,16 @@ def _brax_envs() -> Any:
 
 
 def registered() -> list[str]:
+    """Every env name Brax registers, sorted."""
     return sorted(_brax_envs()._envs)
 
 
-def make_brax(env_id: str, kwargs: dict[str, Any]) -> tuple[Environment, str, str]:
-    """The adapter, the brax version, and the env's version (its backend)."""
+def make(env_id: str, kwargs: dict[str, Any]) -> tuple[Environment, EnvInfo]:
+    """The adapter for Brax's `env_id`, with `kwargs` as the module docstring
+    says; its version is its backend."""
+    available = registered()
+    if env_id not in available:
+        raise no_such_env("brax", env_id, available)
     kwargs = dict(kwargs)
     backend = kwargs.pop("backend", "generalized")
     if backend not in BACKENDS:
@@ -89,4 +95,4 @@ def make_brax(env_id: str, kwargs: dict[str, Any]) -> tuple[Environment, str, st
         return state, out._replace(observation=jnp.where(done, first.observation, out.observation))
 
     environment = Environment(reset, step, obs_shape, num_actions, 1, False, bounds)
-    return environment, importlib.metadata.version("brax"), f"backend={backend}"
+    return environment, EnvInfo("brax", env_id, library_version("brax"), f"backend={backend}")

@@ -32,7 +32,9 @@ from typing import Any
 import jax.numpy as jnp
 
 from algorithms.base import Environment, TimeStep
-from harness.envs import EnvKwargsError, select_tree, single_agent_timestep
+from harness.envs.errors import EnvKwargsError, no_such_env
+from harness.envs.helpers import library_version, select_tree, single_agent_timestep
+from harness.types import EnvInfo
 
 RULESET_KEYS = ("ruleset_file", "ruleset_index")
 
@@ -66,10 +68,14 @@ def load_ruleset(path: str | Path, index: int) -> tuple[Any, str]:
     return benchmark.get_ruleset(index), f"ruleset {digest}#{index}"
 
 
-def make_xminigrid(env_id: str, kwargs: dict[str, Any]) -> tuple[Environment, str | None]:
-    """The adapter, and the env's version (a ruleset's, for XLand ids)."""
+def make(env_id: str, kwargs: dict[str, Any]) -> tuple[Environment, EnvInfo]:
+    """The adapter for xminigrid's `env_id`, with its ruleset and `EnvParams`
+    from `kwargs`; its version is the ruleset's, for XLand ids, else none."""
     import xminigrid
 
+    available = registered()
+    if env_id not in available:
+        raise no_such_env("xminigrid", env_id, available)
     kwargs = dict(kwargs)
     ruleset_file = kwargs.pop("ruleset_file", None)
     ruleset_index = kwargs.pop("ruleset_index", 0)
@@ -115,10 +121,14 @@ def make_xminigrid(env_id: str, kwargs: dict[str, Any]) -> tuple[Environment, st
         first = timestep(restart, 0.0, False, False)
         return state, out._replace(observation=jnp.where(last, first.observation, out.observation))
 
-    return Environment(reset, step, obs_shape, num_actions, 1, True), version
+    return (
+        Environment(reset, step, obs_shape, num_actions, 1, True),
+        EnvInfo("xminigrid", env_id, library_version("xminigrid"), version),
+    )
 
 
 def registered() -> list[str]:
+    """Every env id xminigrid registers, MiniGrid and XLand alike."""
     import xminigrid
 
     return list(xminigrid.registered_environments())

@@ -224,7 +224,8 @@ def measure_spec(
     Returns the `Result` and the runner's `RunResult`.
     """
     import algorithms
-    from harness.run import results, runner
+    from harness.run import runner
+    from harness.sessions import results
 
     algorithm = plan.algorithm if evaluate else plan.algorithm._replace(evaluate=None)
     seeds = plan.spec.seeds

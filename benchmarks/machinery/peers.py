@@ -1,5 +1,9 @@
 """Peers' code, imported from a local checkout for side-by-side benchmarks
-(`nox -s bench -- --against PATH`); never vendored, never downloaded.
+(`nox -s bench -- --against PATH`); never vendored, never downloaded. This
+module finds each peer in a checkout, checks what it needs and loads it; the
+configurations the entries run the peers at are `peer_configs`, the fresh
+import with stand-ins is `peer_imports`, and the shims for the pinned
+versions are `peer_shims` (all of them read as `peers.*` too).
 
 PureJaxRL (a checkout of `luchris429/purejaxrl`): its `purejaxrl/ppo.py`
 exposes `make_train(config) -> train(rng)`, one jitted function for a whole
@@ -48,107 +52,48 @@ what to install.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import importlib.util
 import sys
-import types
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 import jax
 
+from benchmarks.machinery import peer_imports
+from benchmarks.machinery.peer_configs import (
+    PGX_ALPHAZERO_CONNECT_FOUR,
+    PUREJAXRL_PPO_BRAX_INVERTED_PENDULUM,
+    PUREJAXRL_PPO_CARTPOLE,
+    PUREJAXRL_PPO_MINATAR,
+    XMINIGRID_SINGLE_TASK,
+)
+from benchmarks.machinery.peer_imports import PeerError
+from benchmarks.machinery.peer_shims import GymnaxShim, array_defaults_through_factories, one_qr_at_a_time
 
-class PeerError(ValueError):
-    """A peer checkout that cannot be used; the message says why."""
-
-
-# PureJaxRL's CartPole PPO configuration (the `__main__` of its ppo.py), in
-# its own keys; TOTAL_TIMESTEPS is set by the caller.
-PUREJAXRL_PPO_CARTPOLE = {
-    "LR": 2.5e-4,
-    "NUM_ENVS": 4,
-    "NUM_STEPS": 128,
-    "UPDATE_EPOCHS": 4,
-    "NUM_MINIBATCHES": 4,
-    "GAMMA": 0.99,
-    "GAE_LAMBDA": 0.95,
-    "CLIP_EPS": 0.2,
-    "ENT_COEF": 0.01,
-    "VF_COEF": 0.5,
-    "MAX_GRAD_NORM": 0.5,
-    "ACTIVATION": "tanh",
-    "ENV_NAME": "CartPole-v1",
-    "ANNEAL_LR": True,
-    "DEBUG": False,
-}
-
-# Its MinAtar configuration (the same ppo.py: the grid flattened, a relu MLP).
-PUREJAXRL_PPO_MINATAR = {
-    **PUREJAXRL_PPO_CARTPOLE,
-    "LR": 5e-3,
-    "NUM_ENVS": 64,
-    "NUM_STEPS": 128,
-    "UPDATE_EPOCHS": 4,
-    "NUM_MINIBATCHES": 8,
-    "ACTIVATION": "relu",
-    "ENV_NAME": "Breakout-MinAtar",
-}
-
-# Its continuous-action PPO (ppo_continuous_action.py) on Brax
-# inverted_pendulum, backend positional (its BraxGymnaxWrapper's; episodes
-# of 1000 steps), at 256 envs: the published ppo_brax_inverted_pendulum.
-PUREJAXRL_PPO_BRAX_INVERTED_PENDULUM = {
-    "LR": 3e-4,
-    "NUM_ENVS": 256,
-    "NUM_STEPS": 10,
-    "UPDATE_EPOCHS": 4,
-    "NUM_MINIBATCHES": 32,
-    "GAMMA": 0.99,
-    "GAE_LAMBDA": 0.95,
-    "CLIP_EPS": 0.2,
-    "ENT_COEF": 0.0,
-    "VF_COEF": 0.5,
-    "MAX_GRAD_NORM": 0.5,
-    "ACTIVATION": "tanh",
-    "ENV_NAME": "inverted_pendulum",
-    "ANNEAL_LR": True,
-    "NORMALIZE_ENV": True,
-    "DEBUG": False,
-}
-
-# xland-minigrid's single-task script (`TrainConfig` fields) at the
-# configuration its timing was quoted at on a 2-core CPU: MiniGrid-Empty-6x6,
-# 512 envs x 16 steps, GRU 256, heads 256, one epoch of 16 minibatches. Its
-# training function evaluates after every update (80 episodes by default); at
-# 1 episode that costs a few milliseconds of an update's seconds, so the
-# comparison is of training. total_timesteps is set by the caller.
-XMINIGRID_SINGLE_TASK = {
-    "env_id": "MiniGrid-Empty-6x6",
-    "num_envs": 512,
-    "num_steps": 16,
-    "rnn_hidden_dim": 256,
-    "head_hidden_dim": 256,
-    "update_epochs": 1,
-    "num_minibatches": 16,
-    "eval_episodes": 1,
-}
-
-# pgx's AlphaZero example (`Config` fields of examples/alphazero/train.py)
-# at the configuration of issue 16's comparison: connect_four, 256 games x 64
-# moves per iteration, 32 Gumbel simulations, ResNet 2 blocks x 32 channels,
-# updates of 4,096 positions (4 per iteration).
-PGX_ALPHAZERO_CONNECT_FOUR = {
-    "env_id": "connect_four",
-    "seed": 30,
-    "num_channels": 32,
-    "num_layers": 2,
-    "selfplay_batch_size": 256,
-    "num_simulations": 32,
-    "max_num_steps": 64,
-    "training_batch_size": 4096,
-}
+# The side-by-side entries and the tests read all of these as `peers.*`: the
+# configurations and the QR guard live beside this module, and are its names too.
+__all__ = [
+    "PGX_ALPHAZERO_CONNECT_FOUR",
+    "PUREJAXRL_PPO_BRAX_INVERTED_PENDULUM",
+    "PUREJAXRL_PPO_CARTPOLE",
+    "PUREJAXRL_PPO_MINATAR",
+    "XMINIGRID_SINGLE_TASK",
+    "PeerError",
+    "check",
+    "check_pgx",
+    "check_purejaxrl",
+    "check_xminigrid",
+    "identify",
+    "load_pgx_alphazero",
+    "load_purejaxrl_ppo",
+    "load_xminigrid_single_task",
+    "one_qr_at_a_time",
+    "pgx_alphazero_dir",
+    "purejaxrl_dir",
+    "xminigrid_training_dir",
+]
 
 # Modules PureJaxRL's wrappers.py imports for wrappers CartPole does not use.
 _UNUSED_IMPORTS = {
@@ -161,34 +106,6 @@ _XMINIGRID_FILES = ("train_single_task.py", "nn.py", "utils.py")
 _PGX_FILES = ("train.py", "network.py")
 # What pgx's AlphaZero example imports that the harness does not install.
 _PGX_NEEDS = {"haiku": "dm-haiku", "omegaconf": "omegaconf"}
-
-
-class _FiveTupleStep:
-    """A gymnax env whose `step` returns the pre-1.0 five values."""
-
-    def __init__(self, env: Any):
-        self._env = env
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._env, name)
-
-    def step(self, key, state, action, params=None):
-        obs, state, reward, terminated, truncated, info = self._env.step(key, state, action, params)
-        return obs, state, reward, terminated | truncated, info
-
-
-class _GymnaxShim:
-    """The `gymnax` module as PureJaxRL's ppo.py sees it."""
-
-    def __init__(self, gymnax: types.ModuleType):
-        self._gymnax = gymnax
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._gymnax, name)
-
-    def make(self, *args, **kwargs):
-        env, params = self._gymnax.make(*args, **kwargs)
-        return _FiveTupleStep(env), params
 
 
 def identify(path: str | Path) -> tuple[str, Path]:
@@ -223,62 +140,13 @@ def purejaxrl_dir(path: str | Path) -> Path:
     raise PeerError(f"--against {path}: no PureJaxRL checkout there (looked for ppo.py and wrappers.py in it)")
 
 
-@contextlib.contextmanager
-def _stand_ins(unused: dict[str, tuple[str, ...]], **attributes: Any) -> Iterator[None]:
-    """Empty modules (with `attributes`) for the packages in `unused` that
-    are not installed, registered for an import and removed after it."""
-    added = []
-    for package, names in unused.items():
-        if importlib.util.find_spec(package) is not None:
-            continue
-        for name in names:
-            module = types.ModuleType(name)
-            module.__dict__.update(attributes)
-            sys.modules[name] = module
-            added.append(name)
-    try:
-        yield
-    finally:
-        for name in added:
-            sys.modules.pop(name, None)
-
-
-def _import_fresh(path: str | Path, folder: Path, module_name: str, siblings: tuple[str, ...], stand_ins) -> Any:
-    """`module_name` imported from `folder`, it and its `siblings` (plain
-    file names such as `utils`) loaded fresh and not left in `sys.modules`."""
-    sys.path.insert(0, str(folder))
-    names = (module_name, *siblings)
-    try:
-        with stand_ins:
-            for name in names:
-                sys.modules.pop(name, None)
-            module = importlib.import_module(module_name)
-    except Exception as error:  # noqa: BLE001  (whatever the peer's import raises, named once)
-        raise PeerError(f"--against {path}: importing {folder / module_name}.py failed: {error!r}") from error
-    finally:
-        sys.path.remove(str(folder))
-        for name in siblings:
-            sys.modules.pop(name, None)
-    if module.__file__ is None or Path(module.__file__).resolve().parent != folder:
-        raise PeerError(f"--against {path}: imported another module named {module_name} ({module.__file__})")
-    return module
-
-
-def _needs_distrax(path: str | Path, source: Path) -> None:
-    if "import distrax" in source.read_text() and importlib.util.find_spec("distrax") is None:
-        raise PeerError(
-            f"--against {path}: the peer's {source.name} imports distrax, which is not installed here"
-            " (pip install distrax, into the bench's environment: .nox/bench)"
-        )
-
-
 def check_purejaxrl(path: str | Path, module: str = "ppo") -> Path:
     """The checkout's `purejaxrl/` folder, once what its `module` needs is here."""
     folder = purejaxrl_dir(path)
     source = folder / f"{module}.py"
     if not source.is_file():
         raise PeerError(f"--against {path}: the PureJaxRL checkout has no {source.name}")
-    _needs_distrax(path, source)
+    peer_imports.needs_distrax(path, source)
     return folder
 
 
@@ -286,64 +154,17 @@ def load_purejaxrl_ppo(path: str | Path, module_name: str = "ppo") -> Callable[[
     """PureJaxRL's `make_train` from the checkout at `path`: its `ppo.py`, or
     (`module_name`) another of its single files, e.g. `ppo_continuous_action`."""
     folder = check_purejaxrl(path, module_name)
-    stand_ins = _stand_ins(_UNUSED_IMPORTS, EpisodeWrapper=object, AutoResetWrapper=object)
-    module = _import_fresh(path, folder, module_name, ("wrappers",), stand_ins)
+    stand_ins = peer_imports.stand_ins(_UNUSED_IMPORTS, EpisodeWrapper=object, AutoResetWrapper=object)
+    module = peer_imports.import_fresh(path, folder, module_name, ("wrappers",), stand_ins)
     if int(version("gymnax").split(".")[0]) >= 1 and hasattr(module, "gymnax"):
-        module.gymnax = _GymnaxShim(module.gymnax)
+        module.gymnax = GymnaxShim(module.gymnax)
     return module.make_train
-
-
-@contextlib.contextmanager
-def one_qr_at_a_time() -> Iterator[None]:
-    """While a peer's program is traced in the block: random orthogonal
-    matrices (the orthogonal initialisers') drawn under a `vmap` one after
-    another (`jax.custom_batching.sequential_vmap`), not as one batched QR.
-    PureJaxRL's `train` initialises its network inside the seed-vmapped
-    program; jaxlib's batched CPU QR parallelises inside XLA's thread pool
-    and deadlocked it (jaxlib 0.10.2, 2 cores: 5 of 6 processes hung within
-    8 calls of the 16-seed CartPole program, none of 6 with this). The values
-    are the same (checked bit for bit on its layer shapes); the harness's
-    own runner initialises seeds one at a time for the same reason."""
-    from jax._src import random as jax_random
-
-    original = jax_random.orthogonal
-
-    def orthogonal(key, n, shape=(), dtype=float, m=None):
-        return jax.custom_batching.sequential_vmap(lambda k: original(k, n, shape, dtype, m))(key)
-
-    jax_random.orthogonal = orthogonal
-    try:
-        yield
-    finally:
-        jax_random.orthogonal = original
-
-
-@contextlib.contextmanager
-def _array_defaults_through_factories() -> Iterator[None]:
-    import dataclasses
-
-    import flax.struct
-
-    original = flax.struct.dataclass
-
-    def dataclass(cls, **kwargs):
-        for name in getattr(cls, "__annotations__", {}):
-            value = cls.__dict__.get(name)
-            if isinstance(value, jax.Array):
-                setattr(cls, name, dataclasses.field(default_factory=lambda value=value: value))
-        return original(cls, **kwargs)
-
-    flax.struct.dataclass = dataclass
-    try:
-        yield
-    finally:
-        flax.struct.dataclass = original
 
 
 def check_xminigrid(path: str | Path) -> Path:
     """The checkout's `training/` folder, once what its script needs is here."""
     folder = xminigrid_training_dir(path)
-    _needs_distrax(path, folder / "nn.py")
+    peer_imports.needs_distrax(path, folder / "nn.py")
     return folder
 
 
@@ -392,7 +213,9 @@ def load_pgx_alphazero(path: str | Path, config: dict[str, Any], devices: int | 
     if devices is not None:
         jax.local_devices = lambda *args, **kwargs: local_devices(*args, **kwargs)[:devices]
     try:
-        return _import_fresh(path, folder, "train", ("network",), _stand_ins({"wandb": ("wandb",)}))
+        return peer_imports.import_fresh(
+            path, folder, "train", ("network",), peer_imports.stand_ins({"wandb": ("wandb",)})
+        )
     finally:
         sys.argv, pgx.make_baseline_model, jax.local_devices = argv, make_baseline, local_devices
 
@@ -409,6 +232,8 @@ def load_xminigrid_single_task(path: str | Path) -> Any:
     """xland-minigrid's `train_single_task` module from the checkout at
     `path` (its `TrainConfig`, `make_states`, `make_train`)."""
     folder = check_xminigrid(path)
-    stand_ins = _stand_ins(_XMINIGRID_UNUSED_IMPORTS, wrap=lambda *args, **kwargs: lambda function: function)
-    with _array_defaults_through_factories():
-        return _import_fresh(path, folder, "train_single_task", ("nn", "utils"), stand_ins)
+    stand_ins = peer_imports.stand_ins(
+        _XMINIGRID_UNUSED_IMPORTS, wrap=lambda *args, **kwargs: lambda function: function
+    )
+    with array_defaults_through_factories():
+        return peer_imports.import_fresh(path, folder, "train_single_task", ("nn", "utils"), stand_ins)

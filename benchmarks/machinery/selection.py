@@ -1,0 +1,149 @@
+"""What the bench's command line selects, checked before any entry runs: the
+device the entries run on (`--device`) and the spec entries (`--full`,
+`--spec`, or by default the small benchmark specs, one seed and many). A bad
+name, device or spec file is a usage error, not a failed entry."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import pytest
+
+
+def bench_specs(config: pytest.Config) -> Path:
+    """The small benchmark specs, in the repository's `benchmarks/specs/`."""
+    return config.rootpath / "benchmarks" / "specs"
+
+
+def published_specs(config: pytest.Config) -> Path:
+    """The published specs, in the repository's `experiments/`."""
+    return config.rootpath / "experiments"
+
+
+def full_only_specs(config: pytest.Config) -> Path:
+    """Benchmark specs at the sizes accelerator users run (thousands of
+    envs), too long for a CPU's default suite: `--full` runs them beside the
+    published specs."""
+    return bench_specs(config) / "full"
+
+
+class SpecEntry(NamedTuple):
+    id: str  # the pytest id: the entry is named spec[<id>]
+    path: Path
+    seeds: tuple[int, ...] | None  # None: the spec's own
+    evaluate: bool  # run the algorithm's evaluation, as harness run does
+    cores: bool = False  # the seeds spread over the CPU's cores (devices: {host_devices: cores})
+
+    def plan(self):
+        from harness import build
+        from harness import spec as spec_module
+
+        loaded = spec_module.load(self.path)
+        if self.seeds is not None:
+            loaded = loaded.model_copy(update={"seeds": self.seeds})
+        if self.cores:
+            loaded = build.with_devices(loaded, {"host_devices": "cores"})
+        return build.build(loaded, str(self.path))
+
+
+# The benchmark specs whose many-seed run is benched over the cores too in
+# the default suite: those the peers are compared on side by side (the
+# CartPole configuration is REINFORCE's too); the rest stay out to keep the
+# suite under 10 minutes on a 2-core CPU.
+CORES_SPECS = ("ppo_cartpole", "reinforce_cartpole", "ppo_minatar_breakout")
+
+
+def split_host() -> None:
+    """One CPU device per core (`harness.run.host_devices`), set before JAX
+    starts, for the entries that spread seeds over the cores; a split that
+    XLA_FLAGS sets, or devices already started, stay as they are."""
+    from harness.run import host_devices
+
+    try:
+        host_devices.enable(host_devices.cores())
+    except host_devices.HostDevicesError:
+        pass
+
+
+def _spread_over_cores(device: Any, seeds: int) -> bool:
+    """Whether a CPU bench has host devices to spread `seeds` seeds over."""
+    import jax
+
+    from harness.run import host_devices
+
+    if device.platform != "cpu":
+        return False
+    return host_devices.resolve(host_devices.CORES, seeds, devices=len(jax.devices("cpu"))) > 1
+
+
+def spec_entries(config: pytest.Config, device: Any) -> tuple[str, list[SpecEntry]]:
+    """The mode and the spec entries the options ask for; bad names and bad
+    spec files are usage errors."""
+    from harness import spec as spec_module
+
+    full, paths = config.getoption("full"), config.getoption("spec")
+    entries: list[SpecEntry] = []
+    if full:
+        published = {
+            p.stem: p
+            for folder in (published_specs(config), full_only_specs(config))
+            for p in sorted(folder.glob("*.yaml"))
+        }
+        names = list(published) if full == "all" else [n.strip() for n in full.split(",") if n.strip()]
+        unknown = [n for n in names if n not in published]
+        if unknown:
+            raise pytest.UsageError(
+                f"--full: no published spec {', '.join(map(repr, unknown))}; the specs in {published_specs(config)} "
+                f"and {full_only_specs(config)} are: "
+                f"{', '.join(published)}"
+            )
+        entries += [SpecEntry(name, published[name], None, True) for name in names]
+    for raw in paths:
+        path = Path(raw)
+        entries.append(SpecEntry(path.stem, path, None, True))
+    if full or paths:
+        mode = "full" if full else "spec"
+    else:
+        mode = "default"
+        for path in sorted(bench_specs(config).glob("*.yaml")):
+            seeds = spec_module.load(path).seeds
+            for count in sorted({1, len(seeds)}):
+                label = "1seed" if count == 1 else f"{count}seeds"
+                # The default bench times training alone: AlphaZero's
+                # evaluation games compile for about a minute on a CPU.
+                entries.append(SpecEntry(f"{path.stem}-{label}", path, tuple(seeds[:count]), False))
+                # On a CPU the many-seed run again, its seeds spread over the cores.
+                if count > 1 and path.stem in CORES_SPECS and _spread_over_cores(device, count):
+                    entries.append(SpecEntry(f"{path.stem}-{label}-cores", path, tuple(seeds), False, cores=True))
+    if mode != "default":
+        # Files from the command line: build each (no compiling) so that a
+        # bad spec or env is a usage error, not a failed entry.
+        from benchmarks.machinery.measure import chunk_lengths
+
+        for entry in entries:
+            try:
+                plan = entry.plan()
+            except spec_module.SpecError as error:
+                raise pytest.UsageError(str(error)) from None
+            if len(chunk_lengths(plan.num_iterations, plan.spec.logging.interval)) < 2:
+                raise pytest.UsageError(
+                    f"{entry.path}: {plan.num_iterations} iteration(s) in chunks of {plan.spec.logging.interval} "
+                    "(logging.interval) make one chunk; a benchmark needs a warm-up chunk and timed ones"
+                )
+    return mode, entries
+
+
+def device(platform: str | None):
+    """JAX's first device of `platform` (`--device`), or its default device."""
+    import jax
+
+    if platform is None:
+        return jax.devices()[0]
+    try:
+        return jax.devices(platform)[0]
+    except RuntimeError as error:
+        present = sorted({d.platform for d in jax.devices()})
+        raise pytest.UsageError(
+            f"--device {platform}: no such device here ({error}); this machine has: {', '.join(present)}"
+        ) from None

@@ -1,0 +1,161 @@
+"""`BenchSession`: what one `nox -s bench` collects (every entry's
+`benchmarks.machinery.measure.Result`) and, once all entries have run,
+reports: the entries compared with their last run on this device, saved to
+that device's history, rendered as the table and chart (`report`), and logged
+to MLflow (`mlflow_log`). The plugin keeps the one session on pytest's
+config, under `KEY`."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import traceback
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from benchmarks.machinery.selection import SpecEntry
+
+
+class BenchSession:
+    """What one `nox -s bench` collects and reports."""
+
+    def __init__(self, config: pytest.Config, device: Any, mode: str, specs: list[SpecEntry], uri: str, bench_dir):
+        self.config = config
+        self.device = device
+        self.mode = mode
+        self.spec_entries = specs
+        self.uri = uri
+        self.bench_dir = bench_dir
+        self.session = uuid.uuid4().hex
+        self.started = datetime.now(UTC)
+        self.started_clock = time.perf_counter()
+        self.started_cpu = time.process_time()
+        self.load_start = _load_average()
+        self.results: list = []
+        self.ceiling = None
+        self.all_names: list[str] = []
+        self.finalized = False
+        self.info: dict = {}
+        self.report: str = ""
+        self.errors: list[str] = []
+        self.regressions: list[str] = []
+        self.against: dict[str, Path] = {}  # peer name -> its checkout's folder (--against)
+
+    def profile_dir(self, name: str) -> Path | None:
+        """Where an entry's trace goes with --profile; None without."""
+        if not self.config.getoption("profile"):
+            return None
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+        return self.bench_dir / "profiles" / f"{self.started:%Y%m%dT%H%M%S}" / safe
+
+    def record(self, benchmark, result) -> None:
+        """Keep an entry's result: in the report and in pytest-benchmark's JSON."""
+        benchmark.extra_info["harness"] = result.to_dict()
+        self.results.append(result)
+
+    def finalize(self, document: dict | None) -> None:
+        """Compare, save, log and render, once, when all entries have run.
+        `document` is pytest-benchmark's JSON, when it writes one. A failure
+        here is reported as an error of the session, not a traceback out of
+        pytest-benchmark's hook."""
+        if self.finalized:
+            if document is not None and self.info:
+                document["harness"] = self.info
+            return
+        if not self.results:
+            return
+        self.finalized = True
+        try:
+            self._finalize(document)
+        except Exception:  # noqa: BLE001  (a report that fails must not hide the entries' figures)
+            self.errors.append(f"the bench report failed:\n{traceback.format_exc()}")
+
+    def _finalize(self, document: dict | None) -> None:
+        from benchmarks.machinery import mlflow_log
+        from benchmarks.machinery import report as bench_report
+        from harness.run import provenance
+
+        fingerprint = provenance.fingerprint(device=self.device)
+        key = bench_report.device_key(fingerprint)
+        runs, notes = bench_report.load_runs(bench_report.history_dir(self.bench_dir, key))
+        current = [r.to_dict() for r in self.results]
+        changes = bench_report.compare(current, bench_report.previous_entries(runs))
+        self.regressions = [name for name, change in changes.items() if change.regression]
+        self.info = {
+            "format": bench_report.FORMAT,
+            "session": self.session,
+            "mode": self.mode,
+            "started": self.started.isoformat(),
+            "wall_seconds": time.perf_counter() - self.started_clock,
+            "cpu_seconds": time.process_time() - self.started_cpu,
+            "cpu_count": os.cpu_count(),
+            "load_average": {"start": self.load_start, "end": _load_average()},
+            "device_key": key,
+            "fingerprint": fingerprint,
+            "versions": provenance.versions(),
+            "git": provenance.git_state(),
+            "ceiling": self.ceiling.as_dict() if self.ceiling else None,
+            "changes": {name: change._asdict() for name, change in changes.items()},
+        }
+        if document is None:
+            document = {
+                "machine_info": {},
+                "commit_info": {},
+                "benchmarks": [{"name": f"test_{r['name']}", "extra_info": {"harness": r}} for r in current],
+                "datetime": self.started.isoformat(),
+            }
+        document["harness"] = self.info
+        document.setdefault("machine_info", {})["device_fingerprint"] = fingerprint
+        saved = bench_report.save_run(self.bench_dir, document)
+
+        title = f"harness bench ({self.mode}), {self.started:%Y-%m-%d %H:%M} UTC"
+        previous_ceiling = runs[-1]["harness"].get("ceiling") if runs else None
+        started = {c.previous_started for c in changes.values() if c.previous_started}
+        text = bench_report.render(
+            *bench_report.header(self.info, self.ceiling, previous_ceiling),
+            bench_report.table(self.results, changes, self.ceiling, title),
+            *bench_report.notes(self.results, self.ceiling, started, key),
+            *notes,
+        )
+        report = self.bench_dir / "report.txt"
+        report.write_text(text)
+        chart = bench_report.plot_rates(self.results, changes, self.bench_dir / "sps.png", title)
+        lines = [text.rstrip("\n"), f"saved: {saved} (and {chart}, {report})"]
+        try:
+            run_id = mlflow_log.log_to_mlflow(
+                self.uri,
+                document,
+                self.results,
+                changes,
+                self.ceiling,
+                {"sps.png": chart, "report.txt": text, "benchmark.json": json.dumps(document, indent=2, default=str)},
+            )
+            lines.append(f"MLflow: {self.uri}, experiment {bench_report.EXPERIMENT!r}, session run {run_id}")
+        except Exception as error:  # noqa: BLE001  (the store can fail in many ways)
+            self.errors.append(f"logging to MLflow at {self.uri} failed: {error}")
+        if profiles := [r.extra["profile"] for r in self.results if "profile" in r.extra]:
+            lines.append(
+                f"profiles: {Path(profiles[0]).parent}/ (a trace of one steady-state chunk per spec entry, left out"
+                " of its repeats): xprof --logdir DIR, or a .trace.json.gz in https://ui.perfetto.dev"
+            )
+        if self.regressions:
+            lines.append(
+                f"REGRESSION (more than {100 * bench_report.REGRESSION_THRESHOLD:.0f}% slower than the last run "
+                f"on this device): {', '.join(self.regressions)}"
+            )
+        self.report = "\n".join(lines)
+
+
+def _load_average() -> float:
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return float("nan")
+
+
+KEY = pytest.StashKey[BenchSession]()

@@ -27,16 +27,20 @@ from harness import build, spec
 from harness import sweep as sweeps
 from harness.cli_parser import parser
 from harness.console import err_console, out_console, print_table
-from harness.judge import compare, publish, references, reproduce
+from harness.judge import compare, publish, references
 from harness.judge.compare import CompareError
 from harness.judge.references import ReproduceError
 from harness.record import rundir, sync, tracking
 from harness.record.rundir import CheckpointError
 from harness.record.tracking import TrackingError
-from harness.run import cluster, compile_cache, determinism, host_devices, provenance, results, session, sweep_session
+from harness.run import cluster, compile_cache, determinism, host_devices
 from harness.run.cluster import DistributedError
 from harness.run.interrupts import Interrupted
 from harness.run.runner import NonFiniteMetricError
+from harness.sessions import reproduce, results
+from harness.sessions import run as run_session
+from harness.sessions import sweep as sweep_session
+from harness.sessions.options import RunOptions
 from harness.spec import SpecError
 
 EXIT_USER_ERROR = 2
@@ -128,11 +132,11 @@ def _load_sweep(args: argparse.Namespace) -> sweeps.Sweep | None:
     )
 
 
-def _options(args: argparse.Namespace, **extra) -> session.RunOptions:
+def _options(args: argparse.Namespace, **extra) -> RunOptions:
     interval = getattr(args, "system_metrics_interval", None)
     if interval is not None and interval <= 0:
         raise _OptionError(f"--system-metrics-interval must be positive, not {interval}")
-    return session.RunOptions(
+    return RunOptions(
         started_at=args.started_at,
         system_metrics=None if getattr(args, "no_system_metrics", True) else interval,
         progress=not args.no_progress,
@@ -184,7 +188,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return cmd_sweep(args)
     plan = _load_plan(args.spec, args)
     uri = tracking.resolve_uri(args.tracking_uri, plan.spec.tracking.uri)
-    logged = session.train_and_log(plan, uri, _options(args, resume=args.resume or False))
+    logged = run_session.train_and_log(plan, uri, _options(args, resume=args.resume or False))
     if logged is None:  # not process 0 of a multi-process job: it logs
         return 0
     results.print_summary(plan, logged.record, logged.uri, logged.experiment_id, logged.parent_id)
@@ -235,56 +239,26 @@ def cmd_publish(args: argparse.Namespace) -> int:
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
-    """Run a spec again and judge it against its reference (see harness.judge.reproduce)."""
+    """Run a spec again and judge it against its reference (see harness.sessions.reproduce)."""
     if (args.spec is None) == (args.run_id is None):
         return _user_error("give either a SPEC file or --run-id RUN_ID")
     if args.run_id:
         if args.reference:
             return _user_error("--reference goes with a SPEC; with --run-id the run itself is the reference")
         uri = tracking.resolve_uri(args.tracking_uri, None)
-        run_id, note, text, logged_results = publish.logged_run(uri, args.run_id)
-        if note:
-            err_console.print(note)
-        source = f"spec.yaml of run {run_id}"
-        plan = _plan(spec.parse_text(text, source), source, spec.key_lines(text), args)
-        label = f"run {run_id}"
-        reference = references.parse_reference(
-            logged_results, f"results.json of {label}", plan.spec_hash, spec.canonical(plan.spec)
+        reference = reproduce.of_logged_run(
+            uri, args.run_id, lambda loaded, source, lines: _plan(loaded, source, lines, args)
         )
-        reference.mlflow_run_id = reference.mlflow_run_id or run_id
     else:
         plan = _load_plan(args.spec, args)
-        source = args.spec
-        path = Path(args.reference) if args.reference else references.reference_path(args.spec)
-        if not args.reference:
-            here = provenance.fingerprint(plan.layout, shards=plan.spec.devices.shards)
-            if choice := references.choose(path, here):
-                path = choice.path
-                err_console.print(f"reference: {path}: {choice.why}", soft_wrap=True)
-        reference = references.load_reference(path, args.spec, plan.spec_hash, spec.canonical(plan.spec))
         uri = tracking.resolve_uri(args.tracking_uri, plan.spec.tracking.uri)
-        label = str(path)
-    if args.seeds:
-        plan = build.with_seeds(plan, args.seeds, source)
-    tags = {"reproduces": label, "reproduces.spec_hash": reference.spec_hash}
-    if reference.mlflow_run_id:
-        tags["reproduces.run_id"] = reference.mlflow_run_id
-    logged = session.train_and_log(plan, uri, _options(args, tags=tags))
-    if logged is None:  # not process 0 of a multi-process job: it judges
+        reference = reproduce.of_spec(plan, args.spec, args.reference, uri)
+    reproduced = reproduce.run_and_judge(reference, _options(args), args.seeds)
+    if reproduced is None:  # not process 0 of a multi-process job: it judges
         return 0
-    results.print_summary(plan, logged.record, logged.uri, logged.experiment_id, logged.parent_id)
-    verdict = reproduce.judge(reference, logged.record, label)
-    print_table(reproduce.table(verdict))
-    for reason in verdict.not_exact_because:
-        out_console.print(f"  not judged bit for bit: {reason}")
-    out_console.print(f"rule ({verdict.mode}): {reproduce.RULES[verdict.mode]}", soft_wrap=True)
-    out_console.print(f"speed: {verdict.speed.describe()}", soft_wrap=True)
-    reproduce.log_verdict(logged.client, logged.parent_id, verdict)
-    word = "[bold green]PASS[/]" if verdict.passed else "[bold red]FAIL[/]"
-    out_console.print(f"verdict: {word}, logged to run {logged.parent_id} (tags verdict.*, verdict.json, verdict.md)")
-    if not verdict.passed:
+    if not reproduced.verdict.passed:
         return EXIT_FAILED
-    return EXIT_INCOMPLETE if logged.offline else 0
+    return EXIT_INCOMPLETE if reproduced.logged.offline else 0
 
 
 def cmd_compare(args: argparse.Namespace) -> int:

@@ -166,7 +166,7 @@ def tiny_run() -> tuple[build.Plan, runner.RunResult]:
 def record_of(plan: build.Plan, result: runner.RunResult):
     """The results.json a run of `plan` would log, read back."""
     from harness.record import schema
-    from harness.run import results
+    from harness.sessions import results
 
     return schema.parse(results.make_results(plan, result, 1.0, 0.0).to_json(), "results.json")
 

@@ -282,7 +282,7 @@ def test_conv3x3_gradients_are_jax_s_as_native_layout_convolutions(batch):
 
 def test_alphazero_reproduction_is_judged_on_its_evaluation_curves(tiny_az_runs):
     from harness.judge import reproduce
-    from harness.run import results
+    from harness.sessions import results
 
     (plan, first), (_, second) = tiny_az_runs
     reference = results.make_results(plan, first, 1.0, 0.0)

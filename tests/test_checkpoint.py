@@ -35,8 +35,10 @@ from harness import build, cli
 from harness import spec as S
 from harness.record import rundir, tracking
 from harness.record.journal import Journal
-from harness.run import checkpoint, results, runner, session
+from harness.run import checkpoint, runner
 from harness.run.programs import Programs
+from harness.sessions import results
+from harness.sessions import run as session
 
 SPECS = {
     "reinforce": copy.deepcopy(TINY_SPEC),

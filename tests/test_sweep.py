@@ -1,4 +1,4 @@
-"""Sweeps (harness.sweep, harness.run.sweep_session): points validated as
+"""Sweeps (harness.sweep, harness.sessions.sweep): points validated as
 specs, numeric keys in one program, structure in programs of their own,
 the MLflow layout read back, a point against its single run, and a sweep
 interrupted by Ctrl-C and resumed against one that was not."""
@@ -17,8 +17,10 @@ from mlflow.tracking import MlflowClient
 from harness import spec as S
 from harness import sweep as sweeps
 from harness.record import rundir
-from harness.run import runner, session, sweep_session
+from harness.run import runner
 from harness.run.programs import Programs
+from harness.sessions import run as session
+from harness.sessions import sweep as sweep_session
 
 SWEEP_SPEC = {
     "name": "tiny_sweep",

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from harness.build import Plan
 from harness.judge import references
 from harness.judge.baselines import random_policy_summary
 from harness.judge.references import ReproduceError
 from harness.record import tracking
 from harness.record.schema import Results
 from harness.spec import canonical
+from harness.types import Plan
 
 
 def publishable(plan: Plan, uri: str, run_id: str | None, random_baseline: bool) -> Results:

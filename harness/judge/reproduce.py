@@ -31,9 +31,8 @@ import json
 from typing import Any, NamedTuple
 
 from harness.judge import stats
+from harness.judge.xla_flags import exact_problem, numerics_flags, without_host_device_count
 from harness.record.schema import EMPTY_CURVES, Results
-from harness.run import host_devices
-from harness.run.determinism import exact_problem, numerics_flags
 
 # Fingerprint keys that change the bits a run produces. The host name does
 # not; the CPU model and its instruction set do, because XLA compiles CPU
@@ -187,7 +186,7 @@ def _layout_free(key: str, value: str | None) -> str | None:
     if key == "mesh":
         return "seed=1" if value == "none" else value.split(",")[0]
     if key == "xla_flags":
-        return host_devices.without_flag(value)
+        return without_host_device_count(value)
     return "any"
 
 

@@ -27,7 +27,7 @@ class Row(NamedTuple):
 
 def ranked_metric(records: dict[int, Results], asked: str | None = None) -> str:
     """The metric to rank by: `asked` (checked before training, see
-    harness.run.sweep_session.check_metric), else the first of RANKED_BY
+    harness.sessions.sweep.check_metric), else the first of RANKED_BY
     that every point has."""
     have = set.intersection(*(set(r.final) for r in records.values()))
     if asked is not None:

@@ -1,6 +1,6 @@
 """The typed record of a finished run: `results.json`, an MLflow artifact of
 every run and, for a published spec, its reference in `results/`. Made by
-harness.run.results, read by the judges (reproduce, compare) and the CLI.
+harness.sessions.results, read by the judges (reproduce, compare) and the CLI.
 
 Unknown keys are kept (a newer harness may add some); a missing required
 key or a value of the wrong type is a `ValueError` naming it.
@@ -32,7 +32,7 @@ EMPTY_CURVES = Curves(env_steps=[], metrics={})
 
 
 class WallTime(_Model):
-    """Where a run's wall time went, in seconds (harness.run.session)."""
+    """Where a run's wall time went, in seconds (harness.sessions.training)."""
 
     startup: float  # from the command's start to the first compile: imports, store, runs, git state
     compile: float  # every program, ahead of time (from the persistent cache when it served them)

@@ -37,7 +37,7 @@ from harness.record.journal import Journal, add_pending
 from harness.record.metric_writer import EXIT_OFFLINE, MAX_METRICS_PER_BATCH, WORKERS, workers_for
 
 if TYPE_CHECKING:  # the writer process imports this module; keep it free of JAX
-    from harness.run.runner import ChunkMetrics
+    from harness.types import ChunkMetrics
 
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 _MAX_PARAMS_PER_BATCH = 100

@@ -16,30 +16,22 @@ flag changes nothing there (the verdict ignores it on those platforms).
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import MutableMapping
 
-FLAG = "--xla_gpu_deterministic_ops=true"
+# The flag, and what a recorded one means (harness.judge.xla_flags: the
+# verdicts read it there).
+from harness.judge.xla_flags import DETERMINISTIC_OPS as FLAG
+from harness.judge.xla_flags import DETERMINISTIC_PLATFORMS
+from harness.judge.xla_flags import deterministic_ops as is_on
+from harness.judge.xla_flags import without_deterministic_ops as without_flag  # noqa: F401  (part of this module's interface)
+
 # The same, as a compile option of one program (what the bench pair uses:
 # both programs in one process).
 COMPILER_OPTIONS = {"xla_gpu_deterministic_ops": True}
-_FLAG = re.compile(r"--xla_gpu_deterministic_ops(=(true|1))?(\s|$)")
-# Platforms whose programs are run-to-run deterministic without the flag.
-DETERMINISTIC_PLATFORMS = ("cpu", "tpu")
 
 
 class DeterminismError(Exception):
     """Deterministic mode asked for too late; reported without a traceback."""
-
-
-def is_on(xla_flags: str) -> bool:
-    """Whether `xla_flags` (an `XLA_FLAGS` value) turns XLA's deterministic ops on."""
-    return bool(_FLAG.search(xla_flags))
-
-
-def without_flag(xla_flags: str) -> str:
-    """`xla_flags` without the deterministic-ops flag."""
-    return " ".join(_FLAG.sub(" ", xla_flags).split())
 
 
 def enable(environ: MutableMapping[str, str] = os.environ) -> None:
@@ -67,21 +59,3 @@ def run_note(fingerprint: dict[str, str]) -> str | None:
             " acts on GPUs only (it is recorded in device.xla_flags all the same)"
         )
     return None
-
-
-def exact_problem(fingerprint: dict[str, str]) -> str | None:
-    """Why a run with this fingerprint cannot be judged bit for bit even
-    against itself: a GPU run without deterministic ops."""
-    if fingerprint.get("platform") == "gpu" and not is_on(fingerprint.get("xla_flags", "")):
-        return (
-            "this GPU run was not deterministic: XLA may autotune kernels and reduce with atomics, so an exact"
-            " verdict on a GPU needs deterministic ops (harness reproduce --deterministic, or devices:"
-            " {deterministic: true}, against a reference made with them)"
-        )
-    return None
-
-
-def numerics_flags(xla_flags: str, platform: str) -> str:
-    """`xla_flags` as far as they change the bits on `platform`: the
-    deterministic-ops flag does not on a platform that is deterministic."""
-    return without_flag(xla_flags) if platform in DETERMINISTIC_PLATFORMS else xla_flags

@@ -18,11 +18,14 @@ as one device, not the same bits (as any `seed_axis` layout).
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import MutableMapping
 
-FLAG = "--xla_force_host_platform_device_count"
-_FLAG = re.compile(rf"{FLAG}=(\S*)")
+# The flag, and how a recorded one is read (harness.judge.xla_flags: the
+# verdicts read it there).
+from harness.judge.xla_flags import HOST_DEVICE_COUNT as FLAG
+from harness.judge.xla_flags import host_device_counts
+from harness.judge.xla_flags import without_host_device_count as without_flag  # noqa: F401  (part of this module's interface)
+
 CORES = "cores"
 
 
@@ -54,18 +57,13 @@ def resolve(value: int | str, num_runs: int, devices: int | None = None) -> int:
 def current(environ: MutableMapping[str, str] = os.environ) -> int | None:
     """The host device count `XLA_FLAGS` sets (the last one, as XLA reads
     them), or None when it sets none."""
-    found = _FLAG.findall(environ.get("XLA_FLAGS", ""))
+    found = host_device_counts(environ.get("XLA_FLAGS", ""))
     if not found:
         return None
     try:
         return int(found[-1])
     except ValueError:
         return None
-
-
-def without_flag(xla_flags: str) -> str:
-    """`xla_flags` without the host device count."""
-    return " ".join(_FLAG.sub(" ", xla_flags).split())
 
 
 def enable(count: int, environ: MutableMapping[str, str] = os.environ) -> None:

@@ -1,7 +1,7 @@
 """What a user looks at to see where a run's time went, beyond its
 wall-time line: a JAX profiler trace of one steady-state chunk (`harness run
 --profile`; `runner.run(profile_dir=...)` takes it), and each chunk's
-host-side times (`runner.ChunkTimes`) as metrics of the parent run."""
+host-side times (`harness.types.ChunkTimes`) as metrics of the parent run."""
 
 from __future__ import annotations
 
@@ -11,15 +11,13 @@ from pathlib import Path
 from harness.console import err_console
 from harness.record import store, tracking
 from harness.record.metric_writer import log_metrics
-from harness.run import runner
+from harness.types import ChunkTimes
 
 PROFILE_DIR = "profile"
 HOST_TIMES = ("wall", "device_wait", "evaluation", "logging", "checkpoint")
 
 
-def log_host_times(
-    tracker: tracking.Tracking, times: tuple[runner.ChunkTimes, ...], env_steps_per_iteration: int
-) -> bool:
+def log_host_times(tracker: tracking.Tracking, times: tuple[ChunkTimes, ...], env_steps_per_iteration: int) -> bool:
     """Each chunk's host-side times as metrics of the parent run
     (`host_<part>_seconds` at the step of the chunk's last iteration, in env
     steps per seed as the seeds' curves), so

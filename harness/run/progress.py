@@ -7,7 +7,7 @@ import time
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from harness.run.runner import ChunkMetrics
+from harness.types import ChunkMetrics
 
 
 class ProgressBar:

@@ -3,9 +3,10 @@
 The state carries a leading seed axis; each chunk runs `chunk_iterations`
 iterations fully on the device and returns every iteration's metrics
 (`[K, num_seeds]` per name). Compilation happens ahead of time and is timed
-apart; steps per second count only steady-state chunks. The host loop
-dispatches chunk i+1 before it reads chunk i's metrics, so logging and the
-progress bar overlap with the device's work instead of stalling it.
+apart; steps per second count only steady-state chunks. The host's loop
+over the chunks (harness.run.chunk_loop) dispatches chunk i+1 before it
+reads chunk i's metrics, so logging and the progress bar overlap with the
+device's work instead of stalling it.
 
 Between chunks it also checkpoints (a `Checkpointer`, see
 harness.run.checkpoint), acts on SIGINT/SIGTERM (a final checkpoint, then
@@ -19,19 +20,18 @@ without one they are plain `jit` on the default device.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
-import math
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import jax
 import numpy as np
 
 from algorithms.base import Algorithm
-from harness.run import cluster, devices, lowering
-from harness.run.interrupts import Interrupted, interrupt_between_chunks
+from harness.run import devices, lowering
+from harness.run.chunk_loop import Checkpointer, ChunkLoop, Compiled, NonFiniteMetricError  # noqa: F401  (raised by run)
+from harness.run.interrupts import Interrupted  # noqa: F401  (raised by run)
 from harness.run.programs import Programs, compile_once
 from harness.types import ChunkMetrics, ChunkTimes, RunResult, Sink  # noqa: F401  (part of this module's interface)
 
@@ -39,14 +39,6 @@ if TYPE_CHECKING:
     from jax.sharding import Mesh
 
 lowering.unroll_threefry_on_cpu()
-
-
-class NonFiniteMetricError(RuntimeError):
-    """A metric became NaN or Inf; names the metric, iteration and seed."""
-
-    def __init__(self, metric: str, iteration: int, seed: int, value: float):
-        self.metric, self.iteration, self.seed, self.value = metric, iteration, seed, value
-        super().__init__(f"metric {metric!r} is {value} at iteration {iteration} (seed {seed}); training stopped")
 
 
 def over_seeds(fn: Callable, map_seeds: bool = False, block: int | None = None) -> Callable:
@@ -157,41 +149,10 @@ def init_state(
     return jax.block_until_ready(compiled(inputs)), compile_seconds
 
 
-class Checkpointer(Protocol):
-    """What `run` asks of a checkpointer (harness.run.checkpoint.Checkpointer)."""
-
-    def due(self, last_iteration: int) -> bool:
-        """Whether the state after `last_iteration` is to be saved."""
-        ...
-
-    def snapshot(self, state: Any) -> Any:
-        """A host copy of `state` that the next chunk (which donates the
-        state's buffers) cannot touch. Blocks until the state is computed."""
-        ...
-
-    def save(self, snapshot: Any, last_iteration: int, *, final: bool = False) -> None:
-        """Write a snapshot whose chunk's metrics were found finite;
-        asynchronously, unless `final`."""
-        ...
-
-
 # Resuming: given the freshly initialised state (the template of structure,
 # dtypes and sharding), the restored state, the iterations it has done, and
 # the metrics of those iterations (for the result).
 Start = Callable[[Any], tuple[Any, int, Sequence[ChunkMetrics]]]
-
-
-def check_finite(chunk: ChunkMetrics, seeds: tuple[int, ...]) -> None:
-    for name, values in chunk.metrics.items():
-        bad = ~np.isfinite(values)
-        if bad.any():
-            k, s = np.argwhere(bad)[0]
-            raise NonFiniteMetricError(name, chunk.first_iteration + int(k), seeds[int(s)], float(values[k, s]))
-    for name, values in chunk.evaluation.items():
-        bad = ~np.isfinite(values)
-        if bad.any():
-            s = int(np.argwhere(bad)[0][0])
-            raise NonFiniteMetricError(name, chunk.last_iteration, seeds[s], float(values[s]))
 
 
 def run(
@@ -261,133 +222,64 @@ def run(
     if start is not None:
         state, done, history = start(state)
         history = tuple(history)
+    lengths, chunk_iterations = remaining_chunks(num_iterations, chunk_iterations, done)
+    compiled, compile_seconds = compile_programs(
+        algorithm, state, lengths, chunk_iterations, compile_seconds, mesh, programs, block
+    )
+    if on_compiled is not None:
+        on_compiled(compile_seconds)
+    loop = ChunkLoop(
+        seeds,
+        mesh=mesh,
+        sink=sink,
+        checkpointer=checkpointer,
+        history=history,
+        done=done,
+        profile=(1 if len(lengths) > 1 else 0) if profile_dir is not None else None,
+        profile_dir=profile_dir,
+    )
+    state = loop.run(state, compiled, lengths, done + 1)
+    return loop.result(state, compile_seconds, lengths, algorithm.env_steps_per_step)
+
+
+def remaining_chunks(num_iterations: int, chunk_iterations: int, done: int) -> tuple[list[int], int]:
+    """The lengths of the chunks after iteration `done` (0: all of them) and
+    the full chunks' length. A run's chunks are `chunk_iterations` long but a
+    shorter last one; a resumed run does the ones after `done`, so its chunks
+    (and compiled programs) are those of an uninterrupted run."""
     chunk_iterations = min(chunk_iterations, num_iterations)
     full_chunks, remainder = divmod(num_iterations, chunk_iterations)
-    # The whole run's chunks; a resumed run does the ones after `done`, so
-    # its chunks (and compiled programs) are those of an uninterrupted run.
     schedule = [chunk_iterations] * full_chunks + ([remainder] if remainder else [])
     boundaries = list(itertools.accumulate(schedule))
     if done and done not in boundaries:
         raise ValueError(f"a run can resume only at a chunk boundary ({chunk_iterations} iterations); got {done}")
-    lengths = schedule[boundaries.index(done) + 1 :] if done else schedule
+    return (schedule[boundaries.index(done) + 1 :] if done else schedule), chunk_iterations
+
+
+def compile_programs(
+    algorithm: Algorithm,
+    state: Any,
+    lengths: list[int],
+    chunk_iterations: int,
+    compile_seconds: float,
+    mesh: Mesh | None = None,
+    programs: Programs | None = None,
+    block: int | None = None,
+) -> tuple[Compiled, float]:
+    """The programs that chunks of `lengths` need, compiled before the first
+    runs (a shorter last chunk is a program of its own, compiled now rather
+    than mid-run), and `compile_seconds` with their compile times added."""
     chunk_fn = tail_fn = evaluate_fn = None
     if any(n == chunk_iterations for n in lengths):
         chunk_fn, seconds = compile_chunk(
             algorithm.step, chunk_iterations, state, mesh, algorithm.map_seeds, programs, block
         )
         compile_seconds += seconds
-    if remainder and lengths:
-        # A shorter last chunk is another program; compile it now, not mid-run.
+    remainder = lengths[-1] if lengths and lengths[-1] != chunk_iterations else 0
+    if remainder:
         tail_fn, seconds = compile_chunk(algorithm.step, remainder, state, mesh, algorithm.map_seeds, programs, block)
         compile_seconds += seconds
     if algorithm.evaluate is not None and lengths:
         evaluate_fn, seconds = compile_evaluate(algorithm.evaluate, state, mesh, algorithm.map_seeds, programs, block)
         compile_seconds += seconds
-    if on_compiled is not None:
-        on_compiled(compile_seconds)
-
-    collected: list[ChunkMetrics] = list(history)
-    done_at: list[float] = []
-    saved_through = [done]
-    spent = {"evaluation": 0.0, "checkpoint": 0.0}
-    times: list[ChunkTimes] = []
-
-    def timed(kind: str, fn: Callable, *args, **kwargs) -> Any:
-        begin = time.perf_counter()
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            spent[kind] += time.perf_counter() - begin
-
-    def handle(first_iteration: int, metrics: Any, evaluation: Any, snapshot: Any, copied: float) -> None:
-        begin = time.perf_counter()
-        metrics = devices.metrics_to_host(metrics, mesh)
-        waited = time.perf_counter()
-        evaluation = timed("evaluation", devices.metrics_to_host, evaluation, mesh) if evaluation else {}
-        host = ChunkMetrics(
-            first_iteration,
-            {k: np.asarray(v) for k, v in metrics.items()},
-            {k: np.asarray(v) for k, v in evaluation.items()},
-        )
-        done_at.append(received := time.perf_counter())
-        check_finite(host, seeds)
-        collected.append(host)
-        if sink is not None:
-            sink(host)
-        logged = time.perf_counter()
-        if snapshot is not None:
-            timed("checkpoint", checkpointer.save, snapshot, host.last_iteration)
-            saved_through[0] = host.last_iteration
-        wall = received - (done_at[-2] if len(done_at) > 1 else started)
-        checkpointing = copied + time.perf_counter() - logged
-        times.append(
-            ChunkTimes(host.last_iteration, wall, waited - begin, received - waited, logged - received, checkpointing)
-        )
-
-    started = time.perf_counter()
-    pending = None
-    first_iteration = done + 1
-    profile_index = (1 if len(lengths) > 1 else 0) if profile_dir is not None else None
-    profiled_through = None
-    with interrupt_between_chunks() as interrupted:
-        for i, length in enumerate(lengths):
-            # Every process of a job stops after the same chunk.
-            if signum := cluster.agree_on_signal(interrupted()):
-                if pending is not None:
-                    handle(*pending)
-                last = first_iteration - 1
-                if checkpointer is not None and saved_through[0] != last:
-                    snapshot = timed("checkpoint", checkpointer.snapshot, state)
-                    timed("checkpoint", checkpointer.save, snapshot, last, final=True)
-                raise Interrupted(signum)
-            fn = tail_fn if (remainder and length == remainder and i == len(lengths) - 1) else chunk_fn
-            last = first_iteration + length - 1
-            with contextlib.ExitStack() as tracing:
-                if i == profile_index:
-                    if pending is not None:  # the trace holds this chunk alone
-                        handle(*pending)
-                        pending = None
-                    tracing.enter_context(jax.profiler.trace(profile_dir, create_perfetto_trace=True))
-                state, metrics = fn(state)
-                evaluation = {}
-                if evaluate_fn is not None:
-                    state, evaluation = evaluate_fn(state)
-                if i == profile_index:
-                    jax.block_until_ready((state, metrics, evaluation))
-                    profiled_through = last
-            # Copied before the next chunk is dispatched: it donates `state`.
-            due = checkpointer is not None and checkpointer.due(last)
-            copy_started = time.perf_counter()
-            snapshot = timed("checkpoint", checkpointer.snapshot, state) if due else None
-            copied = time.perf_counter() - copy_started if due else 0.0
-            if pending is not None:
-                handle(*pending)
-            pending = (first_iteration, metrics, evaluation, snapshot, copied)
-            first_iteration += length
-        if pending is not None:
-            handle(*pending)
-    state = jax.block_until_ready(state)
-
-    ends = [started, *done_at]
-    chunk_seconds = [b - a for a, b in itertools.pairwise(ends)]
-    env_steps = [n * algorithm.env_steps_per_step * len(seeds) for n in lengths]
-    # The first chunk carries one-off costs (allocation, first transfers); when
-    # there are several, steady state starts after it.
-    skip = 1 if len(lengths) > 1 else 0
-    steady_seconds = math.fsum(chunk_seconds[skip:])
-    metrics = {k: np.concatenate([c.metrics[k] for c in collected]) for k in collected[0].metrics}
-    evaluation = {k: np.stack([c.evaluation[k] for c in collected]) for k in collected[0].evaluation}
-    return RunResult(
-        metrics,
-        state,
-        compile_seconds,
-        steady_seconds,
-        sum(env_steps[skip:]),
-        chunk_seconds,
-        evaluation,
-        tuple(c.last_iteration for c in collected),
-        spent["evaluation"],
-        spent["checkpoint"],
-        tuple(times),
-        profiled_through,
-    )
+    return Compiled(chunk_fn, tail_fn, evaluate_fn), compile_seconds

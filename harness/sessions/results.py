@@ -8,13 +8,12 @@ import math
 
 import numpy as np
 
-from harness.build import Plan
 from harness.console import fitting_table, out_console, print_table
 from harness.record.schema import Curves, Results, Speed, WallTime
 from harness.record.tracking import ui_hints
 from harness.run import provenance
-from harness.run.runner import RunResult
 from harness.spec import canonical
+from harness.types import Plan, RunResult
 
 FINAL_FRACTION = 0.1  # "final" metrics average the last 10% of iterations
 CURVE_POINTS = 20  # curves are kept at this many evenly spaced iterations
@@ -93,7 +92,7 @@ def make_results(
 ) -> Results:
     """The record of a finished run. `git` is the checkout's state when the
     run started (the code that ran); read now when not given. `wall_time`
-    and `compile_cache` come from the session (harness.run.session)."""
+    and `compile_cache` come from the session (harness.sessions.training)."""
     finals = per_seed_final(plan, result)
     index = curve_indices(plan.num_iterations)
     evaluation_curves = None

@@ -1,0 +1,245 @@
+"""The host's side of training (`harness.run.runner.run`): a loop over the
+compiled chunks that dispatches chunk i+1 before it reads chunk i's
+metrics, so that logging and the progress bar overlap with the device's
+work instead of stalling it.
+
+Between chunks it checks the metrics for NaN/Inf, hands them to the sink,
+copies and saves checkpoints, acts on SIGINT/SIGTERM (a final checkpoint,
+then `Interrupted`), traces one steady-state chunk with JAX's profiler when
+asked, and times all of it (`ChunkTimes`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import math
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+
+import jax
+import numpy as np
+
+from harness.run import cluster, devices
+from harness.run.interrupts import Interrupted, interrupt_between_chunks
+from harness.types import ChunkMetrics, ChunkTimes, RunResult, Sink
+
+if TYPE_CHECKING:
+    from jax.sharding import Mesh
+
+
+class NonFiniteMetricError(RuntimeError):
+    """A metric became NaN or Inf; names the metric, iteration and seed."""
+
+    def __init__(self, metric: str, iteration: int, seed: int, value: float):
+        self.metric, self.iteration, self.seed, self.value = metric, iteration, seed, value
+        super().__init__(f"metric {metric!r} is {value} at iteration {iteration} (seed {seed}); training stopped")
+
+
+def check_finite(chunk: ChunkMetrics, seeds: tuple[int, ...]) -> None:
+    """Raise NonFiniteMetricError for the first NaN or Inf in `chunk` (by
+    iteration, then seed; an evaluation's at the chunk's last iteration)."""
+    for name, values in chunk.metrics.items():
+        bad = ~np.isfinite(values)
+        if bad.any():
+            k, s = np.argwhere(bad)[0]
+            raise NonFiniteMetricError(name, chunk.first_iteration + int(k), seeds[int(s)], float(values[k, s]))
+    for name, values in chunk.evaluation.items():
+        bad = ~np.isfinite(values)
+        if bad.any():
+            s = int(np.argwhere(bad)[0][0])
+            raise NonFiniteMetricError(name, chunk.last_iteration, seeds[s], float(values[s]))
+
+
+class Checkpointer(Protocol):
+    """What `run` asks of a checkpointer (harness.run.checkpoint.Checkpointer)."""
+
+    def due(self, last_iteration: int) -> bool:
+        """Whether the state after `last_iteration` is to be saved."""
+        ...
+
+    def snapshot(self, state: Any) -> Any:
+        """A host copy of `state` that the next chunk (which donates the
+        state's buffers) cannot touch. Blocks until the state is computed."""
+        ...
+
+    def save(self, snapshot: Any, last_iteration: int, *, final: bool = False) -> None:
+        """Write a snapshot whose chunk's metrics were found finite;
+        asynchronously, unless `final`."""
+        ...
+
+
+class Compiled(NamedTuple):
+    """The compiled programs a loop runs: `chunk` (the logging interval's
+    iterations; None when only the tail is left), `tail` (the shorter last
+    chunk, or None when there is none) and `evaluate` (after every chunk, or
+    None); each takes the state and donates it."""
+
+    chunk: Callable | None
+    tail: Callable | None
+    evaluate: Callable | None
+
+
+class _Pending(NamedTuple):
+    """A dispatched chunk whose metrics the host has not read yet."""
+
+    first_iteration: int
+    metrics: Any  # on the device: name -> [K, num_seeds]
+    evaluation: Any  # on the device: name -> [num_seeds], or {}
+    snapshot: Any  # its state's host copy, when a checkpoint is due after it; else None
+    copied: float  # seconds the host copy took
+
+
+class ChunkLoop:
+    """One `run` call's chunks on the host. `history` holds the metrics of
+    the iterations a resumed run did before (`done` of them); `profile` is
+    the index (among the chunks this loop runs) of the chunk to trace into
+    `profile_dir`, or None."""
+
+    def __init__(
+        self,
+        seeds: tuple[int, ...],
+        *,
+        mesh: Mesh | None,
+        sink: Sink | None,
+        checkpointer: Checkpointer | None,
+        history: Sequence[ChunkMetrics] = (),
+        done: int = 0,
+        profile: int | None = None,
+        profile_dir: str | None = None,
+    ):
+        self.seeds, self.mesh, self.sink, self.checkpointer = seeds, mesh, sink, checkpointer
+        self.collected: list[ChunkMetrics] = list(history)
+        self.done_at: list[float] = []  # when each chunk's metrics were on the host (perf_counter)
+        self.saved_through = done  # the last iteration whose state is saved
+        self.spent = {"evaluation": 0.0, "checkpoint": 0.0}  # seconds, of the chunks' wall time
+        self.times: list[ChunkTimes] = []
+        self.profile, self.profile_dir = profile, profile_dir
+        self.profiled_through: int | None = None
+        self.pending: _Pending | None = None
+        self.started = time.perf_counter()
+
+    def timed(self, kind: str, fn: Callable, *args, **kwargs) -> Any:
+        """`fn(*args, **kwargs)`, its seconds added to `spent[kind]`."""
+        begin = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            self.spent[kind] += time.perf_counter() - begin
+
+    def run(self, state: Any, programs: Compiled, lengths: Sequence[int], first_iteration: int) -> Any:
+        """Run chunks of `lengths` iterations from `first_iteration` on (the
+        last one with `programs.tail` when there is one); returns the final
+        state, computed."""
+        self.started = time.perf_counter()
+        with interrupt_between_chunks() as interrupted:
+            for i, length in enumerate(lengths):
+                # Every process of a job stops after the same chunk.
+                if signum := cluster.agree_on_signal(interrupted()):
+                    self.stop(signum, state, first_iteration - 1)
+                fn = programs.tail if (programs.tail is not None and i == len(lengths) - 1) else programs.chunk
+                last = first_iteration + length - 1
+                state, metrics, evaluation = self.dispatch(i, fn, programs.evaluate, state, last)
+                # Copied before the next chunk is dispatched: it donates `state`.
+                snapshot, copied = self.copy_if_due(state, last)
+                self.receive()
+                self.pending = _Pending(first_iteration, metrics, evaluation, snapshot, copied)
+                first_iteration += length
+            self.receive()
+        return jax.block_until_ready(state)
+
+    def dispatch(self, i: int, fn: Callable, evaluate: Callable | None, state: Any, last: int) -> tuple[Any, Any, Any]:
+        """Start chunk `i` (and the evaluation after it) on the device;
+        returns the new state and the chunk's metrics, not waited for,
+        except for the traced chunk (see `run`'s `profile_dir`)."""
+        with contextlib.ExitStack() as tracing:
+            if i == self.profile:
+                self.receive()  # the trace holds this chunk alone
+                tracing.enter_context(jax.profiler.trace(self.profile_dir, create_perfetto_trace=True))
+            state, metrics = fn(state)
+            evaluation = {}
+            if evaluate is not None:
+                state, evaluation = evaluate(state)
+            if i == self.profile:
+                jax.block_until_ready((state, metrics, evaluation))
+                self.profiled_through = last
+        return state, metrics, evaluation
+
+    def copy_if_due(self, state: Any, last: int) -> tuple[Any, float]:
+        """The state's host copy when a checkpoint is due after iteration
+        `last` (else None), and the seconds the copy took."""
+        if self.checkpointer is None or not self.checkpointer.due(last):
+            return None, 0.0
+        copy_started = time.perf_counter()
+        snapshot = self.timed("checkpoint", self.checkpointer.snapshot, state)
+        return snapshot, time.perf_counter() - copy_started
+
+    def receive(self) -> None:
+        """Read the pending chunk's metrics (waiting for the device), check
+        them, hand them to the sink, then save its checkpoint if one is due."""
+        if self.pending is None:
+            return
+        first_iteration, metrics, evaluation, snapshot, copied = self.pending
+        self.pending = None
+        begin = time.perf_counter()
+        metrics = devices.metrics_to_host(metrics, self.mesh)
+        waited = time.perf_counter()
+        evaluation = self.timed("evaluation", devices.metrics_to_host, evaluation, self.mesh) if evaluation else {}
+        host = ChunkMetrics(
+            first_iteration,
+            {k: np.asarray(v) for k, v in metrics.items()},
+            {k: np.asarray(v) for k, v in evaluation.items()},
+        )
+        self.done_at.append(received := time.perf_counter())
+        check_finite(host, self.seeds)
+        self.collected.append(host)
+        if self.sink is not None:
+            self.sink(host)
+        logged = time.perf_counter()
+        if snapshot is not None:
+            self.timed("checkpoint", self.checkpointer.save, snapshot, host.last_iteration)
+            self.saved_through = host.last_iteration
+        wall = received - (self.done_at[-2] if len(self.done_at) > 1 else self.started)
+        checkpointing = copied + time.perf_counter() - logged
+        self.times.append(
+            ChunkTimes(host.last_iteration, wall, waited - begin, received - waited, logged - received, checkpointing)
+        )
+
+    def stop(self, signum: int, state: Any, last: int) -> None:
+        """A stop signal came before the chunk after iteration `last`: the
+        chunk before is read and logged, the state after it saved (unless it
+        is already), then `Interrupted` raised."""
+        self.receive()
+        if self.checkpointer is not None and self.saved_through != last:
+            snapshot = self.timed("checkpoint", self.checkpointer.snapshot, state)
+            self.timed("checkpoint", self.checkpointer.save, snapshot, last, final=True)
+        raise Interrupted(signum)
+
+    def result(self, state: Any, compile_seconds: float, lengths: Sequence[int], env_steps_per_step: int) -> RunResult:
+        """The run's result, once `run` returned `state`: every iteration's
+        metrics (the resumed history's too) and the timings of the chunks run."""
+        ends = [self.started, *self.done_at]
+        chunk_seconds = [b - a for a, b in itertools.pairwise(ends)]
+        env_steps = [n * env_steps_per_step * len(self.seeds) for n in lengths]
+        # The first chunk carries one-off costs (allocation, first transfers); when
+        # there are several, steady state starts after it.
+        skip = 1 if len(lengths) > 1 else 0
+        steady_seconds = math.fsum(chunk_seconds[skip:])
+        collected = self.collected
+        metrics = {k: np.concatenate([c.metrics[k] for c in collected]) for k in collected[0].metrics}
+        evaluation = {k: np.stack([c.evaluation[k] for c in collected]) for k in collected[0].evaluation}
+        return RunResult(
+            metrics,
+            state,
+            compile_seconds,
+            steady_seconds,
+            sum(env_steps[skip:]),
+            chunk_seconds,
+            evaluation,
+            tuple(c.last_iteration for c in collected),
+            self.spent["evaluation"],
+            self.spent["checkpoint"],
+            tuple(self.times),
+            self.profiled_through,
+        )

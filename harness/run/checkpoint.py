@@ -10,19 +10,24 @@ spec (its structure, dtypes and sharding are the template), so a state saved
 on one device layout restores onto another. A checkpoint whose files are
 truncated or corrupted (orbax cannot read it, or a CRC differs) is reported
 and moved aside, and the one before it is used.
+
+This module is orbax's side: `Checkpointer` writes and reads checkpoints.
+The state's leaves on the host are in harness.run.checkpoint_leaves, when
+saves are due in harness.run.checkpoint_schedule, and a job of several
+processes (`Follower`, and `restore`, which every job starts from) in
+harness.run.checkpoint_multiprocess; `snapshot`, `Follower` and `restore`
+are re-exported here.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import contextlib
-import itertools
 import os
 import shutil
 import threading
 import time
-import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -31,84 +36,13 @@ import jax
 import numpy as np
 
 from harness.record.rundir import FORMAT, CheckpointError
-from harness.run import cluster
+from harness.run.checkpoint_leaves import Found, Snapshot, checksums, fill, host_shapes, leaf_paths, snapshot
+from harness.run.checkpoint_multiprocess import Follower, restore
+from harness.run.checkpoint_schedule import SaveSchedule
+
+__all__ = ["DAMAGED_DIR", "Checkpointer", "Follower", "SaveTiming", "opened", "restore", "snapshot"]
 
 DAMAGED_DIR = "damaged"
-
-
-# ---------------------------------------------------------- state <-> leaves
-
-
-def _is_key(leaf: Any) -> bool:
-    return isinstance(leaf, jax.Array) and jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key)
-
-
-class Snapshot(NamedTuple):
-    """A state on the host: its leaves as numpy arrays, typed keys as key data."""
-
-    leaves: dict[str, np.ndarray]  # "00000" ... in tree order
-    paths: list[str]  # each leaf's key path
-    keys: list[int]  # which leaves were typed PRNG keys
-
-
-def snapshot(state: Any) -> Snapshot:
-    """Copy `state` to host memory (blocking until it is computed). The
-    copies are numpy arrays of their own: a later chunk that donates the
-    state's device buffers cannot change them. In a multi-process job every
-    process gets the whole state (a collective: all must call it)."""
-    flat, _ = jax.tree_util.tree_flatten_with_path(state)
-    device_leaves = [jax.random.key_data(leaf) if _is_key(leaf) else leaf for _, leaf in flat]
-    host = cluster.gather_to_host(device_leaves)
-    return Snapshot(
-        {f"{i:05d}": np.array(leaf, copy=True) for i, leaf in enumerate(host)},
-        [jax.tree_util.keystr(path) for path, _ in flat],
-        [i for i, (_, leaf) in enumerate(flat) if _is_key(leaf)],
-    )
-
-
-def _checksums(leaves: dict[str, np.ndarray]) -> dict[str, int]:
-    return {name: zlib.crc32(np.ascontiguousarray(leaf).view(np.uint8).reshape(-1)) for name, leaf in leaves.items()}
-
-
-def _paths(template: Any) -> list[str]:
-    return [jax.tree_util.keystr(path) for path, _ in jax.tree_util.tree_flatten_with_path(template)[0]]
-
-
-def _host_shapes(template: Any) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
-    """Each leaf's shape and dtype as stored (typed keys as key data)."""
-    out = {}
-    for i, leaf in enumerate(jax.tree_util.tree_leaves(template)):
-        data = jax.eval_shape(jax.random.key_data, leaf) if _is_key(leaf) else leaf
-        out[f"{i:05d}"] = (tuple(data.shape), np.dtype(data.dtype))
-    return out
-
-
-def _place(value: np.ndarray, sharding: jax.sharding.Sharding) -> jax.Array:
-    """A host array onto `sharding`'s devices; in a multi-process job each
-    process places the blocks of its own devices (every process holds the
-    whole value)."""
-    if sharding.is_fully_addressable:
-        return jax.device_put(value, sharding)
-    return jax.make_array_from_callback(value.shape, sharding, lambda index: value[index])
-
-
-def _fill(template: Any, leaves: dict[str, np.ndarray]) -> Any:
-    """The template's pytree with the saved leaves (checked against it by
-    `Checkpointer.read_latest`), on the template's devices."""
-    flat, treedef = jax.tree_util.tree_flatten(template)
-    out = []
-    for i, leaf in enumerate(flat):
-        value = _place(leaves[f"{i:05d}"], leaf.sharding)
-        out.append(jax.random.wrap_key_data(value, impl=jax.random.key_impl(leaf)) if _is_key(leaf) else value)
-    return jax.tree_util.tree_unflatten(treedef, out)
-
-
-# --------------------------------------------------------------- checkpointer
-
-
-# A checkpoint as read: its leaves (host arrays, by tree position) and the
-# iteration it follows.
-Found = tuple[dict[str, np.ndarray], int]
 
 
 class SaveTiming(NamedTuple):
@@ -117,26 +51,7 @@ class SaveTiming(NamedTuple):
     final: bool
 
 
-class _Schedule:
-    """When saves are due: at the first chunk end at or past each multiple of
-    `every` (None or 0: never) after the iteration training went on from."""
-
-    def __init__(self, every: int | None, mark: int):
-        self.every = every or 0
-        self._mark = mark  # the last iteration a save was due at
-
-    def due(self, last_iteration: int) -> bool:
-        if not self.every or last_iteration // self.every <= self._mark // self.every:
-            return False
-        self._mark = last_iteration
-        return True
-
-    def continue_after(self, iteration: int) -> None:
-        """Training goes on from the state after `iteration`."""
-        self._mark = iteration
-
-
-class Checkpointer(_Schedule):
+class Checkpointer(SaveSchedule):
     """orbax's CheckpointManager over `directory`, saving every `every`
     iterations (at the first chunk end at or past each multiple; None or 0:
     never, except `final` saves) and keeping the newest `keep`.
@@ -225,7 +140,7 @@ class Checkpointer(_Schedule):
             "spec_hash": self.spec_hash,
             "paths": host.paths,
             "keys": host.keys,
-            "crc32": _checksums(stored),
+            "crc32": checksums(stored),
             "empty": {name: [list(leaf.shape), str(leaf.dtype)] for name, leaf in host.leaves.items() if not leaf.size},
             "saved": datetime.now(UTC).isoformat(),
         }
@@ -273,7 +188,7 @@ class Checkpointer(_Schedule):
         if found is None:
             return None
         leaves, step = found
-        return _fill(template, leaves), step
+        return fill(template, leaves), step
 
     def read_latest(self, template: Any, notes: list[str]) -> Found | None:
         """`restore_latest`'s reading: the newest readable checkpoint's
@@ -301,13 +216,13 @@ class Checkpointer(_Schedule):
                 f"the checkpoint at iteration {step} in {self.directory} was made from another spec"
                 f" (spec_hash {str(meta.get('spec_hash'))[:12]}, this spec's is {self.spec_hash[:12]})"
             )
-        if meta.get("paths") != _paths(template):
+        if meta.get("paths") != leaf_paths(template):
             raise CheckpointError(
                 f"the checkpoint at iteration {step} in {self.directory} holds a state of another structure"
                 " than this code's (was the code changed?)"
             )
         empty = meta.get("empty", {})
-        shapes = _host_shapes(template)
+        shapes = host_shapes(template)
         abstract = {
             name: jax.ShapeDtypeStruct(shape, dtype) for name, (shape, dtype) in shapes.items() if name not in empty
         }
@@ -319,7 +234,7 @@ class Checkpointer(_Schedule):
         leaves = {name: np.asarray(value) for name, value in restored.items()}
         if set(leaves) != set(meta["crc32"]):
             raise _Damaged("its leaves do not match its metadata")
-        bad = [name for name, crc in _checksums(leaves).items() if crc != meta["crc32"][name]]
+        bad = [name for name, crc in checksums(leaves).items() if crc != meta["crc32"][name]]
         if bad:
             raise _Damaged(f"{len(bad)} state leaves fail their CRC32 check (first: {meta['paths'][int(bad[0])]})")
         leaves.update({name: np.zeros(shape, dtype) for name, (shape, dtype) in empty.items()})
@@ -352,75 +267,6 @@ def _lower_priority() -> None:
 
 class _Damaged(Exception):
     """A checkpoint that orbax read but whose contents are wrong."""
-
-
-# ------------------------------------------------------ multi-process jobs
-#
-# In a job of several processes the state is spread over every process's
-# devices. Process 0 owns the run directory: each save gathers the whole
-# state into every process (a collective) and process 0 writes it; a resume
-# is read by process 0 and broadcast to the others, which fill their devices'
-# blocks. No filesystem needs to be shared. The other processes follow with a
-# `Follower`, which takes part in the same collectives at the same chunks.
-
-
-class Follower(_Schedule):
-    """The checkpointer of a process other than 0 in a multi-process job:
-    due at the same iterations as process 0's `Checkpointer` (same `every`),
-    it joins each save's gathering of the state and writes nothing."""
-
-    def __init__(self, every: int | None):
-        super().__init__(every, 0)
-
-    def snapshot(self, state: Any) -> tuple:
-        snapshot(jax.block_until_ready(state))
-        return ()
-
-    def save(self, taken: Any, last_iteration: int, *, final: bool = False) -> None:
-        pass
-
-
-def restore(template: Any, read: Callable[[], Found | None] | None = None) -> tuple[Any, int]:
-    """The state training starts from, and the iterations it has done (0:
-    `template` itself, a fresh start). `read` returns the leaves and the
-    iteration of the checkpoint to resume from (`Checkpointer.read_latest`),
-    or None to start afresh.
-
-    In a multi-process job this is a collective: process 0 passes `read`
-    (or nothing, to start afresh), the others nothing, and every process gets process 0's state, placed on
-    its own devices; a CheckpointError that `read` raises is raised in every
-    process."""
-    if jax.process_count() == 1:
-        found = read() if read is not None else None
-        return (_fill(template, found[0]), found[1]) if found else (template, 0)
-    shapes = _host_shapes(template)
-    found, failure = None, None
-    if read is not None:
-        try:
-            found = read()
-        except CheckpointError as error:
-            failure = error
-    iteration = -1 if failure is not None else (found[1] if found else 0)
-    iteration = int(cluster.broadcast_from_main(np.int64(iteration)))
-    if failure is not None:
-        raise failure
-    if iteration < 0:
-        raise CheckpointError("process 0 of the job could not restore the checkpoint (see its output)")
-    if iteration == 0:
-        return template, 0
-    # As one byte buffer: every dtype (and the sign of a zero) arrives as saved.
-    sizes = {name: int(np.prod(shape)) * dtype.itemsize for name, (shape, dtype) in shapes.items()}
-    if found:
-        sent = np.concatenate([np.ascontiguousarray(found[0][name]).view(np.uint8).reshape(-1) for name in shapes])
-    else:
-        sent = np.zeros(sum(sizes.values()), np.uint8)
-    received = np.asarray(cluster.broadcast_from_main(sent)).astype(np.uint8)
-    offsets = itertools.accumulate(sizes.values(), initial=0)
-    leaves = {
-        name: received[offset : offset + sizes[name]].view(dtype).reshape(shape)
-        for (name, (shape, dtype)), offset in zip(shapes.items(), offsets, strict=False)
-    }
-    return _fill(template, leaves), iteration
 
 
 @contextlib.contextmanager

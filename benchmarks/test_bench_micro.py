@@ -9,6 +9,7 @@ benchmarks/specs/, so a micro-benchmark times a part of a spec entry.
 
 from __future__ import annotations
 
+import statistics
 import time
 
 import jax
@@ -20,7 +21,7 @@ from algorithms import alphazero, ppo
 from algorithms.alphazero.networks import make_az_network
 from algorithms.base import random_step
 from benchmarks.machinery import measure
-from benchmarks.machinery.paths import BENCH_SPECS
+from benchmarks.machinery.paths import BENCH_SPECS, PUBLISHED_SPECS
 from harness import build, envs
 from harness import spec as spec_module
 from harness.run import determinism, runner
@@ -159,6 +160,76 @@ def test_mcts_search(entry):
             iteration=f"one search over {hp.num_envs} positions",
             compile_seconds=compile_seconds,
             count=count,
+            xla_flops_per_call=xla_flops(compiled),
+            memory=memory,
+            device=entry.bench.device,
+        )
+    )
+
+
+SMALL_GAME_SEEDS = 4
+
+
+@pytest.mark.parametrize("tree_search", ["mctx", "batched"])
+def test_mcts_search_small_game(entry, tree_search):
+    """One self-play move's search at the published tic-tac-toe spec's size
+    (64 Gumbel simulations, MLP 128 x 128, 128 games x 4 seeds vmapped as a
+    run vmaps them), with mctx's search or the batched one; beside it, the
+    network alone on the same positions, (simulations + 1) times: the rate
+    the search would reach if the tree and the game cost nothing."""
+    spec = spec_module.load(PUBLISHED_SPECS / "alphazero_tic_tac_toe.yaml")
+    data = spec_module.canonical(spec)
+    data["hyperparameters"]["tree_search"] = tree_search
+    plan = build.build(spec_module.parse(data, "alphazero_tic_tac_toe (benchmark)"))
+    hp = plan.spec.hyperparameters
+    seeds = SMALL_GAME_SEEDS
+    with measure.HostMemoryPeak() as memory:
+        net = make_az_network(plan.spec.network, plan.env.num_actions, plan.env.observation_shape)
+        init = jax.vmap(lambda key: net.init(key, jnp.zeros(plan.env.observation_shape)))
+        params = jax.jit(init)(jax.random.split(jax.random.key(0), seeds))
+        start = jax.vmap(lambda key: alphazero.start_games(plan.env, key, hp.num_envs))
+        games = jax.jit(start)(jax.random.split(jax.random.key(1), seeds))
+        search = alphazero.make_search(hp, plan.env, net)
+
+        def one_search(params, key, games):
+            keys = jax.random.split(key, (seeds, hp.num_envs))
+            return jax.vmap(lambda p, k, g: search(p, k, g, jnp.zeros(()), explore=True))(params, keys, games)
+
+        compiled, compile_seconds = compile_timed(one_search, params, jax.random.key(2), games)
+        observations = games.timestep.observation
+        network, _ = compile_timed(jax.vmap(net.apply), params, observations)
+        jax.block_until_ready(network(params, observations))
+        network_seconds = []
+        for _ in range(20):
+            started = time.perf_counter()
+            jax.block_until_ready(network(params, observations))
+            network_seconds.append(time.perf_counter() - started)
+        seconds = timed_rounds(entry, lambda: compiled(params, jax.random.key(2), games), rounds=5)
+    positions = seeds * hp.num_envs
+    simulations = positions * hp.num_simulations
+    # A search of S simulations evaluates the network S + 1 times per
+    # position (the root, then each new node).
+    network_bound = positions / statistics.median(network_seconds) * hp.num_simulations / (hp.num_simulations + 1)
+    search_rate = simulations / statistics.median(seconds)
+    entry.record(
+        measure.micro_result(
+            entry.name,
+            {
+                "spec_name": plan.spec.name,
+                "tree_search": tree_search,
+                "positions": positions,
+                "simulations": hp.num_simulations,
+                "network": spec_module.canonical(plan.spec)["network"],
+                # The network alone on the same positions: what the search's
+                # rate would be if the tree and the game cost nothing.
+                "network_bound_simulations_per_second": network_bound,
+                "fraction_of_network_bound": search_rate / network_bound,
+            },
+            seconds,
+            work_per_call=simulations,
+            unit=measure.SIMULATIONS,
+            iteration=f"one search over {positions} positions ({seeds} seeds vmapped)",
+            compile_seconds=compile_seconds,
             xla_flops_per_call=xla_flops(compiled),
             memory=memory,
             device=entry.bench.device,

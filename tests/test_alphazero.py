@@ -191,7 +191,7 @@ def test_a_resnet_maps_its_seeds_one_after_another(tiny_az_runs):
     ("change", "key", "needle"),
     [
         ({"network": {"kind": "resnet"}, "env": {"suite": "gymnax", "id": "CartPole-v1"}}, "network.kind", "board"),
-        ({"network": {"kind": "gru"}}, "network.kind", "resnet or mlp"),
+        ({"network": {"kind": "gru"}}, "network.kind", "alphazero takes resnet, mlp, item_set"),
         ({"env": {"suite": "gymnax", "id": "Pendulum-v1"}}, "env.id", "discrete"),
     ],
 )

@@ -6,9 +6,9 @@ which envs it plays)."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_serializer, model_validator
 
 from algorithms import base
 from algorithms.base import Environment
@@ -36,6 +36,11 @@ class AlphaZeroConfig(Config):
     num_envs: int = Field(default=64, gt=0, description="games played in parallel per seed")
     collection_steps: int = Field(default=16, gt=0, description="moves of every game per iteration")
     search: Literal["gumbel", "puct"] = Field(default="gumbel", description="mctx Gumbel MuZero, or PUCT")
+    tree_search: Literal["mctx", "batched"] = Field(
+        default="mctx",
+        description="gumbel: mctx's search, vmapped over the games, or the batched search of"
+        " algorithms.alphazero.batched_search, whose bookkeeping per simulation does not grow with the tree",
+    )
     num_simulations: int = Field(default=32, gt=0)
     max_depth: int | None = Field(default=None, gt=0, description="search depth limit; null: num_simulations")
     max_num_considered_actions: int = Field(default=16, gt=0, description="gumbel: actions sampled at the root")
@@ -52,6 +57,21 @@ class AlphaZeroConfig(Config):
     l2_coef: float = Field(default=1e-4, ge=0)
     ranked_reward: RankedRewardConfig = RankedRewardConfig()
     evaluation: EvaluationConfig = EvaluationConfig()
+
+    @model_validator(mode="after")
+    def _batched_is_gumbel(self) -> AlphaZeroConfig:
+        if self.tree_search == "batched" and self.search != "gumbel":
+            raise ValueError("tree_search: batched is a Gumbel MuZero search; with search: puct, use mctx")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _drop_later_defaults(self, handler: Any) -> dict[str, Any]:
+        # tree_search came after specs were published: at its default it is
+        # left out, so that their hashes stay.
+        data = handler(self)
+        if self.tree_search == "mctx":
+            data.pop("tree_search", None)
+        return data
 
 
 def env_steps_per_step(config: AlphaZeroConfig) -> int:

@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import mctx
 
+from algorithms.alphazero import batched_search
 from algorithms.alphazero.config import AlphaZeroConfig
 from algorithms.base import Environment, TimeStep
 from algorithms.distributions import masked_logits
@@ -39,6 +40,30 @@ def make_search(config: AlphaZeroConfig, env: Environment, net: Any):
         logits, value = net.apply(params, timestep.observation)
         return masked_logits(logits, timestep.legal_action_mask), value
 
+    def transition(params, mover, next_ts: TimeStep, episode_return, threshold):
+        """What the tree learns of one step of each game `[B]`: the mover's
+        reward, the discount (-1 where the other player moves next; 0 after
+        a terminal step), the new node's prior logits and value."""
+        done = next_ts.terminated | next_ts.truncated
+        logits, value = evaluate_position(params, next_ts)
+        mover_reward = jnp.take_along_axis(next_ts.reward, mover[:, None], axis=1)[:, 0]
+        if single_player:
+            episode_return = episode_return + mover_reward
+            # The tree sees the ranked outcome at the end, and 0 (the
+            # expectation of the coin) on a tie.
+            reward = jnp.where(done, jnp.sign(episode_return - threshold), 0.0)
+            discount = jnp.ones_like(reward)
+        else:
+            reward = mover_reward
+            discount = jnp.where(next_ts.current_player == mover, 1.0, -1.0)
+        step = batched_search.Step(
+            reward=reward,
+            discount=jnp.where(done, 0.0, discount),
+            prior_logits=logits,
+            value=jnp.where(done, 0.0, value),
+        )
+        return step, jnp.where(done, 0.0, episode_return)
+
     def search_batch(params, key, games: Games, threshold: jax.Array, explore: bool):
         num_games = games.length.shape[0]
 
@@ -46,25 +71,11 @@ def make_search(config: AlphaZeroConfig, env: Environment, net: Any):
             env_state, timestep, episode_return = embedding
             mover = timestep.current_player
             env_state, next_ts = jax.vmap(env.step)(env_state, action, jax.random.split(key, num_games))
-            done = next_ts.terminated | next_ts.truncated
-            logits, value = evaluate_position(params, next_ts)
-            mover_reward = jnp.take_along_axis(next_ts.reward, mover[:, None], axis=1)[:, 0]
-            if single_player:
-                episode_return = episode_return + mover_reward
-                # The tree sees the ranked outcome at the end, and 0 (the
-                # expectation of the coin) on a tie.
-                reward = jnp.where(done, jnp.sign(episode_return - threshold), 0.0)
-                discount = jnp.ones_like(reward)
-            else:
-                reward = mover_reward
-                discount = jnp.where(next_ts.current_player == mover, 1.0, -1.0)
+            step, episode_return = transition(params, mover, next_ts, episode_return, threshold)
             output = mctx.RecurrentFnOutput(
-                reward=reward,
-                discount=jnp.where(done, 0.0, discount),
-                prior_logits=logits,
-                value=jnp.where(done, 0.0, value),
+                reward=step.reward, discount=step.discount, prior_logits=step.prior_logits, value=step.value
             )
-            return output, (env_state, next_ts, jnp.where(done, 0.0, episode_return))
+            return output, (env_state, next_ts, episode_return)
 
         logits, value = evaluate_position(params, games.timestep)
         root = mctx.RootFnOutput(
@@ -100,6 +111,34 @@ def make_search(config: AlphaZeroConfig, env: Environment, net: Any):
         action = out.action if explore else jnp.argmax(out.action_weights, axis=-1)
         return action, out.action_weights
 
+    def search_batched(params, keys: jax.Array, games: Games, threshold: jax.Array, explore: bool):
+        """Gumbel MuZero over all games at once (`batched_search`), each
+        game's noise and env keys from its own key, as when searched alone."""
+
+        def recurrent_fn(params, keys, action, embedding):
+            env_state, timestep, episode_return = embedding
+            mover = timestep.current_player
+            env_keys = jax.vmap(lambda k: jax.random.split(k, 1)[0])(keys)
+            env_state, next_ts = jax.vmap(env.step)(env_state, action, env_keys)
+            step, episode_return = transition(params, mover, next_ts, episode_return, threshold)
+            return step, (env_state, next_ts, episode_return)
+
+        logits, value = evaluate_position(params, games.timestep)
+        out = batched_search.gumbel_muzero(
+            params,
+            keys,
+            logits,
+            value,
+            (games.env_state, games.timestep, games.episode_return),
+            recurrent_fn,
+            num_simulations=config.num_simulations,
+            invalid_actions=~games.timestep.legal_action_mask,
+            max_depth=config.max_depth,
+            max_num_considered_actions=config.max_num_considered_actions,
+            gumbel_scale=config.gumbel_scale if explore else 0.0,
+        )
+        return out.action, out.action_weights
+
     def search_each_game_alone(params, keys: jax.Array, games: Games, threshold: jax.Array, explore: bool):
         """Every game searched as a batch of one under its own key (vmapped
         over the games), so that its search does not depend on the others."""
@@ -110,4 +149,6 @@ def make_search(config: AlphaZeroConfig, env: Environment, net: Any):
 
         return jax.vmap(search_one)(keys, games)
 
+    if config.tree_search == "batched" and config.search == "gumbel":
+        return search_batched
     return search_each_game_alone

@@ -1,0 +1,90 @@
+"""The batched Gumbel MuZero search (`tree_search: batched`) against mctx's
+on the same roots, the same network and the same keys: the same actions and
+the same policy targets. Not bit for bit in general: the network evaluates
+the B new nodes as one batch, where mctx's search (vmapped over the games)
+evaluates batches of one, and XLA may round those matmuls differently."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from conftest import TINY_AZ
+
+from algorithms.alphazero import batched_search
+from algorithms.alphazero.networks import make_az_network
+from algorithms.alphazero.search import Games, make_search
+from algorithms.base import random_step
+from harness import build
+from harness import spec as spec_module
+
+GAMES = 8
+
+
+def positions(env, seed: int, moves: int):
+    """GAMES positions after `moves` random moves (some games over and reset)."""
+    env_state, timestep = jax.vmap(env.reset)(jax.random.split(jax.random.key(seed), GAMES))
+    for i in range(moves):
+        _, env_state, timestep = random_step(env, env_state, timestep, jax.random.key(100 * seed + i))
+    return Games(env_state, timestep, jnp.zeros(GAMES), jnp.zeros(GAMES, jnp.int32))
+
+
+def searches(env_id: str, network: dict, **hyperparameters):
+    data = {
+        **TINY_AZ,
+        "env": {"suite": "pgx" if env_id != "Knapsack-v1" else "jumanji", "id": env_id},
+        "network": network,
+        "hyperparameters": {**TINY_AZ["hyperparameters"], **hyperparameters},
+    }
+    plan = build.build(spec_module.parse(data))
+    config, env = plan.spec.hyperparameters, plan.env
+    net = make_az_network(plan.spec.network, env.num_actions, env.observation_shape)
+    games = positions(env, 0, 3)
+    # Scaled-up random weights: a prior far from uniform, so that the search's
+    # choices depend on it.
+    params = jax.tree.map(lambda p: 3.0 * p, net.init(jax.random.key(1), games.timestep.observation[:1]))
+    found = {}
+    for tree_search in ("mctx", "batched"):
+        search = make_search(config.model_copy(update={"tree_search": tree_search}), env, net)
+        for explore in (True, False):
+            fn = jax.jit(lambda p, k, g, search=search, explore=explore: search(p, k, g, jnp.float32(0.5), explore))
+            found[tree_search, explore] = fn(params, jax.random.split(jax.random.key(2), GAMES), games)
+    return found
+
+
+@pytest.mark.parametrize(
+    ("env_id", "network", "hyperparameters"),
+    [
+        ("tic_tac_toe", {"kind": "mlp", "hidden_sizes": [16]}, {"num_simulations": 24, "max_depth": 4}),
+        (
+            "Knapsack-v1",
+            {"kind": "mlp", "hidden_sizes": [16]},
+            {"num_simulations": 12, "max_num_considered_actions": 4},
+        ),
+    ],
+    ids=["tic_tac_toe-depth4", "knapsack-single-player"],
+)
+def test_the_batched_search_chooses_as_mctx_s(env_id, network, hyperparameters):
+    found = searches(env_id, network, **hyperparameters)
+    for explore in (True, False):
+        (mctx_action, mctx_weights), (action, weights) = found["mctx", explore], found["batched", explore]
+        np.testing.assert_array_equal(action, mctx_action)
+        np.testing.assert_allclose(weights, mctx_weights, rtol=1e-5, atol=1e-7)
+    # The noise made the self-play search choose differently from the
+    # deterministic one somewhere: both paths were exercised.
+    assert not np.array_equal(found["batched", True][1], found["batched", False][1])
+
+
+def test_sequential_halving_schedule_is_mctx_s():
+    from mctx._src import seq_halving
+
+    for considered, simulations in [(16, 64), (4, 12), (9, 32), (2, 5), (1, 7), (16, 200)]:
+        expected = np.asarray(seq_halving.get_table_of_considered_visits(considered, simulations))
+        np.testing.assert_array_equal(batched_search.considered_visits(considered, simulations), expected)
+
+
+def test_batched_is_for_gumbel_only():
+    data = {**TINY_AZ, "hyperparameters": {**TINY_AZ["hyperparameters"], "search": "puct", "tree_search": "batched"}}
+    with pytest.raises(spec_module.SpecError, match="hyperparameters: tree_search: batched is a Gumbel MuZero search"):
+        spec_module.parse(data)

@@ -33,7 +33,7 @@ def positions(env, seed: int, moves: int):
 def searches(env_id: str, network: dict, **hyperparameters):
     data = {
         **TINY_AZ,
-        "env": {"suite": "pgx" if env_id != "Knapsack-v1" else "jumanji", "id": env_id},
+        "env": {"suite": "pgx", "id": env_id},
         "network": network,
         "hyperparameters": {**TINY_AZ["hyperparameters"], **hyperparameters},
     }

@@ -27,7 +27,7 @@ from harness import build, spec
 from harness import sweep as sweeps
 from harness.cli_parser import parser
 from harness.console import err_console, out_console, print_table
-from harness.judge import compare, publish, references
+from harness.judge import claims, compare, publish, references
 from harness.judge.compare import CompareError
 from harness.judge.references import ReproduceError
 from harness.record import rundir, sync, tracking
@@ -84,8 +84,11 @@ def _devices(args: argparse.Namespace) -> dict:
 
 def _plan(loaded: spec.Spec, source: str, lines, args: argparse.Namespace | None) -> build.Plan:
     """Build `loaded` with the command line's device options (if `args` has
-    any) in place of its `devices:` section."""
-    return build.build(_with_devices(loaded, args), source, lines)
+    any) in place of its `devices:` section; its claims checked against the
+    metrics its algorithm produces."""
+    plan = build.build(_with_devices(loaded, args), source, lines)
+    run_session.check_claims(plan, source, lines)
+    return plan
 
 
 def _with_devices(loaded: spec.Spec, args: argparse.Namespace | None) -> spec.Spec:
@@ -192,6 +195,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if logged is None:  # not process 0 of a multi-process job: it logs
         return 0
     results.print_summary(plan, logged.record, logged.uri, logged.experiment_id, logged.parent_id)
+    run_session.print_claims(logged.record)
     if args.results_out:
         Path(args.results_out).write_text(logged.record.to_json())
         out_console.print(f"results written to {args.results_out}")
@@ -277,6 +281,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
             + compare.listed(comparison.spec_differences)
         )
     print_table(compare.table(comparison.summaries, f"compare: {comparison.title}"))
+    if claim_rows := compare.claim_rows(comparison):
+        print_table(claims.table(claim_rows, f"claims: {comparison.title}"))
     for key, values in comparison.provenance_differences.items():
         out_console.print(f"  differs: {key}: {' / '.join(values)}", soft_wrap=True)
     out = Path(args.out)

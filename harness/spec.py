@@ -27,6 +27,8 @@ import algorithms
 from harness.spec_sections import (  # noqa: F401
     BudgetSpec,
     CheckpointSpec,
+    Claim,
+    ClaimName,
     DevicesSpec,
     EnvSpec,
     LoggingSpec,
@@ -80,6 +82,8 @@ class _SpecBase(_Model):
     # Dotted spec key -> its values (a list: a grid; a range: random draws),
     # trained as one program where they are numbers (harness.sweep).
     sweep: dict[str, SweepValues] | None = None
+    # What the spec claims of its runs, by name (harness.judge.claims).
+    claims: dict[ClaimName, Claim] = Field(default_factory=dict)
 
     @field_validator("seeds", mode="before")
     @classmethod
@@ -178,13 +182,17 @@ Spec = _SpecBase
 # not part of the canonical form, so they do not change the spec hash (nor
 # MLflow params). How often a run is checkpointed changes no result.
 RUNTIME_SECTIONS = ("devices", "checkpoint")
+# What a spec claims of its results is not what it computes either: stating
+# or sharpening a claim keeps the hash, so a published reference still
+# belongs to its spec (and the claims are judged on it).
+CLAIMS_SECTION = "claims"
 
 
 def canonical(spec: _SpecBase) -> dict[str, Any]:
     """The resolved spec as plain JSON-able data, in the model's key order,
-    without the runtime sections."""
+    without the runtime sections and the claims."""
     data = spec.model_dump(mode="json")
-    for section in RUNTIME_SECTIONS:
+    for section in (*RUNTIME_SECTIONS, CLAIMS_SECTION):
         data.pop(section, None)
     return {"algorithm": data.pop("algorithm"), **data} if "algorithm" in data else data
 
@@ -198,10 +206,14 @@ def spec_hash(spec: _SpecBase) -> str:
 
 
 def to_yaml(spec: _SpecBase) -> str:
-    """The resolved spec, runtime sections included."""
+    """The resolved spec, runtime sections and claims included."""
     data = canonical(spec)
     runtime = {section: getattr(spec, section).model_dump(mode="json") for section in RUNTIME_SECTIONS}
     ordered = {"name": data.pop("name"), "algorithm": data.pop("algorithm"), **data, **runtime}
+    if spec.claims:
+        ordered[CLAIMS_SECTION] = {
+            name: claim.model_dump(mode="json", exclude_none=True) for name, claim in spec.claims.items()
+        }
     return yaml.safe_dump(ordered, sort_keys=False, default_flow_style=None)
 
 

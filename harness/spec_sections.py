@@ -1,14 +1,15 @@
 """The sections of a spec (harness.spec) that every algorithm shares: env,
-seeds, budget, network, optimizer, logging, tracking, devices, checkpoint and
-sweep ranges, as frozen pydantic models that refuse unknown keys. Each
+seeds, budget, network, optimizer, logging, tracking, devices, checkpoint,
+sweep ranges and claims, as frozen pydantic models that refuse unknown keys. Each
 algorithm's `hyperparameters:` section is its own typed config, declared in
 `algorithms/` beside its factory (`Registration.config`)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+import re
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_serializer, model_validator
 
 from algorithms.config import NetworkConfig
 
@@ -162,3 +163,138 @@ class SweepRange(_Model):
 
 
 SweepValues = tuple[Any, ...] | SweepRange
+
+
+# ------------------------------------------------------------------- claims
+
+
+def _statistic(value: Any, plain: tuple[str, ...], valued: dict[str, str], what: str) -> tuple[str, float | None]:
+    """A statistic written as a name (`mean`) or a one-key mapping of a name
+    to its number (`{fraction_at_least: 475}`), as `(name, number or None)`;
+    anything else is refused with what may be written instead."""
+    choices = ", ".join(plain) + "".join(f", {{{name}: {kind}}}" for name, kind in valued.items())
+    if isinstance(value, str) and value in plain:
+        return value, None
+    if isinstance(value, dict) and len(value) == 1:
+        ((name, number),) = value.items()
+        if name in valued and isinstance(number, (int, float)) and not isinstance(number, bool):
+            return name, float(number)
+    raise ValueError(f"not a statistic over {what}: {value!r}; one of {choices}")
+
+
+def _as_written(value: Any) -> Any:
+    """The model's own form `{name, value}` (a spec written out by to_yaml
+    is read back as written; a dump is `{name: value}`) as a spec writes it."""
+    if isinstance(value, dict) and "name" in value and set(value) <= {"name", "value"}:
+        return value["name"] if value.get("value") is None else {value["name"]: value["value"]}
+    return value
+
+
+class _Statistic(_Model):
+    """A statistic's name and, for those that take one, its number. Written
+    (and read) in a spec as the name alone or `{name: number}`."""
+
+    name: str
+    value: float | None = None
+
+    @model_serializer(mode="plain")
+    def _as_written(self) -> str | dict[str, float]:
+        return self.name if self.value is None else {self.name: self.value}
+
+
+class IterationStatistic(_Statistic):
+    """Each seed's value of a metric over its iterations (harness.judge.claims):
+    `final` the mean over the last `final_fraction` (10%) of iterations, as
+    results.json's per_seed_final (for an evaluation metric: of the
+    evaluations in that window); `last` and `first` the last and first point
+    of the recorded curve (20 evenly spaced points: the first is the first
+    iteration or evaluation only where there are at most 20);
+    `{mean_last: f}` the mean of the curve's points in the last fraction f
+    of env steps."""
+
+    PLAIN: ClassVar[tuple[str, ...]] = ("final", "last", "first")
+    VALUED: ClassVar[dict[str, str]] = {"mean_last": "fraction"}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _written(cls, value: Any) -> Any:
+        value = _as_written(value)
+        name, number = _statistic(value, cls.PLAIN, cls.VALUED, "iterations")
+        if name == "mean_last" and not 0 < number <= 1:
+            raise ValueError(f"mean_last takes a fraction of the run in (0, 1], not {number}")
+        return {"name": name, "value": number}
+
+
+class SeedStatistic(_Statistic):
+    """The seeds' values brought to one number: `mean`, `iqm` (interquartile
+    mean), `median`, `min`, `max`, or the fraction of seeds whose value is
+    `{fraction_at_least: v}` (>= v) or `{fraction_above: v}` (> v)."""
+
+    PLAIN: ClassVar[tuple[str, ...]] = ("mean", "iqm", "median", "min", "max")
+    VALUED: ClassVar[dict[str, str]] = {"fraction_at_least": "value", "fraction_above": "value"}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _written(cls, value: Any) -> Any:
+        value = _as_written(value)
+        name, number = _statistic(value, cls.PLAIN, cls.VALUED, "seeds")
+        return {"name": name, "value": number}
+
+
+# A bound that must be a number: a string such as "400" is refused, not read.
+Number = Annotated[float, Field(strict=True)]
+
+BOUNDS = {"at_least": ">=", "at_most": "<=", "above": ">", "below": "<"}
+
+
+class OutsideFigure(_Model):
+    """A figure someone else published for the same claim: the run is
+    consistent with it when it lies in the 95% bootstrap interval of the
+    claim's statistic."""
+
+    value: Number
+    source: str = Field(min_length=1, description="the repository or paper")
+    file: str | None = Field(default=None, description="the file in the repository that holds the figure")
+    line: int | None = Field(default=None, gt=0, description="its line in that file")
+    configuration: str = Field(min_length=1, description="what was run to get it, in the source's words")
+
+
+class Claim(_Model):
+    """What a published spec claims of its runs (harness.judge.claims): a
+    statistic over seeds of a statistic over iterations of a metric, and one
+    bound on it (at_least/at_most: >= / <=; above/below: > / <)."""
+
+    metric: str = Field(min_length=1, description="a metric the run records, e.g. episode_return")
+    over_iterations: IterationStatistic = IterationStatistic(name="final")
+    over_seeds: SeedStatistic = SeedStatistic(name="mean")
+    at_least: Number | None = None
+    at_most: Number | None = None
+    above: Number | None = None
+    below: Number | None = None
+    outside: OutsideFigure | None = None
+
+    @model_validator(mode="after")
+    def _one_bound(self) -> Claim:
+        given = [name for name in BOUNDS if getattr(self, name) is not None]
+        if len(given) != 1:
+            raise ValueError(f"give exactly one bound of {', '.join(BOUNDS)} (got {', '.join(given) or 'none'})")
+        return self
+
+    @property
+    def bound(self) -> tuple[str, float]:
+        """(`at_least` | `at_most` | `above` | `below`, its value)."""
+        return next((name, value) for name in BOUNDS if (value := getattr(self, name)) is not None)
+
+
+# A claim's name becomes an MLflow tag (`claim.<name>`) and metric
+# (`claim_<name>_value`): lower-case letters, digits and underscores.
+_CLAIM_NAME = re.compile(r"[a-z][a-z0-9_]*")
+
+
+def _claim_name(name: str) -> str:
+    if not _CLAIM_NAME.fullmatch(name):
+        raise ValueError(f"claim name {name!r}: use lower-case letters, digits and underscores")
+    return name
+
+
+ClaimName = Annotated[str, AfterValidator(_claim_name)]

@@ -1,5 +1,8 @@
 """Every published spec has a reference made by running it, and the
-reference shows what the spec's comment claims."""
+reference shows what the spec claims: the claims stated in its `claims:`
+section (judged by harness.judge.claims, as `harness run` judges them), and
+here what a claim cannot state (a comparison with another spec, another
+metric or the random baseline)."""
 
 from __future__ import annotations
 
@@ -10,6 +13,8 @@ import numpy as np
 import pytest
 
 from harness import spec as S
+from harness.judge import claims
+from harness.record import schema
 
 ROOT = Path(__file__).resolve().parent.parent
 SPECS = sorted((ROOT / "experiments").glob("*.yaml"))
@@ -17,6 +22,12 @@ SPECS = sorted((ROOT / "experiments").glob("*.yaml"))
 
 def reference(stem: str) -> dict:
     return json.loads((ROOT / "results" / f"{stem}.json").read_text())
+
+
+CLAIMED = [p for p in SPECS if S.load(p).claims]
+# Specs whose claims are comparisons a `claims:` section cannot state; the
+# tests below check them.
+UNCLAIMED = {"alphazero_othello", "ppo_game2048", "ppo_gru_cartpole_masked", "ppo_mlp_cartpole_masked"}
 
 
 @pytest.mark.parametrize("path", SPECS, ids=[p.stem for p in SPECS])
@@ -30,13 +41,21 @@ def test_reference_was_made_from_this_spec(path):
     assert ref["mlflow_run_id"]
 
 
-def test_reinforce_cartpole_claim():
-    assert reference("reinforce_cartpole")["final"]["episode_return"] >= 400
+def test_every_published_spec_states_its_claims():
+    assert {p.stem for p in SPECS} - {p.stem for p in CLAIMED} == UNCLAIMED
 
 
-def test_ppo_cartpole_claim():
-    finals = [v["episode_return"] for v in reference("ppo_cartpole")["per_seed_final"].values()]
-    assert sum(f >= 475 for f in finals) > len(finals) / 2, finals
+@pytest.mark.parametrize("path", CLAIMED, ids=[p.stem for p in CLAIMED])
+def test_claims_hold_on_the_reference(path):
+    loaded = S.load(path)
+    record = schema.parse((ROOT / "results" / f"{path.stem}.json").read_text(), path.stem)
+    outcomes = claims.evaluate(record, loaded.claims)
+    assert set(outcomes) == set(loaded.claims)
+    for name, outcome in outcomes.items():
+        assert outcome.holds, (name, outcome.value, outcome.claim)
+        assert outcome.low <= outcome.value <= outcome.high, name
+        if outcome.consistent is not None:
+            assert outcome.consistent, (name, "the run is not consistent with the outside figure")
 
 
 def test_gru_beats_the_feed_forward_policy_on_masked_cartpole():
@@ -51,21 +70,6 @@ def test_ppo_game2048_learns_well_above_a_random_policy():
     assert ref["final"]["episode_return"] > 2 * random_score
 
 
-def test_alphazero_tic_tac_toe_claim():
-    ref = reference("alphazero_tic_tac_toe")
-    for seed, final in ref["per_seed_final"].items():
-        assert final["eval_random_loss"] <= 0.05, (seed, final["eval_random_loss"])
-        # Against itself: the best earlier parameters, and in self-play.
-        assert final["eval_best_draw"] >= 0.9, (seed, final["eval_best_draw"])
-        assert final["draw_rate"] >= 0.8, (seed, final["draw_rate"])
-
-
-def test_alphazero_connect_four_claim():
-    ref = reference("alphazero_connect_four")
-    for seed, final in ref["per_seed_final"].items():
-        assert final["eval_random_win"] >= 0.9, (seed, final["eval_random_win"])
-
-
 def test_alphazero_othello_reference_records_its_evaluation():
     ref = reference("alphazero_othello")
     for name in ("eval_random_win", "eval_greedy_win", "elo", "loss"):
@@ -73,14 +77,17 @@ def test_alphazero_othello_reference_records_its_evaluation():
     assert ref["evaluation_curves"]["env_steps"]
 
 
-def test_alphazero_knapsack_claim():
-    """The set network's AlphaZero ends above greedy one-ply (return, and
-    its gap to each instance's optimum: half of greedy's), and it learns:
-    at the first evaluation it is far from the optimum."""
+def test_alphazero_knapsack_beats_greedy_and_learns():
+    """Beyond its claim (the optimality gap under 3%): the set network's
+    AlphaZero ends above greedy one-ply (return, and its gap to each
+    instance's optimum: half of greedy's), and it learns: at the first
+    evaluation it is far from the optimum."""
     ref = reference("alphazero_knapsack")
     final = ref["final"]
     assert final["eval_return"] > final["eval_greedy_return"] > final["eval_random_return"] > 0
-    assert final["eval_optimality_gap"] < 0.03 < final["eval_greedy_optimality_gap"]
+    # Greedy one-ply would not meet the claim on the optimality gap.
+    claimed = S.load(ROOT / "experiments" / "alphazero_knapsack.yaml").claims["near_the_optimum"]
+    assert final["eval_optimality_gap"] < claimed.below < final["eval_greedy_optimality_gap"]
     first = np.mean([curve[0] for curve in ref["evaluation_curves"]["metrics"]["eval_optimality_gap"].values()])
     assert first > 3 * final["eval_optimality_gap"]
     assert ref["spec"]["network"]["kind"] == "item_set"
@@ -88,39 +95,20 @@ def test_alphazero_knapsack_claim():
     assert ref["speed"]["wall_seconds"] < 30 * 60
 
 
-def test_ppo_minigrid_empty_6x6_claim():
-    ref = reference("ppo_minigrid_empty_6x6")
-    finals = [v["eval_return"] for v in ref["per_seed_final"].values()]
-    assert min(finals) >= 0.9, finals
-    assert ref["baselines"]["random_policy"]["mean_return"] < 0.5
-    first = [curve[0] for curve in ref["evaluation_curves"]["metrics"]["eval_return"].values()]
-    assert max(first) < 0.5, first
+@pytest.mark.parametrize(
+    ("stem", "random_at_most"),
+    [
+        ("ppo_minigrid_empty_6x6", 0.5),
+        ("ppo_minigrid_doorkey_5x5", 0.1),
+        ("ppo_minatar_breakout", 1),
+        ("ppo_brax_inverted_pendulum", 100),
+        ("ppo_pendulum", -1000),
+    ],
+)
+def test_a_random_policy_scores_far_below_the_claim(stem, random_at_most):
+    assert reference(stem)["baselines"]["random_policy"]["mean_return"] < random_at_most
 
 
-def test_ppo_minigrid_doorkey_5x5_claim():
-    ref = reference("ppo_minigrid_doorkey_5x5")
-    finals = [v["eval_return"] for v in ref["per_seed_final"].values()]
-    assert sum(f >= 0.9 for f in finals) > len(finals) / 2, finals
-    assert ref["baselines"]["random_policy"]["mean_return"] < 0.1
-    first = [curve[0] for curve in ref["evaluation_curves"]["metrics"]["eval_return"].values()]
-    assert max(first) < 0.5, first
-    assert ref["speed"]["wall_seconds"] < 20 * 60
-
-
-def test_ppo_minatar_breakout_claim():
-    ref = reference("ppo_minatar_breakout")
-    assert ref["final"]["episode_return"] >= 30, ref["final"]["episode_return"]
-    assert ref["baselines"]["random_policy"]["mean_return"] < 1
-
-
-def test_ppo_brax_inverted_pendulum_claim():
-    ref = reference("ppo_brax_inverted_pendulum")
-    assert ref["final"]["episode_return"] >= 900, ref["final"]["episode_return"]
-    assert ref["env_steps_per_seed"] <= 1_000_000
-    assert ref["baselines"]["random_policy"]["mean_return"] < 100
-
-
-def test_ppo_pendulum_claim():
-    ref = reference("ppo_pendulum")
-    assert ref["final"]["episode_return"] > -300, ref["final"]["episode_return"]
-    assert ref["baselines"]["random_policy"]["mean_return"] < -1000
+def test_budgets_the_readme_states():
+    assert reference("ppo_minigrid_doorkey_5x5")["speed"]["wall_seconds"] < 20 * 60
+    assert reference("ppo_brax_inverted_pendulum")["env_steps_per_seed"] <= 1_000_000

@@ -4,7 +4,9 @@ their curves, from the results.json each run logged.
 A comparison is recorded as an MLflow run of its own, named `compare`, in the
 experiment of the first compared run and tagged `harness.kind = compare`: it
 holds the plot (compare.png), the table (compare.md) and the numbers
-(compare.json). The compared runs are read, never changed, so comparing a
+(compare.json). The claims the runs were judged on are judged again on each
+run (compare.json's `claims`; tags `claim.<name>`: holds when it holds on
+every run). The compared runs are read, never changed, so comparing a
 colleague's runs on a shared server leaves them as they were.
 """
 
@@ -18,10 +20,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from harness.judge import stats
+from harness.judge import claims, stats
 from harness.judge.reproduce import LEARNING_METRICS, device_label
 from harness.record import schema, tracking
-from harness.record.schema import EMPTY_CURVES, Results
+from harness.record.schema import EMPTY_CURVES, ClaimOutcome, Results
 from harness.spec import spec_differences
 
 # AlphaZero's two-player games plot the win rate against a random player.
@@ -164,6 +166,43 @@ def rows(runs: list[ComparedRun]) -> list[dict[str, Any]]:
     return out
 
 
+def judged_claims(runs: list[ComparedRun]) -> dict[str, dict[str, ClaimOutcome]]:
+    """Run id -> claim name -> outcome: every claim any of the runs was
+    judged on (its results.json's), judged on each run that records its metric."""
+    stated: dict[str, Any] = {}
+    for run in runs:
+        for name, claim in claims.stated(run.record).items():
+            stated.setdefault(name, claim)
+    out: dict[str, dict[str, ClaimOutcome]] = {}
+    for run in runs:
+        for name, claim in stated.items():
+            try:
+                out.setdefault(run.run_id, {})[name] = claims.judge(run.record, claim)
+            except claims.ClaimError:
+                continue  # a run of another spec, without the claim's metric
+    return out
+
+
+def claim_rows(comparison: Comparison) -> list[tuple[str, ClaimOutcome]]:
+    """The claims table's rows (harness.judge.claims.table): claim by claim, run by run."""
+    names = dict.fromkeys(name for outcomes in comparison.claims.values() for name in outcomes)
+    return [
+        (f"{name}\nrun {run_id[:12]}", outcomes[name])
+        for name in names
+        for run_id, outcomes in comparison.claims.items()
+        if name in outcomes
+    ]
+
+
+def claim_tags(comparison: Comparison) -> dict[str, str]:
+    """`claim.<name>`: holds when the claim holds on every run judged on it."""
+    verdicts: dict[str, bool] = {}
+    for outcomes in comparison.claims.values():
+        for name, outcome in outcomes.items():
+            verdicts[name] = verdicts.get(name, True) and outcome.holds
+    return {f"claim.{name}": "holds" if holds else "fails" for name, holds in verdicts.items()}
+
+
 def _columns(summaries: list[dict[str, Any]], markdown: bool) -> list[tuple[str, str, Any]]:
     """The comparison's columns, for the terminal and for compare.md alike:
     (header, justification, cell of a summary)."""
@@ -262,9 +301,9 @@ def plot(runs: list[ComparedRun], path: Path, title: str):
 # -------------------------------------------------------------------- logging
 
 
-def log(client, runs: list[ComparedRun], files: dict[str, str], png: Path) -> str:
+def log(client, runs: list[ComparedRun], files: dict[str, str], png: Path, tags: dict[str, str] | None = None) -> str:
     """Record the comparison as a finished run of its own, in the experiment
-    of the first compared run; returns its id."""
+    of the first compared run, with `tags` added; returns its id."""
     run = client.create_run(
         runs[0].experiment_id,
         run_name="compare",
@@ -272,6 +311,7 @@ def log(client, runs: list[ComparedRun], files: dict[str, str], png: Path) -> st
             "harness.kind": "compare",
             "compare.run_ids": ",".join(r.run_id for r in runs),
             "compare.spec_hashes": ",".join(sorted({r.record.spec_hash for r in runs})),
+            **(tags or {}),
         },
     )
     run_id = run.info.run_id
@@ -296,6 +336,7 @@ class Comparison(NamedTuple):
     spec_differences: dict[str, list[str]]
     provenance_differences: dict[str, list[str]]
     different_specs: int  # how many spec hashes; 1 when all runs share one spec
+    claims: dict[str, dict[str, ClaimOutcome]] = {}  # run id -> claim name -> outcome (judged_claims)
 
 
 def compare(runs: list[ComparedRun], *, allow_different_specs: bool) -> Comparison:
@@ -311,7 +352,7 @@ def compare(runs: list[ComparedRun], *, allow_different_specs: bool) -> Comparis
         )
     names = ", ".join(sorted({r.record.spec_name for r in runs}))
     title = f"{names} ({next(iter(hashes))[:12]})" if len(hashes) == 1 else f"{names} (different specs)"
-    return Comparison(title, rows(runs), spec_diff, provenance_differences(runs), len(hashes))
+    return Comparison(title, rows(runs), spec_diff, provenance_differences(runs), len(hashes), judged_claims(runs))
 
 
 def listed(differences: dict[str, list[str]]) -> str:
@@ -335,9 +376,13 @@ def record(client, runs: list[ComparedRun], comparison: Comparison, png: Path) -
                 "runs": comparison.summaries,
                 "spec_differences": comparison.spec_differences,
                 "provenance_differences": comparison.provenance_differences,
+                "claims": {
+                    run_id: {name: o.model_dump(mode="json", exclude_none=True) for name, o in outcomes.items()}
+                    for run_id, outcomes in comparison.claims.items()
+                },
             },
             indent=2,
         )
         + "\n",
     }
-    return log(client, runs, files, png)
+    return log(client, runs, files, png, claim_tags(comparison))

@@ -68,6 +68,18 @@ class Speed(_Model):
     wall_time: WallTime | None = None
 
 
+class ClaimOutcome(_Model):
+    """A claim of the spec judged on this run (harness.judge.claims)."""
+
+    claim: dict[str, Any]  # the claim as the spec states it (harness.spec_sections.Claim)
+    value: float  # the claim's statistic on this run
+    low: float  # its 95% bootstrap interval over seeds
+    high: float
+    seeds: int
+    holds: bool  # the value is within the claim's bound
+    consistent: bool | None = None  # the outside figure lies in [low, high]; None: the claim has none
+
+
 class Results(_Model):
     """results.json (see the README's "What MLflow holds")."""
 
@@ -90,6 +102,7 @@ class Results(_Model):
     git: dict[str, str] = {}
     mlflow_run_id: str | None = None  # a published reference's run
     baselines: dict[str, Any] | None = None
+    claims: dict[str, ClaimOutcome] | None = None  # by claim name; absent in records made before claims
 
     def finals(self, metric: str) -> np.ndarray | None:
         """The per-seed final values of `metric`, in seed order; None when

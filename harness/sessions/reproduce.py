@@ -19,7 +19,7 @@ from harness.record.schema import Results
 from harness.run import provenance
 from harness.sessions import results
 from harness.sessions.options import RunOptions
-from harness.sessions.run import Logged, train_and_log
+from harness.sessions.run import Logged, print_claims, train_and_log
 from harness.types import Plan
 
 
@@ -74,7 +74,11 @@ def run_and_judge(reference: Reference, options: RunOptions, seeds: list[int] | 
     tagged with what it reproduces, then judge it: the verdict is printed
     and logged on its parent run (tags verdict.*, verdict.json, verdict.md).
     None in a process of a multi-process job other than process 0."""
-    plan = build.with_seeds(reference.plan, seeds, reference.source) if seeds else reference.plan
+    plan = reference.plan
+    if seeds:
+        # The claims are not part of what is rebuilt: on other seeds they are judged all the same.
+        plan = build.with_seeds(plan, seeds, reference.source)
+        plan = plan._replace(spec=plan.spec.model_copy(update={"claims": reference.plan.spec.claims}))
     tags = {"reproduces": reference.label, "reproduces.spec_hash": reference.record.spec_hash}
     if reference.record.mlflow_run_id:
         tags["reproduces.run_id"] = reference.record.mlflow_run_id
@@ -82,6 +86,7 @@ def run_and_judge(reference: Reference, options: RunOptions, seeds: list[int] | 
     if logged is None:  # not process 0 of a multi-process job: it judges
         return None
     results.print_summary(plan, logged.record, logged.uri, logged.experiment_id, logged.parent_id)
+    print_claims(logged.record)
     verdict = reproduce.judge(reference.record, logged.record, reference.label)
     print_table(reproduce.table(verdict))
     for reason in verdict.not_exact_because:

@@ -2,10 +2,12 @@
 `harness reproduce` both do, and what the tests call to train and log.
 
 MLflow: a parent run (the resolved spec as params and `spec.yaml`, the
-summary metrics, `results.json`, each chunk's host-side times) and under it
-a run per seed with the per-iteration metrics. The run directory
-(harness.record.rundir) holds the metric journal and the checkpoints, so
-`--resume` continues the run from its latest good checkpoint.
+summary metrics, `results.json`, each chunk's host-side times, the spec's
+claims judged on the run as tags `claim.<name>` and metrics
+`claim_<name>_value`) and under it a run per seed with the per-iteration
+metrics. The run directory (harness.record.rundir) holds the metric journal
+and the checkpoints, so `--resume` continues the run from its latest good
+checkpoint.
 """
 
 from __future__ import annotations
@@ -14,11 +16,13 @@ import contextlib
 import time
 from typing import Any, NamedTuple
 
+import jax
 import yaml
 
 import harness
 from harness import spec
-from harness.console import err_console
+from harness.console import err_console, out_console, print_table
+from harness.judge import claims
 from harness.record import journal, rundir, tracking
 from harness.record.schema import Results
 from harness.run import checkpoint, cluster, determinism, profiling, provenance, runner
@@ -170,13 +174,44 @@ def _train_and_log_main(plan: Plan, uri: str, options: RunOptions) -> Logged:
         trained = session.train(program, resuming=bool(options.resume), monitored=True)
         wall = trained.stopped - started
         record = session.make_results(plan, trained.result, trained, wall)
+        try:
+            record = claims.with_claims(record, plan.spec.claims)
+        except claims.ClaimError as error:  # a trained run is recorded all the same
+            err_console.print(f"{plan.spec.name}: the claims cannot be judged on this run: {error}", soft_wrap=True)
         profiling.log_host_times(session.tracker, trained.result.chunk_times, plan.env_steps_per_iteration)
         if program.profile_dir is not None:
             profiling.report(session.tracker, program.profile_dir, trained.result.profiled_through)
         wall_time = {f"time_{part}_seconds": seconds for part, seconds in trained.wall_time.model_dump().items()}
-        session.log_results(record, None, plan.spec.seeds, {"wall_seconds": wall, **wall_time})
+        judged = record.claims or {}
+        summary = {"wall_seconds": wall, **wall_time, **claims.metrics(judged)}
+        session.log_results(record, None, plan.spec.seeds, summary, claims.tags(judged))
     tracker = session.tracker
     return Logged(record, session.directory.run_id, uri, tracker.client, tracker.experiment_id, tracker.offline)
+
+
+def check_claims(plan: Plan, source: str, lines: dict[str, int] | None = None) -> None:
+    """Refuse, as a spec error before anything runs, a claim on a metric the
+    plan's algorithm does not produce: its metric names are found by tracing
+    (not running) its init, step and evaluation, as a sweep's --metric is."""
+    if not plan.spec.claims:
+        return
+    algorithm = plan.algorithm
+    state = jax.eval_shape(algorithm.init, jax.random.key(0))
+    names = set(jax.eval_shape(algorithm.step, state)[1])
+    if algorithm.evaluate is not None:
+        names |= set(jax.eval_shape(algorithm.evaluate, state)[1])
+    if problems := claims.unknown_metrics(plan.spec.claims, names):
+        raise spec.SpecError(source, problems, lines)
+
+
+def print_claims(record: Results) -> None:
+    """The claims judged on a run (`harness run` and `reproduce` print them
+    after the summary), and where each outside figure comes from."""
+    if not record.claims:
+        return
+    print_table(claims.table(list(record.claims.items()), f"{record.spec_name}: claims"))
+    for line in claims.sources(record.claims):
+        out_console.print(line, soft_wrap=True)
 
 
 def _follow(plan: Plan, options: RunOptions) -> None:

@@ -37,15 +37,12 @@ import numpy as np
 
 ROOT = 0
 UNVISITED = -1
-NO_PARENT = -1
 
 
 class Tree(NamedTuple):
     node_visits: jax.Array  # [B, N] int32
     raw_values: jax.Array  # [B, N] the network's value at the node
     node_values: jax.Array  # [B, N] mean of the backed-up values
-    parents: jax.Array  # [B, N] int32
-    action_from_parent: jax.Array  # [B, N] int32
     children_index: jax.Array  # [B, N, A] int32, UNVISITED where not expanded
     children_prior_logits: jax.Array  # [B, N, A] the network's logits at the node
     children_visits: jax.Array  # [B, N, A] int32
@@ -138,14 +135,21 @@ def _rows(tree: Tree, node: jax.Array):
     )
 
 
-def _select_at_root(tree: Tree, gumbel, invalid, num_considered, table):
-    """Sequential halving with Gumbel noise: among the considered actions
-    with the fewest visits, the best by gumbel + logits + completed Q. `[B]`."""
+def _root_choice(tree: Tree, gumbel, invalid, considered_visit: Callable):
+    """Among the root's actions with the visit count `considered_visit(visits
+    [B, A]) -> [B, 1]`, the best by gumbel + logits + completed Q: (action
+    [B], the root's logits and completed Q, `[B, A]` each)."""
     visits, logits, qvalues, raw_value = _rows(tree, jnp.zeros(gumbel.shape[0], jnp.int32))
     q = completed_qvalues(visits, logits, qvalues, raw_value)
-    considered_visit = table[num_considered, jnp.sum(visits, axis=-1)]
-    scores = jnp.where(invalid, -jnp.inf, _scores(considered_visit[:, None], gumbel, logits, q, visits))
-    return jnp.argmax(scores, axis=-1).astype(jnp.int32)
+    scores = jnp.where(invalid, -jnp.inf, _scores(considered_visit(visits), gumbel, logits, q, visits))
+    return jnp.argmax(scores, axis=-1).astype(jnp.int32), logits, q
+
+
+def _select_at_root(tree: Tree, gumbel, invalid, num_considered, table):
+    """Sequential halving with Gumbel noise: the considered actions are those
+    with the visit count the schedule gives this simulation. `[B]`."""
+    schedule = lambda visits: table[num_considered, jnp.sum(visits, axis=-1)][:, None]  # noqa: E731
+    return _root_choice(tree, gumbel, invalid, schedule)[0]
 
 
 def _select_below_root(tree: Tree, node):
@@ -210,8 +214,6 @@ def _expand(params, keys, tree: Tree, recurrent_fn: RecurrentFn, parent, action,
         children_index=tree.children_index.at[b, parent, action].set(child),
         children_rewards=tree.children_rewards.at[b, parent, action].set(step.reward),
         children_discounts=tree.children_discounts.at[b, parent, action].set(step.discount),
-        parents=tree.parents.at[b, child].set(parent),
-        action_from_parent=tree.action_from_parent.at[b, child].set(action),
     )
 
 
@@ -270,8 +272,6 @@ def _new_tree(prior_logits, value, embedding, num_nodes: int) -> Tree:
         node_visits=jnp.zeros(nodes, jnp.int32),
         raw_values=jnp.zeros(nodes, value.dtype),
         node_values=jnp.zeros(nodes, value.dtype),
-        parents=jnp.full(nodes, NO_PARENT, jnp.int32),
-        action_from_parent=jnp.full(nodes, NO_PARENT, jnp.int32),
         children_index=jnp.full(edges, UNVISITED, jnp.int32),
         children_prior_logits=jnp.zeros(edges, prior_logits.dtype),
         children_visits=jnp.zeros(edges, jnp.int32),
@@ -331,9 +331,7 @@ def gumbel_muzero(
     tree = _new_tree(logits, value, embedding, num_simulations + 1)
     _, tree = jax.lax.fori_loop(0, num_simulations, simulation, (keys, tree))
 
-    visits, root_logits, qvalues, raw_value = _rows(tree, jnp.full(batch, ROOT, jnp.int32))
-    q = completed_qvalues(visits, root_logits, qvalues, raw_value)
-    considered_visit = jnp.max(visits, axis=-1, keepdims=True)
-    scores = jnp.where(invalid_actions, -jnp.inf, _scores(considered_visit, gumbel, logits, q, visits))
-    weights = jax.nn.softmax(_mask(logits + q, invalid_actions))
-    return SearchOutput(jnp.argmax(scores, axis=-1).astype(jnp.int32), weights, tree)
+    # The action: the best of the most visited considered actions.
+    most = lambda visits: jnp.max(visits, axis=-1, keepdims=True)  # noqa: E731
+    action, root_logits, q = _root_choice(tree, gumbel, invalid_actions, most)
+    return SearchOutput(action, jax.nn.softmax(_mask(root_logits + q, invalid_actions)), tree)

@@ -277,7 +277,8 @@ def fresh_process(script: str, *args: str) -> dict:
     """`python -c SCRIPT ARGS` in a fresh process (JAX not started, XLA_FLAGS
     set to USER_XLA_FLAGS): the JSON of its last line of output."""
     root = Path(__file__).resolve().parent.parent
-    env = {**os.environ, "PYTHONPATH": str(root), "XLA_FLAGS": USER_XLA_FLAGS}
+    path = os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": path, "XLA_FLAGS": USER_XLA_FLAGS}
     out = subprocess.run(
         [sys.executable, "-c", script, *args], env=env, capture_output=True, text=True, timeout=120, check=True
     )

@@ -47,7 +47,12 @@ def _harness(*argv: str, cwd: Path) -> subprocess.Popen:
         stderr=subprocess.PIPE,
         text=True,
         cwd=cwd,
-        env={**os.environ, "PYTHONPATH": str(Path(cli.__file__).resolve().parent.parent)},
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(
+                filter(None, [str(Path(cli.__file__).resolve().parent.parent), os.environ.get("PYTHONPATH")])
+            ),
+        },
     )
 
 

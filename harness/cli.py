@@ -197,6 +197,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     results.print_summary(plan, logged.record, logged.uri, logged.experiment_id, logged.parent_id)
     run_session.print_claims(logged.record)
     if args.results_out:
+        Path(args.results_out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.results_out).write_text(logged.record.to_json())
         out_console.print(f"results written to {args.results_out}")
     return EXIT_INCOMPLETE if logged.offline else 0

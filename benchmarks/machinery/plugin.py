@@ -101,6 +101,7 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     if config.option.help:
         return
+    config.pluginmanager.register(KeepMeasured(), "harness-bench-keep-measured")
     # The report times every entry; pytest's slowest-durations list (on in
     # the test suite's options) would only repeat the entries' names.
     config.option.durations = None
@@ -193,6 +194,24 @@ def pytest_benchmark_update_json(config: pytest.Config, benchmarks, output_json:
     bench = config.stash.get(KEY, None)
     if bench is not None:
         bench.finalize(output_json)
+
+
+class KeepMeasured:
+    """An interrupted session (Ctrl-C, a time limit's SIGINT) keeps what it
+    measured: the entry cut short has no rounds, and pytest-benchmark would
+    fail on it while writing the JSON, losing every other entry too. Its
+    wrapper runs before pytest-benchmark's own session finish."""
+
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int):
+        measured = getattr(session.config, "_benchmarksession", None)
+        if measured is not None:
+            cut = [b for b in measured.benchmarks if not (b.stats and b.stats.data)]
+            if cut:
+                measured.benchmarks[:] = [b for b in measured.benchmarks if b not in cut]
+                names = ", ".join(b.name for b in cut)
+                session.config.get_terminal_writer().line(f"not measured (interrupted): {names}", yellow=True)
+        yield
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -23,10 +23,13 @@ PACKAGES = (
 def versions() -> dict[str, str]:
     out = {"python": platform.python_version()}
     for package in PACKAGES:
-        try:
-            out[package] = importlib.metadata.version(package)
-        except importlib.metadata.PackageNotFoundError:
-            out[package] = "not installed"
+        # MLflow's client alone is the distribution `mlflow-skinny`.
+        for distribution in (package, "mlflow-skinny") if package == "mlflow" else (package,):
+            try:
+                out[package] = importlib.metadata.version(distribution)
+                break
+            except importlib.metadata.PackageNotFoundError:
+                out[package] = "not installed"
     return out
 
 

@@ -9,11 +9,15 @@ err_console = Console(stderr=True, highlight=False)
 out_console = Console(highlight=False)
 
 
-def print_table(table, console: Console = out_console) -> None:
+def print_table(table, console: Console = out_console, width: int | None = None) -> None:
     """Print a rich table; into a pipe or a file (where rich assumes 80
-    columns) at its natural width rather than squeezed."""
+    columns) at its natural width rather than squeezed, or at `width` for a
+    table made to fit it."""
     if console.is_terminal:
         console.print(table)
+        return
+    if width is not None:
+        Console(file=console.file, highlight=False, width=width).print(table)
         return
     width = Measurement.get(console, console.options.update_width(400), table).maximum
     Console(file=console.file, highlight=False, width=max(width, console.width)).print(table)

@@ -424,3 +424,13 @@ def test_every_benchmark_spec_builds_into_a_warm_up_chunk_and_timed_ones(path):
 
     plan = build.build(spec_module.load(path))
     assert len(chunk_lengths(plan.num_iterations, plan.spec.logging.interval)) >= 3, "a warm-up and 2 timed chunks"
+
+
+def test_long_entry_names_wrap_after_a_separator_within_the_column():
+    from benchmarks.machinery.report import wrap_name
+
+    for name in ("spec[ppo_cartpole-16seeds-cores]", "env_step[xminigrid-MiniGrid-Empty-6x6]", "iteration[ppo]"):
+        lines = wrap_name(name, 26).split("\n")
+        assert "".join(lines) == name and all(len(line) <= 26 for line in lines)
+        assert all(line[-1] in "[-_/|" for line in lines[:-1]), lines
+    assert wrap_name("iteration[ppo-deterministic]", 26) == "iteration[\nppo-deterministic]"

@@ -178,6 +178,27 @@ def _percent(value: float | None, ceiling: float | None, prefix: str = "") -> st
     return f"{prefix}{percent:.2g}%" if percent < 10 else f"{prefix}{percent:.0f}%"
 
 
+NAME_WIDTH = 26  # the entry column's width, so that each table fits 80 columns
+
+
+def wrap_name(name: str, width: int) -> str:
+    """`name` in lines of at most `width` characters, each broken after a
+    separator so that no word of an entry's name is split: after its `[`
+    when the parameters then fit on a line, else after the last `-`, `_`,
+    `/` or `|` in the line; a part longer than a line is cut at the width."""
+    lines, rest = [], name
+    while len(rest) > width:
+        head = rest[:width]
+        bracket = head.find("[") + 1
+        if bracket and len(rest) - bracket <= width:
+            cut = bracket
+        else:
+            cut = max(head.rfind(c) for c in "[-_/|") + 1 or width
+        lines.append(rest[:cut])
+        rest = rest[cut:]
+    return "\n".join([*lines, rest])
+
+
 def table(results: list[Result], changes: dict[str, Change], ceiling: Ceiling | None, title: str):
     """The report as rich tables of a row per entry (speed; work; against
     the device ceiling; memory and the learning figure), each narrow enough
@@ -247,17 +268,23 @@ def table(results: list[Result], changes: dict[str, Change], ceiling: Ceiling | 
     )
     tables = []
     longest = max((len(r.name) for r in results), default=5)
+    name_width = min(NAME_WIDTH, longest)
     for heading, columns in groups:
         # Text, not markup: entry names hold brackets ("spec[ppo_cartpole-1seed]").
         out = Table(title=Text(heading), title_justify="left")
-        # Long entry names fold onto a second line rather than being cut.
-        out.add_column("entry", justify="left", overflow="fold", min_width=min(26, longest))
+        # Long entry names continue on a second line, broken after a
+        # separator ("spec[ppo_cartpole-16seeds-" / "cores]"), never cut.
+        out.add_column("entry", justify="left", overflow="fold", min_width=name_width)
         for name, _ in columns:
             # A change's label is read whole ("-20.0% REGRESSION").
             out.add_column(name, justify="left" if name.startswith("final") else "right", no_wrap=name == "vs last")
         for r in results:
             regression = changes.get(r.name, Change("new")).regression
-            out.add_row(Text(r.name), *[Text(cell(r)) for _, cell in columns], style="bold red" if regression else None)
+            out.add_row(
+                Text(wrap_name(r.name, name_width)),
+                *[Text(cell(r)) for _, cell in columns],
+                style="bold red" if regression else None,
+            )
         tables.append(out)
     return Group(*tables)
 

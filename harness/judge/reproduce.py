@@ -369,20 +369,39 @@ def to_markdown(verdict: Verdict) -> str:
 
 
 def table(verdict: Verdict):
-    from rich.table import Table
+    """The verdict for a terminal of 80 columns: a row per metric (`*` marks
+    those that decide the verdict), then each metric's detail where it is not
+    the one most metrics share (that one goes in the caption)."""
+    from collections import Counter
 
-    out = Table(title=f"reproduce: {headline(verdict)}", title_justify="left")
+    from rich import box
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    common = Counter(m.detail for m in verdict.metrics).most_common(1)
+    usual = common[0][0] if common else ""
+    ref_n, new_n = len(verdict.reference_seeds), len(verdict.reproduction_seeds)
+    out = Table(
+        title=f"reproduce: {headline(verdict)}",
+        title_justify="left",
+        caption=f"IQM [95% CI] over seeds; * decides the verdict{f'; {usual}' if usual else ''}",
+        caption_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        collapse_padding=True,
+    )
     out.add_column("metric", no_wrap=True)
-    out.add_column("gates")
-    out.add_column(f"reference IQM [95% CI], {len(verdict.reference_seeds)} seeds", justify="right")
-    out.add_column(f"reproduction IQM [95% CI], {len(verdict.reproduction_seeds)} seeds", justify="right")
-    out.add_column("verdict")
-    out.add_column("detail", ratio=1)
-    for m in sorted(verdict.metrics, key=lambda m: (not m.gates, m.name)):
+    out.add_column(f"reference ({ref_n} seeds)", justify="right", no_wrap=True)
+    out.add_column(f"reproduction ({new_n})", justify="right", no_wrap=True)
+    out.add_column("verdict", no_wrap=True)
+    ordered = sorted(verdict.metrics, key=lambda m: (not m.gates, m.name))
+    for m in ordered:
         mark = "[green]pass[/]" if m.passed else ("[bold red]fail[/]" if m.gates else "[yellow]differs[/]")
         new = f"{m.reproduction}" if m.reproduction else "-"
-        out.add_row(m.name, "yes" if m.gates else "", f"{m.reference}", new, mark, m.detail)
-    return out
+        out.add_row(f"{m.name}{' *' if m.gates else ''}", f"{m.reference}", new, mark)
+    details = [Text(f"{m.name}: {m.detail}") for m in ordered if m.detail and m.detail != usual]
+    return Group(out, *details)
 
 
 def verdict_tags(verdict: Verdict) -> dict[str, str]:

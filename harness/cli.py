@@ -1,4 +1,4 @@
-"""`harness run | sweep | validate | publish | reproduce | compare | sync`.
+"""`harness run | sweep | validate | publish | reproduce | compare | scale | sync`.
 
 User errors (a bad spec, an unusable tracking store, a checkpoint that cannot
 be resumed) print one message and exit 2 without a traceback; nothing is
@@ -33,12 +33,13 @@ from harness.judge.references import ReproduceError
 from harness.record import rundir, sync, tracking
 from harness.record.rundir import CheckpointError
 from harness.record.tracking import TrackingError
-from harness.run import cluster, compile_cache, determinism, host_devices
+from harness.run import cluster, compile_cache, determinism, host_devices, scaling
 from harness.run.cluster import DistributedError
 from harness.run.interrupts import Interrupted
 from harness.run.runner import NonFiniteMetricError
 from harness.sessions import reproduce, results
 from harness.sessions import run as run_session
+from harness.sessions import scale as scale_session
 from harness.sessions import sweep as sweep_session
 from harness.sessions.options import RunOptions
 from harness.spec import SpecError
@@ -266,6 +267,31 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     return EXIT_INCOMPLETE if reproduced.logged.offline else 0
 
 
+def cmd_scale(args: argparse.Namespace) -> int:
+    defaults = {"envs": (16, 4096), "seeds": (1, 256)}[args.axis]
+    if args.sizes:
+        try:
+            sizes = [int(s) for s in args.sizes.split(",")]
+        except ValueError:
+            raise _OptionError(f"--sizes {args.sizes}: comma-separated whole numbers") from None
+    else:
+        sizes = scaling.ladder(args.start or defaults[0], args.stop or defaults[1])
+    if not sizes or min(sizes) < 1 or args.timed_chunks < 1 or (args.chunk_iterations or 1) < 1:
+        raise _OptionError("--sizes, --start/--stop, --timed-chunks and --chunk-iterations must be at least 1")
+    loaded = spec.load(args.spec)
+    uri = tracking.resolve_uri(args.tracking_uri, loaded.tracking.uri)
+    options = scale_session.ScaleOptions(
+        axis=args.axis,
+        sizes=sizes,
+        chunk_iterations=args.chunk_iterations,
+        timed_chunks=args.timed_chunks,
+        uri=uri,
+        out=Path(args.out),
+        measure_ceiling=not args.no_ceiling,
+    )
+    return scale_session.scale(args.spec, options)
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     """A table and a plot across finished runs (see harness.judge.compare)."""
     if bool(args.experiment) == bool(args.run_ids):
@@ -303,6 +329,7 @@ COMMANDS = {
     "publish": cmd_publish,
     "reproduce": cmd_reproduce,
     "compare": cmd_compare,
+    "scale": cmd_scale,
 }
 
 USER_ERRORS = (

@@ -9,7 +9,7 @@ from harness import sweep as sweeps
 from harness.record import system_metrics
 from harness.run import compile_cache
 
-DESCRIPTION = "harness run | sweep | validate | publish | reproduce | compare | sync"
+DESCRIPTION = "harness run | sweep | validate | publish | reproduce | compare | scale | sync"
 
 
 def _add_store_options(p: argparse.ArgumentParser, *, checkpoints: bool = False, progress: bool = False) -> None:
@@ -194,4 +194,27 @@ def parser() -> argparse.ArgumentParser:
         "--allow-different-specs", action="store_true", help="compare runs whose spec hashes differ (lists the keys)"
     )
     cmp.add_argument("--out", default="compare.png", help="where to write the plot (default: compare.png)")
+
+    sc = sub.add_parser(
+        "scale",
+        help="throughput against batch size: where a device saturates for a spec",
+        description="Train the spec at a ladder of sizes (powers of two) of one number, each seed's envs or the "
+        "seeds side by side, and measure at each: steady-state env steps/s, the share of the device's matmul "
+        "ceiling, compile seconds and the memory the compiled program needs. Stops at the first size the spec "
+        "refuses or that does not compile or run. Prints the saturation point (the smallest size within 10%% of "
+        "the best throughput) and draws throughput and %% of the ceiling against size. Logged to MLflow: a "
+        "parent run (tag harness.kind=scale) with the plot, and a child run per size.",
+    )
+    sc.add_argument("spec")
+    sc.add_argument("--axis", choices=["envs", "seeds"], default="envs", help="what grows (default: envs)")
+    sc.add_argument("--sizes", help="comma-separated sizes (default: powers of two from --start to --stop)")
+    sc.add_argument("--start", type=int, help="smallest size (default: 16 envs, 1 seed)")
+    sc.add_argument("--stop", type=int, help="largest size (default: 4096 envs, 256 seeds)")
+    sc.add_argument(
+        "--chunk-iterations", type=int, help="iterations per timed chunk (default: the spec's logging interval)"
+    )
+    sc.add_argument("--timed-chunks", type=int, default=2, help="timed chunks after the warm-up (default 2)")
+    sc.add_argument("--no-ceiling", action="store_true", help="skip measuring the device's matmul ceiling")
+    sc.add_argument("--out", default="scale.png", help="where to write the plot (default: scale.png)")
+    _add_store_options(sc)
     return p

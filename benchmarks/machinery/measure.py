@@ -27,7 +27,7 @@ import json
 import resource
 import statistics
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -196,17 +196,6 @@ def chunk_lengths(num_iterations: int, interval: int) -> list[int]:
     return [size] * full + ([remainder] if remainder else [])
 
 
-def _over_seeds(fn: Callable, layout: Any) -> Callable:
-    """`fn` of one seed over the run's state, for counting: vmapped over the
-    seeds; on a mesh the state is `[seeds, data, ...]`, and each seed's
-    shards are vmapped as its data axis."""
-    if layout is None:
-        return jax.vmap(fn)
-    from harness.run.devices import DATA
-
-    return jax.vmap(jax.vmap(fn, axis_name=DATA))
-
-
 def measure_spec(
     name: str, plan: Any, *, evaluate: bool = True, device: Any = None, profile_dir: Path | None = None
 ) -> tuple[Result, Any]:
@@ -247,9 +236,9 @@ def measure_spec(
 
     hp = plan.spec.hyperparameters
     registration = algorithms.registry[plan.spec.algorithm]
-    step_count = flops_module.count_flops(_over_seeds(algorithm.step, plan.layout), run.state)
+    step_count = flops_module.count_flops(flops_module.over_seeds(algorithm.step, plan.layout), run.state)
     eval_count = (
-        flops_module.count_flops(_over_seeds(algorithm.evaluate, plan.layout), run.state)
+        flops_module.count_flops(flops_module.over_seeds(algorithm.evaluate, plan.layout), run.state)
         if algorithm.evaluate
         else None
     )

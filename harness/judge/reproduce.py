@@ -369,9 +369,8 @@ def to_markdown(verdict: Verdict) -> str:
 
 
 def table(verdict: Verdict):
-    """The verdict for a terminal of 80 columns: a row per metric (`*` marks
-    those that decide the verdict), then each metric's detail where it is not
-    the one most metrics share (that one goes in the caption)."""
+    """The verdict in 80 columns: a row per metric (`*`: it decides), the
+    detail most metrics share in the caption, any other below the table."""
     from collections import Counter
 
     from rich import box

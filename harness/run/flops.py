@@ -139,3 +139,14 @@ def xla_cost(compiled: Any) -> dict[str, float]:
 def xla_flops(compiled: Any) -> float | None:
     """XLA's FLOPs of one call of a compiled program; None where it reports none."""
     return xla_cost(compiled).get("flops")
+
+
+def over_seeds(fn: Callable, layout: Any) -> Callable:
+    """`fn` of one seed over a run's state, for counting: vmapped over the
+    seeds; on a mesh (`layout` not None) the state is `[seeds, data, ...]`,
+    and each seed's shards are vmapped as its data axis."""
+    if layout is None:
+        return jax.vmap(fn)
+    from harness.run.devices import DATA
+
+    return jax.vmap(jax.vmap(fn, axis_name=DATA))

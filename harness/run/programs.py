@@ -41,6 +41,10 @@ class Programs:
     def __len__(self) -> int:
         return len(self._compiled)
 
+    def compiled(self) -> list[Any]:
+        """Every program compiled so far, in the order they were made."""
+        return list(self._compiled.values())
+
     def get(self, key: Hashable, args: Any, make: Callable[[], Any]) -> Any:
         """The program compiled under `key` for arguments like `args`; made
         by `make()` the first time."""

@@ -215,6 +215,8 @@ def parser() -> argparse.ArgumentParser:
     )
     sc.add_argument("--timed-chunks", type=int, default=2, help="timed chunks after the warm-up (default 2)")
     sc.add_argument("--no-ceiling", action="store_true", help="skip measuring the device's matmul ceiling")
-    sc.add_argument("--out", default="scale.png", help="where to write the plot (default: scale.png)")
+    sc.add_argument(
+        "--out", default="scale.png", help="where to write the plot (default: scale.png; its table beside it, .json)"
+    )
     _add_store_options(sc)
     return p

@@ -49,6 +49,7 @@ def test_scale_measures_each_size_and_stops_at_the_first_the_spec_refuses(tmp_pa
     assert "envs=6: stopped, does not fit the spec" in flat and "num_minibatches" in flat
     assert "envs=16" not in flat and ("saturates at envs=" in flat or "still growing at envs=8" in flat)
     assert png.read_bytes()[:4] == b"\x89PNG"
+    assert json.loads(png.with_suffix(".json").read_text())["stopped"]["size"] == 6
 
     client = mlflow.MlflowClient(uri)
     (experiment,) = [e for e in client.search_experiments() if e.name == "tiny_ppo"]

@@ -199,7 +199,10 @@ def _finish(client, parent_id, points, stop, saturated, options: ScaleOptions, t
         "stopped": stop._asdict() if stop else None,
         "saturation": saturated.size if saturated else None,
     }
-    runs.log_texts(client, parent_id, {"scale.json": json.dumps(document, indent=1)})
+    text = json.dumps(document, indent=1)
+    runs.log_texts(client, parent_id, {"scale.json": text})
+    options.out.parent.mkdir(parents=True, exist_ok=True)
+    options.out.with_suffix(".json").write_text(text + "\n")  # beside the plot
     tags = {"scale.stopped": stop.reason[:250] if stop else "no"}
     if saturated is not None:
         tags["scale.saturation"] = str(saturated.size)

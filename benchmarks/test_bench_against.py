@@ -97,6 +97,9 @@ def _ours(spec_path, num_seeds: int, iterations: int, devices: dict | None = Non
 def _peer(make_train, config: dict, num_seeds: int, iterations: int):
     config = dict(config, TOTAL_TIMESTEPS=iterations * config["NUM_ENVS"] * config["NUM_STEPS"])
     train = make_train(config)
+    # PureJaxRL resolves its updates into the config it is given.
+    updates = config.get("NUM_UPDATES", config["TOTAL_TIMESTEPS"] // config["NUM_STEPS"] // config["NUM_ENVS"])
+    steps = updates * config["NUM_STEPS"] * config["NUM_ENVS"] * num_seeds
     keys = jax.random.split(jax.random.PRNGKey(30), num_seeds)
     fn, args = (jax.jit(train), (keys[0],)) if num_seeds == 1 else (jax.jit(jax.vmap(train)), (keys,))
     start = time.perf_counter()
@@ -105,23 +108,30 @@ def _peer(make_train, config: dict, num_seeds: int, iterations: int):
     with lowering.jax_default_threefry(), peers.one_qr_at_a_time():
         compiled = fn.lower(*args).compile()
     compile_seconds = time.perf_counter() - start
-    return lambda: compiled(*args)["metrics"], compile_seconds
+    return lambda: compiled(*args)["metrics"], compile_seconds, steps
 
 
 def _xminigrid_peer(module, iterations: int):
     from flax.jax_utils import replicate
 
+    # Its config divides num_envs and total_timesteps by the process's
+    # local devices (the bench's host devices split the CPU), while it runs
+    # here on one: both are given per device times their count, so that the
+    # one device steps the configuration's envs.
     config = dict(peers.XMINIGRID_SINGLE_TASK, seed=30)
-    config["total_timesteps"] = iterations * config["num_envs"] * config["num_steps"]
+    split = jax.local_device_count()
+    config["total_timesteps"] = iterations * config["num_envs"] * config["num_steps"] * split
+    config["num_envs"] *= split
     config = module.TrainConfig(**config)
     rng, env, env_params, init_hstate, train_state = module.make_states(config)
     devices = jax.local_devices()[:1]
+    steps = config.num_updates * config.num_steps * config.num_envs_per_device * len(devices)
     args = (jax.random.split(rng, 1), replicate(train_state, devices), replicate(init_hstate, devices))
     start = time.perf_counter()
     with lowering.jax_default_threefry():  # the peer as it runs on its own
         compiled = module.make_train(env, env_params, config).lower(*args).compile()
     compile_seconds = time.perf_counter() - start
-    return lambda: compiled(*args)["loss_info"], compile_seconds
+    return lambda: compiled(*args)["loss_info"], compile_seconds, steps
 
 
 def _pgx_peer(module, iterations: int):
@@ -173,7 +183,10 @@ def _pgx_peer(module, iterations: int):
 
     with lowering.jax_default_threefry():  # its host-side draws compile on first use
         jax.block_until_ready(call())
-    return call, compile_seconds
+    # Frames per iteration as the example counts them: its games per device
+    # on each of its devices, for its moves per self-play.
+    steps = iterations * (config.selfplay_batch_size // n) * n * config.max_num_steps
+    return call, compile_seconds, steps
 
 
 _PYTEST: dict = {}
@@ -220,8 +233,11 @@ def _within(seconds: float, what: str, fn) -> float:
         watchdog.cancel()
 
 
-def _side_by_side(entry, plan, ours, our_compile, peer, peer_compile, num_seeds, iterations, peer_name, config):
+def _side_by_side(
+    entry, plan, ours, our_compile, peer, peer_compile, peer_steps, num_seeds, iterations, peer_name, config
+):
     steps = iterations * plan.env_steps_per_iteration * num_seeds
+    peers.same_work(entry.name, peer_name, steps, peer_steps)
     our_rates: list[float] = []
     peer_rates: list[float] = []
     # Warm-up calls, untimed, one after the other; their times set each
@@ -234,7 +250,7 @@ def _side_by_side(entry, plan, ours, our_compile, peer, peer_compile, num_seeds,
 
     def one_round():
         for fn, rates, what, deadline in sides if len(our_rates) % 2 else reversed(sides):
-            rates.append(steps / _within(deadline, what, fn))
+            rates.append(steps / _within(deadline, what, fn))  # the same on both sides: peers.same_work
 
     with measure.HostMemoryPeak() as memory:
         entry.benchmark.pedantic(one_round, rounds=ROUNDS, iterations=1, warmup_rounds=0)

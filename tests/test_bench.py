@@ -434,3 +434,14 @@ def test_long_entry_names_wrap_after_a_separator_within_the_column():
         assert "".join(lines) == name and all(len(line) <= 26 for line in lines)
         assert all(line[-1] in "[-_/|" for line in lines[:-1]), lines
     assert wrap_name("iteration[ppo-deterministic]", 26) == "iteration[\nppo-deterministic]"
+
+
+def test_a_side_by_side_entry_fails_when_the_peer_runs_other_work():
+    """Each side's env steps per call come from its own configuration; an
+    entry whose peer steps fewer envs than the entry counts (as
+    xland-minigrid's script did on split host devices) fails, naming both."""
+    from benchmarks.machinery import peers
+
+    peers.same_work("against_xminigrid_ppo", "xland-minigrid", 16_384, 16_384)
+    with pytest.raises(AssertionError, match="xland-minigrid takes 8,192 env steps per call .* the project 16,384"):
+        peers.same_work("against_xminigrid_ppo", "xland-minigrid", 16_384, 8_192)

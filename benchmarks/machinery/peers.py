@@ -89,6 +89,7 @@ __all__ = [
     "load_pgx_alphazero",
     "load_purejaxrl_ppo",
     "load_xminigrid_single_task",
+    "same_work",
     "one_qr_at_a_time",
     "pgx_alphazero_dir",
     "purejaxrl_dir",
@@ -237,3 +238,13 @@ def load_xminigrid_single_task(path: str | Path) -> Any:
     )
     with array_defaults_through_factories():
         return peer_imports.import_fresh(path, folder, "train_single_task", ("nn", "utils"), stand_ins)
+
+
+def same_work(entry_name: str, peer_name: str, ours: int, peer: int) -> None:
+    """A side-by-side entry compares the same work: the env steps a call of
+    each side takes, each counted from that side's own configuration."""
+    if ours != peer:
+        raise AssertionError(
+            f"{entry_name}: {peer_name} takes {peer:,} env steps per call by its own configuration, the project "
+            f"{ours:,}: the two sides run different configurations, so their rates cannot be compared"
+        )

@@ -1,4 +1,4 @@
-"""Sessions: `nox` (= tests), `nox -s bench`, `nox -s lint`.
+"""Sessions: `nox` (= tests), `nox -s bench`, `nox -s lint`, `nox -s docs`.
 
 Every session installs the project with `constraints.txt`, the exact package
 versions the references in `results/` were made with, so that a fresh
@@ -50,3 +50,12 @@ def lint(session: nox.Session) -> None:
     session.install("-c", "constraints.txt", "ruff")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """The documentation site: the generated pages current
+    (scripts/docs_pages/), then `mkdocs build --strict` into `site/`."""
+    session.install("-c", "constraints.txt", "-e", ".[docs]")
+    session.run("python", "scripts/docs_pages", "--check")
+    session.run("mkdocs", "build", "--strict")

@@ -73,11 +73,13 @@ class NetworkConfig(Config):
     """The policy or policy-value network (algorithms.networks, algorithms.alphazero.networks):
     its kind and the sizes each kind reads; a spec's `network:` section."""
 
-    kind: Literal["mlp", "gru", "grid", "grid_gru", "resnet", "item_set"] = "mlp"
+    kind: Literal["mlp", "gru", "grid", "grid_gru", "resnet", "item_set"] = Field(
+        default="mlp", description="the network's family; each algorithm accepts some (its first is its default)"
+    )
     hidden_sizes: tuple[int, ...] = Field(
         default=(64, 64), description="MLP layers (gru: the embedding; grid, grid_gru: each head's layers)"
     )
-    activation: Literal["tanh", "relu"] = "tanh"
+    activation: Literal["tanh", "relu"] = Field(default="tanh", description="the hidden layers' nonlinearity")
     gru_size: int = Field(default=128, gt=0, description="GRU memory size (kind: gru)")
     num_blocks: int = Field(default=2, gt=0, description="residual blocks (kind: resnet, alphazero)")
     num_channels: int = Field(default=32, gt=0, description="channels of every conv layer (kind: resnet)")

@@ -52,17 +52,17 @@ from algorithms.rollout import make_stages as make_stages_of
 class PPOConfig(OnPolicyConfig):
     """PPO's hyperparameters (the spec's `hyperparameters:`)."""
 
-    num_envs: int = Field(default=4, gt=0)
+    num_envs: int = Field(default=4, gt=0, description="envs stepped in parallel per seed")
     num_steps: int = Field(default=128, gt=0, description="steps per env per rollout")
-    gamma: float = Field(default=0.99, ge=0, le=1)
-    gae_lambda: float = Field(default=0.95, ge=0, le=1)
-    clip_eps: float = Field(default=0.2, gt=0)
+    gamma: float = Field(default=0.99, ge=0, le=1, description="discount factor")
+    gae_lambda: float = Field(default=0.95, ge=0, le=1, description="GAE's lambda")
+    clip_eps: float = Field(default=0.2, gt=0, description="the clipped objective's ratio bound")
     clip_value: bool = Field(default=True, description="clip the value loss around the old values")
-    value_coef: float = Field(default=0.5, ge=0)
-    entropy_coef: float = Field(default=0.01, ge=0)
-    update_epochs: int = Field(default=4, gt=0)
-    num_minibatches: int = Field(default=4, gt=0)
-    normalize_advantages: bool = True
+    value_coef: float = Field(default=0.5, ge=0, description="weight of the value loss")
+    entropy_coef: float = Field(default=0.01, ge=0, description="weight of the entropy bonus")
+    update_epochs: int = Field(default=4, gt=0, description="passes over each rollout")
+    num_minibatches: int = Field(default=4, gt=0, description="minibatches per pass")
+    normalize_advantages: bool = Field(default=True, description="advantages standardised per minibatch")
     reward_scale: float = Field(default=1.0, gt=0, description="rewards are multiplied by this for learning only")
 
 

@@ -56,14 +56,16 @@ class ReinforceConfig(OnPolicyConfig):
 
     num_envs: int = Field(default=16, gt=0, description="B: envs stepped in parallel per seed")
     num_steps: int = Field(default=32, gt=0, description="T: steps per rollout fragment")
-    gamma: float = Field(default=0.99, ge=0, le=1)
+    gamma: float = Field(default=0.99, ge=0, le=1, description="discount factor")
     baseline: bool = Field(default=True, description="learn a value baseline and bootstrap fragments with it")
-    value_coef: float = Field(default=0.5, ge=0)
-    entropy_coef: float = Field(default=0.01, ge=0)
+    value_coef: float = Field(default=0.5, ge=0, description="weight of the baseline's value loss")
+    entropy_coef: float = Field(default=0.01, ge=0, description="weight of the entropy bonus")
     c_rho: float | None = Field(default=None, gt=0, description="clip of the importance weights; null: no clip")
     update_epochs: int = Field(default=1, gt=0, description="passes over each fragment")
     num_minibatches: int = Field(default=1, gt=0, description="minibatches per pass, split over envs")
-    normalize_advantages: bool = False
+    normalize_advantages: bool = Field(
+        default=False, description="advantages (returns, without a baseline) standardised per minibatch"
+    )
 
 
 def make_reinforce(

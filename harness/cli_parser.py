@@ -201,8 +201,8 @@ def parser() -> argparse.ArgumentParser:
         description="Train the spec at a ladder of sizes (powers of two) of one number, each seed's envs or the "
         "seeds side by side, and measure at each: steady-state env steps/s, the share of the device's matmul "
         "ceiling, compile seconds and the memory the compiled program needs. Stops at the first size the spec "
-        "refuses or that does not compile or run. Prints the saturation point (the smallest size within 10%% of "
-        "the best throughput) and draws throughput and %% of the ceiling against size. Logged to MLflow: a "
+        "refuses or that does not compile or run. Prints the saturation point (the smallest size within 10% of "
+        "the best throughput) and draws throughput and % of the ceiling against size. Logged to MLflow: a "
         "parent run (tag harness.kind=scale) with the plot, and a child run per size.",
     )
     sc.add_argument("spec")

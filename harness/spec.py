@@ -69,21 +69,26 @@ class SpecError(Exception):
 
 
 class _SpecBase(_Model):
-    name: str = Field(min_length=1)
-    env: EnvSpec
-    seeds: tuple[int, ...]
-    budget: BudgetSpec
-    network: NetworkSpec = NetworkSpec()
-    optimizer: OptimizerSpec = OptimizerSpec()
-    logging: LoggingSpec = LoggingSpec()
-    tracking: TrackingSpec = TrackingSpec()
+    name: str = Field(min_length=1, description="the experiment's name; also its MLflow experiment by default")
+    env: EnvSpec = Field(description="the environment")
+    seeds: tuple[int, ...] = Field(description="a list of seeds, or {count, base}; one independent run each")
+    budget: BudgetSpec = Field(description="how long each seed trains")
+    network: NetworkSpec = Field(default=NetworkSpec(), description="the policy/value network")
+    optimizer: OptimizerSpec = Field(default=OptimizerSpec(), description="the optimizer and its schedule")
+    logging: LoggingSpec = Field(default=LoggingSpec(), description="how often metrics reach the host")
+    tracking: TrackingSpec = Field(default=TrackingSpec(), description="where runs are logged (MLflow)")
     devices: DevicesSpec = DevicesSpec()
     checkpoint: CheckpointSpec = CheckpointSpec()
     # Dotted spec key -> its values (a list: a grid; a range: random draws),
     # trained as one program where they are numbers (harness.sweep).
-    sweep: dict[str, SweepValues] | None = None
+    sweep: dict[str, SweepValues] | None = Field(
+        default=None,
+        description="spec keys to sweep: a list of values (a grid) or a range (random draws); numbers in one program",
+    )
     # What the spec claims of its runs, by name (harness.judge.claims).
-    claims: dict[ClaimName, Claim] = Field(default_factory=dict)
+    claims: dict[ClaimName, Claim] = Field(
+        default_factory=dict, description="what the spec claims of its runs, by name; checked on every run"
+    )
 
     @field_validator("seeds", mode="before")
     @classmethod

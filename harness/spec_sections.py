@@ -23,7 +23,7 @@ class MaskObservation(_Model):
     observation): e.g. CartPole's velocities, to make memory necessary."""
 
     name: Literal["mask_observation"]
-    indices: tuple[int, ...] = Field(min_length=1)
+    indices: tuple[int, ...] = Field(min_length=1, description="the observation entries set to zero")
 
 
 class ObserveLegalActions(_Model):
@@ -51,15 +51,17 @@ NetworkSpec = NetworkConfig
 
 
 class EnvSpec(_Model):
-    suite: Literal["gymnax", "jumanji", "pgx", "xminigrid", "brax"]
-    id: str
-    kwargs: dict[str, Any] = Field(default_factory=dict)
-    wrappers: tuple[Wrapper, ...] = ()
+    suite: Literal["gymnax", "jumanji", "pgx", "xminigrid", "brax"] = Field(description="the env library")
+    id: str = Field(description="the env's name in its library, e.g. CartPole-v1, tic_tac_toe")
+    kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="keyword arguments for the library's env constructor, checked against it"
+    )
+    wrappers: tuple[Wrapper, ...] = Field(default=(), description="observation wrappers, applied in order")
 
 
 class SeedRange(_Model):
-    count: int = Field(gt=0)
-    base: int = Field(default=0, ge=0)
+    count: int = Field(gt=0, description="how many seeds")
+    base: int = Field(default=0, ge=0, description="the first seed; the others follow it")
 
 
 class BudgetSpec(_Model):
@@ -67,12 +69,12 @@ class BudgetSpec(_Model):
 
 
 class OptimizerSpec(_Model):
-    name: Literal["adam", "sgd"] = "adam"
-    learning_rate: float = Field(default=3e-4, gt=0)
+    name: Literal["adam", "sgd"] = Field(default="adam", description="the optax optimizer")
+    learning_rate: float = Field(default=3e-4, gt=0, description="the step size (its start when annealed)")
     anneal_lr: bool = Field(default=False, description="anneal linearly to 0 over the run")
     max_grad_norm: float | None = Field(default=None, gt=0, description="global-norm clipping")
-    adam_eps: float = Field(default=1e-8, gt=0)
-    momentum: float = Field(default=0.0, ge=0, lt=1)
+    adam_eps: float = Field(default=1e-8, gt=0, description="Adam's epsilon, added to the denominator")
+    momentum: float = Field(default=0.0, ge=0, lt=1, description="SGD's momentum (sgd only)")
 
 
 class LoggingSpec(_Model):
@@ -149,8 +151,8 @@ class CheckpointSpec(_Model):
 class SweepRange(_Model):
     """A range a sweep draws values from (`harness sweep --samples N`)."""
 
-    low: float
-    high: float
+    low: float = Field(description="the range's lower end")
+    high: float = Field(description="the range's upper end (at least low)")
     log: bool = Field(default=False, description="log-uniform (low > 0): for learning rates and the like")
 
     @model_validator(mode="after")
@@ -252,7 +254,7 @@ class OutsideFigure(_Model):
     consistent with it when it lies in the 95% bootstrap interval of the
     claim's statistic."""
 
-    value: Number
+    value: Number = Field(description="the figure, in the claim metric's units")
     source: str = Field(min_length=1, description="the repository or paper")
     file: str | None = Field(default=None, description="the file in the repository that holds the figure")
     line: int | None = Field(default=None, gt=0, description="its line in that file")
@@ -267,11 +269,13 @@ class Claim(_Model):
     metric: str = Field(min_length=1, description="a metric the run records, e.g. episode_return")
     over_iterations: IterationStatistic = IterationStatistic(name="final")
     over_seeds: SeedStatistic = SeedStatistic(name="mean")
-    at_least: Number | None = None
-    at_most: Number | None = None
-    above: Number | None = None
-    below: Number | None = None
-    outside: OutsideFigure | None = None
+    at_least: Number | None = Field(default=None, description="holds when the statistic is >= this (one bound)")
+    at_most: Number | None = Field(default=None, description="holds when the statistic is <= this (one bound)")
+    above: Number | None = Field(default=None, description="holds when the statistic is > this (one bound)")
+    below: Number | None = Field(default=None, description="holds when the statistic is < this (one bound)")
+    outside: OutsideFigure | None = Field(
+        default=None, description="a published figure from elsewhere to hold the run against"
+    )
 
     @model_validator(mode="after")
     def _one_bound(self) -> Claim:

@@ -41,7 +41,7 @@ class AlphaZeroConfig(Config):
         description="gumbel: mctx's search, vmapped over the games, or the batched search of"
         " algorithms.alphazero.batched_search, whose bookkeeping per simulation does not grow with the tree",
     )
-    num_simulations: int = Field(default=32, gt=0)
+    num_simulations: int = Field(default=32, gt=0, description="search simulations per move")
     max_depth: int | None = Field(default=None, gt=0, description="search depth limit; null: num_simulations")
     max_num_considered_actions: int = Field(default=16, gt=0, description="gumbel: actions sampled at the root")
     gumbel_scale: float = Field(default=1.0, ge=0, description="gumbel: noise scale in self-play")
@@ -52,9 +52,9 @@ class AlphaZeroConfig(Config):
     capacity: int = Field(default=64, gt=0, description="replay buffer moves per game row")
     warmup_iterations: int = Field(default=1, ge=0, description="iterations of self-play before training starts")
     train_steps: int = Field(default=8, gt=0, description="minibatch updates per iteration")
-    train_batch_size: int = Field(default=256, gt=0)
-    value_coef: float = Field(default=1.0, ge=0)
-    l2_coef: float = Field(default=1e-4, ge=0)
+    train_batch_size: int = Field(default=256, gt=0, description="positions per training step, from the buffer")
+    value_coef: float = Field(default=1.0, ge=0, description="weight of the value loss beside the policy loss")
+    l2_coef: float = Field(default=1e-4, ge=0, description="weight decay: L2 penalty on the parameters")
     ranked_reward: RankedRewardConfig = RankedRewardConfig()
     evaluation: EvaluationConfig = EvaluationConfig()
 

@@ -1,0 +1,66 @@
+"""docs/reference/exit-codes.md: the exit status of every `harness`
+command, from the `EXIT_*` constants of `harness.cli`."""
+
+from __future__ import annotations
+
+import inspect
+import signal
+
+from docs_pages.common import SCRIPT, header, table
+from harness import cli
+from harness.run.interrupts import Interrupted
+
+# What each EXIT_* constant of harness.cli means and which code returns it:
+# the values are read from the constants; a new constant without a line here
+# stops this script.
+EXIT_MEANINGS = {
+    "EXIT_FAILED": (
+        "the run failed: a metric became NaN or infinite (`NonFiniteMetricError`, any training command); "
+        "`harness reproduce`: a gating metric failed its check",
+        "`main` (`NonFiniteMetricError`), `cmd_reproduce`",
+    ),
+    "EXIT_USER_ERROR": (
+        "a user error, printed as one message without a traceback: a spec that does not validate, a bad "
+        "option, an unusable tracking store, a checkpoint that cannot be resumed, a reference or comparison "
+        "that cannot be made; nothing is logged to MLflow for a spec that does not validate. argparse's own "
+        "errors (an unknown option) exit 2 too",
+        "`main` (`USER_ERRORS`), `_user_error`",
+    ),
+    "EXIT_INCOMPLETE": (
+        "trained to the end, but the MLflow store could not be reached: the record is in the run "
+        "directory, for `harness sync`",
+        "`cmd_run`, `cmd_sweep`, `cmd_reproduce`",
+    ),
+    "EXIT_INTERRUPTED": (
+        "interrupted by Ctrl-C (SIGINT), after a final checkpoint; the MLflow runs are marked KILLED",
+        "`main` (`KeyboardInterrupt`)",
+    ),
+}
+
+
+def exit_codes() -> str:
+    constants = {
+        name: value for name, value in vars(cli).items() if name.startswith("EXIT_") and isinstance(value, int)
+    }
+    unknown = set(constants) - set(EXIT_MEANINGS)
+    if unknown:
+        raise SystemExit(f"{SCRIPT}: harness.cli has exit codes this script does not describe: {sorted(unknown)}")
+    sigterm = Interrupted(signal.SIGTERM).exit_code
+    rows = [["`0`", "", "success (`harness reproduce`: every gating metric passed)", "every command"]]
+    for name, value in sorted(constants.items(), key=lambda item: item[1]):
+        meaning, where = EXIT_MEANINGS[name]
+        rows.append([f"`{value}`", f"`{name}`", meaning, where])
+    rows.append(
+        [
+            f"`{sigterm}`",
+            "`Interrupted.exit_code`",
+            "stopped by SIGTERM (e.g. a scheduler's preemption), as Ctrl-C: a final checkpoint, runs marked "
+            "KILLED; 128 + the signal number, the shell's convention",
+            "`main` (`harness.run.interrupts.Interrupted`)",
+        ]
+    )
+    out = [header("the EXIT_* constants of harness.cli"), "# Exit codes\n\n"]
+    prose = " ".join(inspect.cleandoc(cli.__doc__ or "").split("\n\n", 1)[-1].split())
+    out.append(f"The exit status of every `harness` command ([command line](cli.md)). {prose}\n\n")
+    out.append(table(["Code", "Name", "Meaning", "Returned by (harness.cli)"], rows, ["r", "l", "l", "l"]))
+    return "".join(out)

@@ -1,0 +1,58 @@
+"""The documentation site: its generated pages are those the code and the
+records make today (scripts/docs_pages/), and it builds with
+`mkdocs build --strict` (no broken link, no page left out of the nav, no
+docstring mkdocstrings cannot read)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+GENERATOR = ROOT / "scripts" / "docs_pages"  # a folder with __main__.py
+# Folders whose every file the generator writes: a file there that it no
+# longer writes (a spec no longer published) is stale too.
+OWNED = ("docs/results/*.md", "docs/results/img/*.svg", "docs/img/scale-*.svg")
+
+
+def test_generated_pages_are_current(tmp_path):
+    subprocess.run([sys.executable, str(GENERATOR), "--out", str(tmp_path)], cwd=ROOT, check=True, timeout=300)
+    generated = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file())
+    assert generated, "the generator wrote nothing"
+    stale = [
+        path
+        for path in generated
+        if not (ROOT / path).is_file() or (ROOT / path).read_bytes() != (tmp_path / path).read_bytes()
+    ]
+    left = sorted({str(p.relative_to(ROOT)) for pattern in OWNED for p in ROOT.glob(pattern)} - set(generated))
+    assert not stale and not left, (
+        "generated documentation pages are stale; run `python scripts/docs_pages` and commit them:\n  "
+        + "\n  ".join(stale + [f"{path} (no longer generated: delete it)" for path in left])
+    )
+
+
+def test_site_builds_strict(tmp_path):
+    site = tmp_path / "site"
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mkdocs",
+            "build",
+            "--strict",
+            "--config-file",
+            str(ROOT / "mkdocs.yml"),
+            "-d",
+            str(site),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
+    assert result.returncode == 0, f"mkdocs build --strict failed:\n{result.stdout}\n{result.stderr}"
+    assert (site / "index.html").is_file()
+    assert (site / "reference" / "spec" / "index.html").is_file()

@@ -1,4 +1,4 @@
-"""Sessions: `nox` (= tests), `nox -s bench`, `nox -s lint`, `nox -s docs`.
+"""Sessions: `nox` (= tests), `nox -s bench`, `nox -s lint`, `nox -s docs`, `nox -s publish`.
 
 Every session installs the project with `constraints.txt`, the exact package
 versions the references in `results/` were made with, so that a fresh
@@ -59,3 +59,29 @@ def docs(session: nox.Session) -> None:
     session.install("-c", "constraints.txt", "-e", ".[docs]")
     session.run("python", "scripts/docs_pages", "--check")
     session.run("mkdocs", "build", "--strict")
+
+
+@nox.session
+def publish(session: nox.Session) -> None:
+    """Re-make references: each published spec (all of `experiments/`, or the
+    names given after `--`) trained with `harness run` from a clean commit,
+    then written to `results/` with `harness publish` (the reference of this
+    machine's device class). `harness reproduce` on the same machine is then
+    judged bit for bit."""
+    from pathlib import Path
+
+    session.install(*INSTALL)
+    changed = session.run(
+        "git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results",
+        silent=True, external=True,
+    )  # fmt: skip
+    if changed and changed.strip():
+        session.error(f"publish from a clean commit; these files differ from it:\n{changed}")
+    names = session.posargs or sorted(p.stem for p in Path("experiments").glob("*.yaml"))
+    missing = [n for n in names if not Path("experiments", f"{n}.yaml").exists()]
+    if missing:
+        session.error(f"no published spec {', '.join(missing)} in experiments/")
+    for name in names:
+        spec = f"experiments/{name}.yaml"
+        session.run("harness", "run", spec, "--no-progress")
+        session.run("harness", "publish", spec, "--random-baseline")

@@ -9,6 +9,16 @@ err_console = Console(stderr=True, highlight=False)
 out_console = Console(highlight=False)
 
 
+def si(value: float | None) -> str:
+    """A number in three significant digits with k, M or G: 94.4M; "-" for none."""
+    if value is None:
+        return "-"
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g}{suffix}"
+    return f"{value:.3g}"
+
+
 def print_table(table, console: Console = out_console, width: int | None = None) -> None:
     """Print a rich table; into a pipe or a file (where rich assumes 80
     columns) at its natural width rather than squeezed, or at `width` for a

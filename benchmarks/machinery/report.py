@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from benchmarks.machinery.measure import ENV_STEPS, SIMULATIONS, UPDATES, Result
+from harness.console import si
 from harness.run import host_devices
 from harness.run.ceiling import Ceiling
 
@@ -162,15 +163,6 @@ def ceiling_change(current: Ceiling | None, previous: dict[str, Any] | None) -> 
 _SHORT_UNITS = {ENV_STEPS: "steps/s", SIMULATIONS: "sims/s", UPDATES: "updates/s"}
 
 
-def _si(value: float | None) -> str:
-    if value is None:
-        return "-"
-    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= scale:
-            return f"{value / scale:.3g}{suffix}"
-    return f"{value:.3g}"
-
-
 def _percent(value: float | None, ceiling: float | None, prefix: str = "") -> str:
     if value is None or not ceiling:
         return "-"
@@ -219,8 +211,8 @@ def table(results: list[Result], changes: dict[str, Change], ceiling: Ceiling | 
         (
             title,
             [
-                ("rate (median)", lambda r: f"{_si(r.rate[0])} {_SHORT_UNITS.get(r.unit, r.unit)}"),
-                ("min-max", lambda r: f"{_si(r.rate[1])}-{_si(r.rate[2])}"),
+                ("rate (median)", lambda r: f"{si(r.rate[0])} {_SHORT_UNITS.get(r.unit, r.unit)}"),
+                ("min-max", lambda r: f"{si(r.rate[1])}-{si(r.rate[2])}"),
                 ("vs last", lambda r: changes.get(r.name, Change("new")).label()),
             ],
         ),
@@ -228,12 +220,12 @@ def table(results: list[Result], changes: dict[str, Change], ceiling: Ceiling | 
             "work",
             [
                 ("compile s", lambda r: f"{r.compile_seconds:.1f}" if r.compile_seconds is not None else "-"),
-                ("sims/s", lambda r: _si(r.simulations_per_second)),
-                ("updates/s", lambda r: _si(r.updates_per_second)),
+                ("sims/s", lambda r: si(r.simulations_per_second)),
+                ("updates/s", lambda r: si(r.updates_per_second)),
                 (
                     "FLOP/iter",
                     lambda r: (
-                        f"{lower_bound(r)}{_si(r.flops_per_iteration)}" if r.flops_per_iteration is not None else "-"
+                        f"{lower_bound(r)}{si(r.flops_per_iteration)}" if r.flops_per_iteration is not None else "-"
                     ),
                 ),
             ],
@@ -389,7 +381,7 @@ def plot_rates(results: list[Result], changes: dict[str, Change], path: Path, ti
         colours = ["tab:red" if changes.get(r.name, Change("new")).regression else "tab:blue" for r in group]
         axis.barh(y, medians, xerr=errors, color=colours, capsize=2)
         for i, r in enumerate(group):
-            axis.annotate(f"  {_si(r.rate[0])}", (r.rate[2], i), va="center", fontsize="x-small")
+            axis.annotate(f"  {si(r.rate[0])}", (r.rate[2], i), va="center", fontsize="x-small")
         before = [(i, changes[r.name].previous_rate) for i, r in enumerate(group) if r.name in changes]
         before = [(i, rate) for i, rate in before if rate]
         if before:

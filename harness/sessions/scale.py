@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 import yaml
 
 from harness import build, spec
-from harness.console import out_console, print_table
+from harness.console import out_console, print_table, si
 from harness.record import runs, store, tracking
 from harness.run import ceiling, provenance, scaling
 
@@ -30,15 +30,6 @@ class ScaleOptions(NamedTuple):
     uri: str
     out: Path
     measure_ceiling: bool
-
-
-def _si(value: float | None) -> str:
-    if value is None:
-        return "-"
-    for unit, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= unit:
-            return f"{value / unit:.3g}{suffix}"
-    return f"{value:.3g}"
 
 
 def _mb(value: int | None) -> str:
@@ -60,7 +51,7 @@ def table(points: list[scaling.SizePoint], axis: str, title: str, saturated: sca
         mark = " *" if saturated is not None and p.size == saturated.size else ""
         out.add_row(
             f"{p.size}{mark}",
-            _si(p.env_steps_per_second),
+            si(p.env_steps_per_second),
             share,
             f"{p.compile_seconds:.1f}",
             _mb(p.program_bytes),
@@ -148,7 +139,7 @@ def scale(path: str, options: ScaleOptions) -> int:
             points.append(found)
             _log_point(client, experiment, parent_id, options.axis, found)
             out_console.print(
-                f"{options.axis}={found.size}: {_si(found.env_steps_per_second)} env steps/s, "
+                f"{options.axis}={found.size}: {si(found.env_steps_per_second)} env steps/s, "
                 f"compiled in {found.compile_seconds:.1f} s"
             )
         saturated = scaling.saturation(points)
@@ -161,7 +152,7 @@ def scale(path: str, options: ScaleOptions) -> int:
     print_table(table(points, options.axis, title, saturated))
     best = max(p.env_steps_per_second for p in points)
     out_console.print(
-        f"{scaling.describe_saturation(points, options.axis)}; best {_si(best)} env steps/s; plot: {options.out}"
+        f"{scaling.describe_saturation(points, options.axis)}; best {si(best)} env steps/s; plot: {options.out}"
     )
     return 0
 

@@ -69,15 +69,6 @@ def first_paragraph(obj: Any) -> str:
 # ------------------------------------------------------------------- numbers
 
 
-def si(value: float | None) -> str:
-    if value is None:
-        return "-"
-    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= scale:
-            return f"{value / scale:.3g}{suffix}"
-    return f"{value:.3g}"
-
-
 def seconds(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f} s"
 

@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from docs_pages import ROOT
-from docs_pages.common import drawing, header, seconds, short, si, svg, table, when
+from docs_pages.common import drawing, header, seconds, short, svg, table, when
 from docs_pages.scaling import ScaleCurve, scaling_section
+from harness.console import si
 from harness.judge import references
 
 

@@ -15,7 +15,8 @@ from matplotlib.axes import Axes
 from matplotlib.ticker import FuncFormatter, LogFormatter, MaxNLocator, NullLocator
 
 from docs_pages import ROOT
-from docs_pages.common import drawing, si, svg, table
+from docs_pages.common import drawing, svg, table
+from harness.console import si
 
 # What grows, in words (harness.run.scaling.AXES).
 AXIS_WORDS = {"envs": "envs per seed", "seeds": "seeds side by side"}

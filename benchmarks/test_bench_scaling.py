@@ -61,7 +61,7 @@ def test_scaling(entry, bench, spec_file, axis, sizes, chunk):
     stop = next((p for p in found if isinstance(p, scaling.Stop)), None)
     saturated = scaling.saturation(points)
     best = max(points, key=lambda p: p.env_steps_per_second)
-    scale_session.plot(points, axis, f"{entry.name} on {bench.device.device_kind}", saturated,
+    scale_session.plot(points, axis, f"{entry.name} on {bench.device.device_kind}", scaling.marked(points),
                        bench.bench_dir / f"scaling-{entry.name}.png")  # fmt: skip
     rates = ", ".join(f"{p.size}: {p.env_steps_per_second:,.0f}" for p in points)
     entry.record(

@@ -24,6 +24,7 @@ def test_the_ladder_and_the_saturation_point():
     assert scaling.saturation([]) is None
     assert "saturates at envs=4" in scaling.describe_saturation(points, "envs")
     assert "still growing at envs=8" in scaling.describe_saturation(points[:2] + [point(8, 200.0)], "envs")
+    assert scaling.marked(points[:2] + [point(8, 200.0)]) is None and scaling.marked(points).size == 4
     assert scaling.resized({"hyperparameters": {"num_envs": 4}, "sweep": {}}, "envs", 8) == {
         "hyperparameters": {"num_envs": 8}
     }

@@ -125,13 +125,25 @@ def saturation(points: list[SizePoint], within: float = 0.1) -> SizePoint | None
     return next(p for p in points if p.env_steps_per_second >= (1 - within) * best)
 
 
+def still_growing(points: list[SizePoint]) -> bool:
+    """Whether the saturation size is the largest measured: the throughput
+    still grows there, and a longer ladder would find the point."""
+    return len(points) > 1 and saturation(points) is points[-1]
+
+
+def marked(points: list[SizePoint]) -> SizePoint | None:
+    """The saturation point to mark in a table or plot: none while the
+    throughput still grows at the largest size."""
+    return None if still_growing(points) else saturation(points)
+
+
 def describe_saturation(points: list[SizePoint], axis: str) -> str:
     """Where the throughput levels off, or that it still grows at the
     ladder's largest size (a longer ladder would find the point)."""
     point = saturation(points)
     if point is None:
         return "no size ran"
-    if point is points[-1] and len(points) > 1:
+    if still_growing(points):
         return f"still growing at {axis}={point.size}, the largest size measured: no saturation within the ladder"
     return f"saturates at {axis}={point.size} (the smallest size within 10% of the best throughput)"
 

@@ -84,7 +84,8 @@ def plot(points: list[scaling.SizePoint], axis: str, title: str, saturated, path
         ax.grid(alpha=0.3, which="both")
         if saturated is not None:
             ax.axvline(saturated.size, color="grey", linestyle="--", label=f"saturates at {saturated.size}")
-    top.legend(loc="best", fontsize="small")
+    if saturated is not None:  # the dashed line is the only labelled artist
+        top.legend(loc="best", fontsize="small")
     figure.suptitle(title)
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=100)
@@ -149,7 +150,7 @@ def scale(path: str, options: ScaleOptions) -> int:
         client.set_terminated(parent_id, status)
     if not points:
         return 1
-    print_table(table(points, options.axis, title, saturated))
+    print_table(table(points, options.axis, title, scaling.marked(points)))
     best = max(p.env_steps_per_second for p in points)
     out_console.print(
         f"{scaling.describe_saturation(points, options.axis)}; best {si(best)} env steps/s; plot: {options.out}"
@@ -199,7 +200,7 @@ def _finish(client, parent_id, points, stop, saturated, options: ScaleOptions, t
         tags["scale.saturation"] = str(saturated.size)
     runs.set_tags(client, parent_id, tags)
     if points:
-        plot(points, options.axis, title, saturated, options.out)
+        plot(points, options.axis, title, scaling.marked(points), options.out)
         with tempfile.TemporaryDirectory() as tmp:
             copy = Path(tmp) / "scale.png"
             copy.write_bytes(options.out.read_bytes())

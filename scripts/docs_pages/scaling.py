@@ -17,6 +17,7 @@ from matplotlib.ticker import FuncFormatter, LogFormatter, MaxNLocator, NullLoca
 from docs_pages import ROOT
 from docs_pages.common import drawing, svg, table
 from harness.console import si
+from harness.run import scaling
 
 # What grows, in words (harness.run.scaling.AXES).
 AXIS_WORDS = {"envs": "envs per seed", "seeds": "seeds side by side"}
@@ -56,8 +57,7 @@ class ScaleCurve(typing.NamedTuple):
     @property
     def still_growing(self) -> bool:
         """The saturation size is the largest measured: a longer ladder would find it."""
-        saturation = self.data.get("saturation")
-        return len(self.points) > 1 and saturation == self.points[-1]["size"]
+        return scaling.still_growing([scaling.SizePoint(**point) for point in self.points])
 
     @property
     def saturates_at(self) -> int | None:

@@ -1,4 +1,5 @@
-"""Sessions: `nox` (= tests), `nox -s bench`, `nox -s lint`, `nox -s docs`, `nox -s publish`.
+"""Sessions: `nox` (= tests), `nox -s bench`, `nox -s lint`, `nox -s docs`, `nox -s publish`,
+`nox -s unseen`.
 
 Every session installs the project with `constraints.txt`, the exact package
 versions the references in `results/` were made with, so that a fresh
@@ -71,12 +72,7 @@ def publish(session: nox.Session) -> None:
     from pathlib import Path
 
     session.install(*INSTALL)
-    changed = session.run(
-        "git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results",
-        silent=True, external=True,
-    )  # fmt: skip
-    if changed and changed.strip():
-        session.error(f"publish from a clean commit; these files differ from it:\n{changed}")
+    _require_clean_commit(session)
     names = session.posargs or sorted(p.stem for p in Path("experiments").glob("*.yaml"))
     missing = [n for n in names if not Path("experiments", f"{n}.yaml").exists()]
     if missing:
@@ -85,3 +81,39 @@ def publish(session: nox.Session) -> None:
         spec = f"experiments/{name}.yaml"
         session.run("harness", "run", spec, "--no-progress")
         session.run("harness", "publish", spec, "--random-baseline")
+
+
+@nox.session
+def unseen(session: nox.Session) -> None:
+    """Check each published spec's claims on seeds its reference did not use:
+    `harness run --seeds` with as many seeds as the reference, numbered after
+    its last, written to `results/unseen/<spec>.json` (the run's results,
+    claims judged). Names after `--` check only those specs."""
+    import json
+    from pathlib import Path
+
+    session.install(*INSTALL)
+    _require_clean_commit(session)
+    names = session.posargs or sorted(p.stem for p in Path("experiments").glob("*.yaml"))
+    for name in names:
+        reference = Path("results", f"{name}.json")
+        if not reference.exists():
+            session.error(f"no reference results/{name}.json to take the seeds it used from")
+        used = json.loads(reference.read_text())["seeds"]
+        first = max(used) + 1
+        seeds = f"{first}-{first + len(used) - 1}"
+        out = f"results/unseen/{name}.json"
+        session.run(
+            "harness", "run", f"experiments/{name}.yaml", "--seeds", seeds, "--no-progress", "--results-out", out
+        )
+
+
+def _require_clean_commit(session: nox.Session) -> None:
+    """Records in results/ come from committed code: stop if any other file
+    differs from the commit."""
+    changed = session.run(
+        "git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results",
+        silent=True, external=True,
+    )  # fmt: skip
+    if changed and changed.strip():
+        session.error(f"run from a clean commit; these files differ from it:\n{changed}")

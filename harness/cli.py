@@ -92,10 +92,28 @@ def _plan(loaded: spec.Spec, source: str, lines, args: argparse.Namespace | None
     return plan
 
 
+def _seeds(text: str) -> tuple[int, ...]:
+    """--seeds: `A-B` (both included) or `A,B,...`."""
+    try:
+        if "-" in text:
+            first, last = (int(part) for part in text.split("-"))
+            seeds = tuple(range(first, last + 1))
+        else:
+            seeds = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise _OptionError(f"--seeds takes A-B or A,B,..., not {text!r}") from None
+    if not seeds or len(set(seeds)) != len(seeds) or any(not 0 <= s < 2**32 for s in seeds):
+        raise _OptionError(f"--seeds {text}: give distinct seeds in [0, 2**32), at least one")
+    return seeds
+
+
 def _with_devices(loaded: spec.Spec, args: argparse.Namespace | None) -> spec.Spec:
-    """`loaded` with the command line's device options (if `args` has any)
-    in place of its `devices:` section; for a command that trains (`args`
-    given), XLA's deterministic mode and host devices set when it asks for them."""
+    """`loaded` with the command line's seeds (--seeds) and device options
+    (if `args` has any) in place of its own; for a command that trains
+    (`args` given), XLA's deterministic mode and host devices set when it
+    asks for them."""
+    if args is not None and getattr(args, "seeds", None):
+        loaded = loaded.model_copy(update={"seeds": _seeds(args.seeds)})
     if args is not None and (given := _devices(args)):
         try:
             loaded = build.with_devices(loaded, given)

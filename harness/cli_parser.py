@@ -80,6 +80,12 @@ def parser() -> argparse.ArgumentParser:
     _add_store_options(r, checkpoints=True, progress=True)
     r.add_argument("--results-out", help="also write results.json to this path")
     r.add_argument(
+        "--seeds",
+        metavar="A-B|A,B,...",
+        help="train these seeds instead of the spec's (e.g. 8-15: seeds a reference did not use, to check its"
+        " claims on them); the run's spec then has another hash",
+    )
+    r.add_argument(
         "--profile",
         action="store_true",
         help="trace one steady-state chunk with JAX's profiler into the run directory and log it to MLflow",

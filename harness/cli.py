@@ -20,11 +20,10 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from pydantic import ValidationError
-
 import harness
 from harness import build, spec
 from harness import sweep as sweeps
+from harness.cli_options import OptionError, run_options, with_command_line
 from harness.cli_parser import parser
 from harness.console import err_console, out_console, print_table
 from harness.judge import claims, compare, publish, references
@@ -41,7 +40,6 @@ from harness.sessions import reproduce, results
 from harness.sessions import run as run_session
 from harness.sessions import scale as scale_session
 from harness.sessions import sweep as sweep_session
-from harness.sessions.options import RunOptions
 from harness.spec import SpecError
 
 EXIT_USER_ERROR = 2
@@ -49,83 +47,19 @@ EXIT_FAILED = 1
 EXIT_INTERRUPTED = 130  # SIGINT; SIGTERM exits 143
 EXIT_INCOMPLETE = 3  # trained to the end; the MLflow record waits for harness sync
 
-DEVICE_OPTIONS = {
-    "count": "--devices",
-    "seed_axis": "--seed-axis",
-    "data_axis": "--data-axis",
-    "host_devices": "--host-devices",
-    "deterministic": "--deterministic",
-}
-
-
-class _OptionError(ValueError):
-    """A bad command-line option (reported like a spec error)."""
-
 
 def _user_error(message: str) -> int:
     err_console.print(f"[bold red]error:[/] {message}", soft_wrap=True)
     return EXIT_USER_ERROR
 
 
-def _devices(args: argparse.Namespace) -> dict:
-    """The command line's --devices/--seed-axis/--data-axis, by spec key."""
-    given = {key: getattr(args, key) for key in DEVICE_OPTIONS if getattr(args, key, None) is not None}
-    if given.get("count", "all") != "all":
-        try:
-            given["count"] = int(given["count"])
-        except ValueError:
-            raise _OptionError(f"--devices takes a number or all, not {given['count']!r}") from None
-    if given.get("host_devices", host_devices.CORES) != host_devices.CORES:
-        try:
-            given["host_devices"] = int(given["host_devices"])
-        except ValueError:
-            raise _OptionError(f"--host-devices takes a number or cores, not {given['host_devices']!r}") from None
-    return given
-
-
 def _plan(loaded: spec.Spec, source: str, lines, args: argparse.Namespace | None) -> build.Plan:
     """Build `loaded` with the command line's device options (if `args` has
     any) in place of its `devices:` section; its claims checked against the
     metrics its algorithm produces."""
-    plan = build.build(_with_devices(loaded, args), source, lines)
+    plan = build.build(with_command_line(loaded, args), source, lines)
     run_session.check_claims(plan, source, lines)
     return plan
-
-
-def _seeds(text: str) -> tuple[int, ...]:
-    """--seeds: `A-B` (both included) or `A,B,...`."""
-    try:
-        if "-" in text:
-            first, last = (int(part) for part in text.split("-"))
-            seeds = tuple(range(first, last + 1))
-        else:
-            seeds = tuple(int(part) for part in text.split(","))
-    except ValueError:
-        raise _OptionError(f"--seeds takes A-B or A,B,..., not {text!r}") from None
-    if not seeds or len(set(seeds)) != len(seeds) or any(not 0 <= s < 2**32 for s in seeds):
-        raise _OptionError(f"--seeds {text}: give distinct seeds in [0, 2**32), at least one")
-    return seeds
-
-
-def _with_devices(loaded: spec.Spec, args: argparse.Namespace | None) -> spec.Spec:
-    """`loaded` with the command line's seeds (--seeds) and device options
-    (if `args` has any) in place of its own; for a command that trains
-    (`args` given), XLA's deterministic mode and host devices set when it
-    asks for them."""
-    if args is not None and getattr(args, "seeds", None):
-        loaded = loaded.model_copy(update={"seeds": _seeds(args.seeds)})
-    if args is not None and (given := _devices(args)):
-        try:
-            loaded = build.with_devices(loaded, given)
-        except ValidationError as error:
-            problem = error.errors()[0]
-            option = DEVICE_OPTIONS[str(problem["loc"][0])]
-            raise _OptionError(f"{option}: {problem['msg'].removeprefix('Value error, ')}") from None
-    if args is not None and loaded.devices.deterministic:
-        determinism.enable()
-    if args is not None and (host := loaded.devices.host_devices) is not None:
-        host_devices.enable(host_devices.cores() if host == host_devices.CORES else host)
-    return loaded
 
 
 def _load_plan(path: str, args: argparse.Namespace | None = None) -> build.Plan:
@@ -138,7 +72,7 @@ def _load_plan(path: str, args: argparse.Namespace | None = None) -> build.Plan:
 def _load_sweep(args: argparse.Namespace) -> sweeps.Sweep | None:
     """The sweep of `args.spec` with the command line's sweep options, or
     None for a spec without one and no --set."""
-    loaded = _with_devices(spec.load(args.spec), args)
+    loaded = with_command_line(spec.load(args.spec), args)
     sets = sweeps.parse_sets(getattr(args, "set", None) or [])
     if loaded.sweep is None and not sets:
         return None
@@ -151,21 +85,6 @@ def _load_sweep(args: argparse.Namespace) -> sweeps.Sweep | None:
         sample_seed=getattr(args, "sample_seed", 0),
         max_points=getattr(args, "max_points", sweeps.MAX_POINTS),
         exact_points=getattr(args, "exact_points", False),
-    )
-
-
-def _options(args: argparse.Namespace, **extra) -> RunOptions:
-    interval = getattr(args, "system_metrics_interval", None)
-    if interval is not None and interval <= 0:
-        raise _OptionError(f"--system-metrics-interval must be positive, not {interval}")
-    return RunOptions(
-        started_at=args.started_at,
-        system_metrics=None if getattr(args, "no_system_metrics", True) else interval,
-        progress=not args.no_progress,
-        live_metrics=getattr(args, "live_metrics", False),
-        profile=getattr(args, "profile", False),
-        checkpoint_dir=Path(args.checkpoint_dir) if getattr(args, "checkpoint_dir", None) else None,
-        **extra,
     )
 
 
@@ -201,7 +120,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.metric is not None:
         sweep_session.check_metric(sweep, args.metric, args.spec)
     uri = tracking.resolve_uri(args.tracking_uri, sweep.spec.tracking.uri)
-    logged = sweep_session.run_sweep(sweep, uri, _options(args, resume=args.resume or False), metric=args.metric)
+    logged = sweep_session.run_sweep(sweep, uri, run_options(args, resume=args.resume or False), metric=args.metric)
     return EXIT_INCOMPLETE if logged.offline else 0
 
 
@@ -210,7 +129,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return cmd_sweep(args)
     plan = _load_plan(args.spec, args)
     uri = tracking.resolve_uri(args.tracking_uri, plan.spec.tracking.uri)
-    logged = run_session.train_and_log(plan, uri, _options(args, resume=args.resume or False))
+    logged = run_session.train_and_log(plan, uri, run_options(args, resume=args.resume or False))
     if logged is None:  # not process 0 of a multi-process job: it logs
         return 0
     results.print_summary(plan, logged.record, logged.uri, logged.experiment_id, logged.parent_id)
@@ -277,7 +196,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         plan = _load_plan(args.spec, args)
         uri = tracking.resolve_uri(args.tracking_uri, plan.spec.tracking.uri)
         reference = reproduce.of_spec(plan, args.spec, args.reference, uri)
-    reproduced = reproduce.run_and_judge(reference, _options(args), args.seeds)
+    reproduced = reproduce.run_and_judge(reference, run_options(args), args.seeds)
     if reproduced is None:  # not process 0 of a multi-process job: it judges
         return 0
     if not reproduced.verdict.passed:
@@ -291,11 +210,11 @@ def cmd_scale(args: argparse.Namespace) -> int:
         try:
             sizes = [int(s) for s in args.sizes.split(",")]
         except ValueError:
-            raise _OptionError(f"--sizes {args.sizes}: comma-separated whole numbers") from None
+            raise OptionError(f"--sizes {args.sizes}: comma-separated whole numbers") from None
     else:
         sizes = scaling.ladder(args.start or defaults[0], args.stop or defaults[1])
     if not sizes or min(sizes) < 1 or args.timed_chunks < 1 or (args.chunk_iterations or 1) < 1:
-        raise _OptionError("--sizes, --start/--stop, --timed-chunks and --chunk-iterations must be at least 1")
+        raise OptionError("--sizes, --start/--stop, --timed-chunks and --chunk-iterations must be at least 1")
     loaded = spec.load(args.spec)
     uri = tracking.resolve_uri(args.tracking_uri, loaded.tracking.uri)
     options = scale_session.ScaleOptions(
@@ -359,7 +278,7 @@ USER_ERRORS = (
     DistributedError,
     determinism.DeterminismError,
     host_devices.HostDevicesError,
-    _OptionError,
+    OptionError,
 )
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from harness import sweep as sweeps
-from harness.record import system_metrics
+from harness.record import system_metrics, windows
 from harness.run import compile_cache
 
 DESCRIPTION = "harness run | sweep | validate | publish | reproduce | compare | scale | sync"
@@ -99,6 +99,7 @@ def parser() -> argparse.ArgumentParser:
         help="stream per-iteration metrics to MLflow during training even on a CPU backend "
         "(default there: written when training ends, so the store does not slow training)",
     )
+    _add_metric_points(r)
     r.add_argument(
         "--resume",
         nargs="?",
@@ -135,6 +136,7 @@ def parser() -> argparse.ArgumentParser:
     compile_cache.add_arguments(sw)
     _add_system_metrics_options(sw)
     sw.add_argument("--live-metrics", action="store_true", help="stream per-iteration metrics during training")
+    _add_metric_points(sw)
     sw.add_argument(
         "--resume", nargs="?", const=True, metavar="RUN_ID", help="continue the newest unfinished sweep of this spec"
     )
@@ -226,3 +228,15 @@ def parser() -> argparse.ArgumentParser:
     )
     _add_store_options(sc)
     return p
+
+
+def _add_metric_points(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--metric-points",
+        type=int,
+        default=windows.DEFAULT_POINTS,
+        metavar="N",
+        help="at most N points per per-iteration curve in MLflow, each a window's mean with its min and max"
+        f" (window_min/, window_max/); 0: every iteration (default {windows.DEFAULT_POINTS}, what MLflow's UI"
+        " draws; results and verdicts use every iteration either way)",
+    )

@@ -21,11 +21,11 @@ from harness.run import determinism
 SCRIPT = textwrap.dedent(
     """
     import json, os, sys
-    from harness import cli, spec
+    from harness import cli, cli_options, spec
     from harness.run import determinism, provenance
     path, *flags = sys.argv[1:]
     args = cli.parser().parse_args(["run", path, *flags])
-    cli._with_devices(spec.load(path), args)
+    cli_options.with_command_line(spec.load(path), args)
     fingerprint = provenance.fingerprint()
     print(json.dumps({"XLA_FLAGS": os.environ.get("XLA_FLAGS", ""), "xla_flags": fingerprint["xla_flags"],
                       "note": determinism.run_note(fingerprint)}))

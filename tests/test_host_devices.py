@@ -21,11 +21,11 @@ SCRIPT = textwrap.dedent(
     """
     import json, os, sys
     import jax
-    from harness import build, cli, spec
+    from harness import build, cli, cli_options, spec
     from harness.run import provenance
     path, *flags = sys.argv[1:]
     args = cli.parser().parse_args(["run", path, *flags])
-    plan = build.build(cli._with_devices(spec.load(path), args), path)
+    plan = build.build(cli_options.with_command_line(spec.load(path), args), path)
     print(json.dumps({"XLA_FLAGS": os.environ.get("XLA_FLAGS", ""), "cpu_devices": len(jax.devices("cpu")),
                       "layout": plan.layout and plan.layout.describe(), "mesh": plan.mesh is not None,
                       "xla_flags": provenance.fingerprint()["xla_flags"]}))

@@ -11,7 +11,7 @@ import pytest
 from conftest import TINY_SPEC, new_store, run_cli, write_spec
 from mlflow.tracking import MlflowClient
 
-from harness import cli
+from harness import cli, cli_options
 from harness.record import system_metrics
 
 
@@ -47,14 +47,14 @@ def test_options_turn_it_off_and_refuse_a_bad_interval():
     parse = cli.parser().parse_args
     args = parse(["run", "spec.yaml", "--no-system-metrics"])
     args.started_at = 0.0
-    assert cli._options(args).system_metrics is None
+    assert cli_options.run_options(args).system_metrics is None
     args = parse(["run", "spec.yaml"])
     args.started_at = 0.0
-    assert cli._options(args).system_metrics == system_metrics.DEFAULT_INTERVAL
+    assert cli_options.run_options(args).system_metrics == system_metrics.DEFAULT_INTERVAL
     args = parse(["sweep", "spec.yaml", "--system-metrics-interval", "0"])
     args.started_at = 0.0
-    with pytest.raises(cli._OptionError, match="--system-metrics-interval"):
-        cli._options(args)
+    with pytest.raises(cli_options.OptionError, match="--system-metrics-interval"):
+        cli_options.run_options(args)
 
 
 def test_what_cannot_be_measured_is_said():

@@ -77,9 +77,16 @@ class Journal:
         return [e for e in self._entries if e.get("group") == self.scope["group"]]
 
     def append(
-        self, kind: str, first: int, steps: int, metrics: dict[str, list], dtypes: dict[str, str]
+        self,
+        kind: str,
+        first: int,
+        steps: int,
+        metrics: dict[str, list],
+        dtypes: dict[str, str],
+        extra: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """Add one chunk's metrics; returns the entry (with its `seq`)."""
+        """Add one chunk's metrics (and `extra` keys, e.g. its MLflow window);
+        returns the entry (with its `seq`)."""
         entry = {
             "seq": len(self._entries) + 1,
             "kind": kind,
@@ -87,6 +94,7 @@ class Journal:
             "steps": steps,
             "metrics": metrics,
             "dtypes": dtypes,
+            **(extra or {}),
             **(self.scope or {}),
         }
         if self._file is None:

@@ -65,18 +65,20 @@ def workers_for(values: int) -> int:
 
 
 def entry_metrics(entry: dict, column: int, timestamp: int, skip: set | None = None) -> list:
-    """The MLflow metrics of one seed column of a journal entry; iteration
-    i is at step i * steps. `skip` holds (name, step) pairs already stored.
-    Each name's points come newest first: MLflow then updates its latest
-    value once per name and batch instead of once per point."""
+    """The MLflow metrics of one seed column of an entry: row k at step
+    `at[k]` (a window's, harness.record.windows), else iteration i at step
+    i * steps. `skip` holds (name, step) pairs already stored. Each name's
+    points come newest first: MLflow then updates its latest value once per
+    name and batch instead of once per point."""
     from mlflow.entities import Metric
 
-    first, steps = entry["first"], entry["steps"]
+    rows = len(next(iter(entry["metrics"].values()), []))
+    at = entry.get("at") or [(entry["first"] + k) * entry["steps"] for k in range(rows)]
     return [
-        Metric(name, float(rows[k][column]), timestamp, (first + k) * steps)
-        for name, rows in entry["metrics"].items()
-        for k in reversed(range(len(rows)))
-        if skip is None or (name, (first + k) * steps) not in skip
+        Metric(name, float(values[k][column]), timestamp, at[k])
+        for name, values in entry["metrics"].items()
+        for k in reversed(range(len(values)))
+        if skip is None or (name, at[k]) not in skip
     ]
 
 

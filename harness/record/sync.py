@@ -12,6 +12,7 @@ from harness.record import store
 from harness.record.journal import PENDING_FILE, Journal, mark_uploaded, read_pending
 from harness.record.metric_writer import upload_entry
 from harness.record.tracking import TrackingError, first_line, log_texts, open_client
+from harness.record.windows import Windows
 
 
 class SyncReport(NamedTuple):
@@ -35,9 +36,11 @@ def sync_run(directory: Path, uri: str | None = None) -> SyncReport:
     journal = Journal(Path(directory))
     run_ids = list(info["child_run_ids"].values())
     pending = journal.pending()
+    windows = Windows()  # the points harness run would have logged
+    entries = [out for entry in pending for out in windows.add(entry)] + windows.flush()
     try:
         if pending:
-            names = {name for entry in pending for name in entry["metrics"]}
+            names = {name for entry in entries for name in entry["metrics"]}
             stored = {
                 run_id: {
                     (name, m.step)
@@ -46,9 +49,10 @@ def sync_run(directory: Path, uri: str | None = None) -> SyncReport:
                 }
                 for run_id in run_ids
             }
-            for entry in pending:
+            for entry in entries:
                 upload_entry(client, entry.get("runs", run_ids), entry, stored)
-                mark_uploaded(journal.directory, entry["seq"])
+                if entry.get("seq") is not None:
+                    mark_uploaded(journal.directory, entry["seq"])
         calls = read_pending(directory)
         delivered = 0
         timestamp = int(time.time() * 1000)

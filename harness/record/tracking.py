@@ -51,6 +51,7 @@ from harness.record.runs import (
     read_text_artifact,
     set_tags,
 )
+from harness.record.windows import Windows
 
 if TYPE_CHECKING:  # the writer process imports this module; keep it free of JAX
     from harness.types import ChunkMetrics
@@ -111,6 +112,7 @@ class Tracking:
         # (harness.record.metric_writer.workers_for).
         workers = workers_for(expected_values) if expected_values is not None else WORKERS
         self._metrics = MetricFeed(uri, live=live_metrics, workers=workers)
+        self._windows = Windows()  # at most so many points per curve (harness.record.windows)
         self.journal: Journal | None = None
         # Why the store could not be reached (None: it could); what it did
         # not get is in the journal and its pending calls, for harness sync.
@@ -183,7 +185,7 @@ class Tracking:
         # by the time the first chunk comes.
         self._start_writer()
         for entry in journal.pending():
-            self._metrics.put(entry)
+            self._put(entry)
 
     def _start_writer(self) -> None:
         directory = self.journal.directory if self.journal is not None else None
@@ -250,10 +252,16 @@ class Tracking:
 
     # -------------------------------------------------------------- metrics
 
-    def log_chunk(self, chunk: ChunkMetrics, env_steps_per_iteration: int) -> None:
+    def _put(self, entry: dict) -> None:
+        for out in self._windows.add(entry):
+            self._metrics.put(out)
+
+    def log_chunk(self, chunk: ChunkMetrics, env_steps_per_iteration: int, window: int = 1, last: int = 0) -> None:
         """Queue one chunk of per-iteration metrics (`[K, num_seeds]` each) for
         the seeds' runs; iteration i is logged at step i * env_steps_per_iteration,
-        the env steps each seed has taken after it. Returns at once."""
+        the env steps each seed has taken after it. With `window` > 1, a
+        point per `window` iterations of a run of `last` iterations
+        (harness.record.windows). Returns at once."""
         self._metrics.raise_error()
         if not self._metrics.running:
             self._start_writer()
@@ -264,12 +272,14 @@ class Tracking:
             evaluation = {name: [values.tolist()] for name, values in chunk.evaluation.items()}
             items.append(("evaluation", chunk.last_iteration, evaluation))
         dtypes = {name: str(values.dtype) for name, values in {**chunk.metrics, **chunk.evaluation}.items()}
+        windowed = {"window": window, "last": last} if window > 1 else {}
         for kind, first, values in items:
+            extra = windowed if kind == "iterations" else {}
             if self.journal is not None:
-                entry = self.journal.append(kind, first, env_steps_per_iteration, values, dtypes)
-                self._metrics.put(entry)
+                entry = self.journal.append(kind, first, env_steps_per_iteration, values, dtypes, extra)
             else:
-                self._metrics.put({"first": first, "steps": env_steps_per_iteration, "metrics": values})
+                entry = {"kind": kind, "first": first, "steps": env_steps_per_iteration, "metrics": values, **extra}
+            self._put(entry)
 
     def _run_id(self, key: int | str | None) -> str:
         """None: the parent; an int: a seed's (a sweep's column's) run; a str: that run id."""
@@ -313,6 +323,8 @@ class Tracking:
         """Wait until every queued metric is in the store."""
         if not self._metrics.running:
             return
+        for out in self._windows.flush():
+            self._metrics.put(out)
         offline = self._metrics.finish(journaled=self.journal is not None)
         if offline is not None:
             self.offline = offline

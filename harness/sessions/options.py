@@ -10,6 +10,7 @@ from pathlib import Path
 import jax
 
 from harness.console import err_console
+from harness.record import windows
 from harness.record.system_metrics import SystemMetrics, cannot_measure
 from harness.run import cluster
 from harness.run.programs import Programs
@@ -40,6 +41,10 @@ class RunOptions:
     # Trace one steady-state chunk with JAX's profiler into the run
     # directory's profile/ and log it as the parent run's artifacts.
     profile: bool = False
+    # At most this many points per per-iteration curve in MLflow, each a
+    # window's mean with its min and max (harness.record.windows); 0: every
+    # iteration.
+    metric_points: int = windows.DEFAULT_POINTS
 
 
 def system_metrics(uri: str, run_id: str, options: RunOptions, *, resume: bool) -> SystemMetrics:

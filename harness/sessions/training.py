@@ -29,7 +29,7 @@ import numpy as np
 
 from harness import spec
 from harness.console import err_console
-from harness.record import journal, rundir, tracking
+from harness.record import journal, rundir, tracking, windows
 from harness.record.schema import Results, WallTime
 from harness.record.system_metrics import SystemMetrics
 from harness.run import checkpoint, cluster, compile_cache, provenance, runner
@@ -75,16 +75,18 @@ class Trained(NamedTuple):
 
 
 def chunk_sink(
-    tracker: tracking.Tracking, bar: ProgressBar, env_steps_per_iteration: int, logged_through: int, options: RunOptions
+    tracker: tracking.Tracking, bar: ProgressBar, plan: Plan, logged_through: int, options: RunOptions
 ) -> Callable[[ChunkMetrics], None]:
-    """The runner's sink: each chunk to MLflow (through the journal), the
-    progress bar and `options.on_chunk`. A resumed run recomputes the chunks
-    after its checkpoint; those up to `logged_through`, which the
-    interrupted run logged already (bit-identical), are not logged twice."""
+    """The runner's sink: each chunk to MLflow (through the journal; at most
+    `options.metric_points` points per curve), the progress bar and
+    `options.on_chunk`. A resumed run recomputes the chunks after its
+    checkpoint; those up to `logged_through`, which the interrupted run
+    logged already (bit-identical), are not logged twice."""
+    window = windows.window_for(plan.num_iterations, options.metric_points)
 
     def sink(chunk: ChunkMetrics) -> None:
         if chunk.last_iteration > logged_through:
-            tracker.log_chunk(chunk, env_steps_per_iteration)
+            tracker.log_chunk(chunk, plan.env_steps_per_iteration, window, plan.num_iterations)
         bar.update(chunk)
         if options.on_chunk is not None:
             options.on_chunk(chunk)
@@ -221,7 +223,7 @@ class TrainingSession:
             console=err_console,
             enabled=self.options.progress,
         )
-        sink = chunk_sink(self.tracker, bar, plan.env_steps_per_iteration, self.journal.logged_through(), self.options)
+        sink = chunk_sink(self.tracker, bar, plan, self.journal.logged_through(), self.options)
         self.checkpointer = ckpt = checkpoint.Checkpointer(
             program.state_dir,
             every=plan.spec.checkpoint.every,

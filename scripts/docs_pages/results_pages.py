@@ -139,6 +139,19 @@ def curves_plot(reference: Reference) -> bytes:
         return svg(figure)
 
 
+def unseen_seeds(stem: str) -> str:
+    """The claims on seeds the reference did not use (`nox -s unseen`)."""
+    path = ROOT / "results" / "unseen" / f"{stem}.json"
+    stated = stated_claims(stem)
+    if not stated:
+        return "-"
+    if not path.exists():
+        return "not checked"
+    record = schema.parse(path.read_text(), str(path))
+    failed = [name for name, outcome in claims_judge.evaluate(record, stated).items() if not outcome.holds]
+    return f"{len(record.seeds)} seeds: " + (f"fails ({', '.join(failed)})" if failed else "holds")
+
+
 def results_index(specs: dict[str, list[Reference]]) -> str:
     out = [header("results/*.json and experiments/*.yaml"), "# Published results\n\n"]
     count = sum(len(refs) for refs in specs.values())
@@ -148,11 +161,13 @@ def results_index(specs: dict[str, list[Reference]]) -> str:
         "`results/<spec>@<device class>.json` for another device class). `harness reproduce` runs a spec "
         "again and judges it against the reference of its device class. Where a reference was published "
         "before claims were recorded with it, its spec's claims are judged here on the reference's curves, "
-        "as `harness run` judges them.\n\n"
+        "as `harness run` judges them. Unseen seeds: the claims judged on a run of the spec on as many seeds "
+        "as its reference, none of them the reference's (`nox -s unseen`, `results/unseen/`).\n\n"
     )
     rows = []
     for stem, refs in specs.items():
-        for ref in refs:
+        unseen = unseen_seeds(stem)
+        for i, ref in enumerate(refs):
             record = ref.record
             stated = claims_of(ref)
             claim_cell = "; ".join(f"{name}: {verdict(ref, name)}" for name in stated) or "none stated"
@@ -164,15 +179,16 @@ def results_index(specs: dict[str, list[Reference]]) -> str:
                     device_label(ref),
                     len(record.seeds),
                     claim_cell,
+                    unseen if i == 0 else "",
                     f"{record.speed.sps:,.0f}",
                     f"`{short(record.git.get('commit'))}`",
                 ]
             )
     out.append(
         table(
-            ["Spec", "Algorithm", "Env", "Device", "Seeds", "Claims", "Env steps/s", "Commit"],
+            ["Spec", "Algorithm", "Env", "Device", "Seeds", "Claims", "Unseen seeds", "Env steps/s", "Commit"],
             rows,
-            ["l", "l", "l", "l", "r", "l", "r", "l"],
+            ["l", "l", "l", "l", "r", "l", "l", "r", "l"],
         )
     )
     out.append("\nEnv steps/s: steady state, all seeds together.\n")

@@ -17,7 +17,7 @@ from conftest import TINY_SPEC, run_cli, train, write_spec
 from mlflow.tracking import MlflowClient
 
 from harness import cli
-from harness.record.journal import Journal
+from harness.record.journal import Journal, unpack
 
 METRICS = ("loss", "policy_loss", "value_loss", "entropy", "grad_norm", "episode_return")
 # Concurrent runs check that every point reaches the store, not learning:
@@ -154,7 +154,7 @@ def test_server_going_away_mid_run_loses_nothing(tmp_path, server):
         stored = {m.step: m.value for m in client.get_metric_history(child, "loss")}
         for entry in journal.entries:
             if entry["kind"] == "iterations":
-                for k, row in enumerate(entry["metrics"]["loss"]):
+                for k, row in enumerate(unpack(entry["metrics"]["loss"]).tolist()):
                     assert stored[(entry["first"] + k) * steps] == row[1]
         # A second sync has nothing left to do.
         code, out, err = run_cli("sync", "--checkpoint-dir", str(root), "--tracking-uri", server.uri)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from conftest import new_store
 
-from harness.record import tracking, windows
+from harness.record import journal, tracking, windows
 from harness.record.journal import Journal
 from harness.types import ChunkMetrics
 
@@ -66,12 +66,14 @@ def test_a_stopped_run_flushes_its_partial_window_and_a_resumed_one_keeps_the_gr
     assert out["at"] == [800, 1200] and out["metrics"]["loss"] == [[7.5, 75.0], [10.5, 105.0]]
 
 
-def test_entries_without_a_window_pass_through_unchanged():
+def test_entries_without_a_window_pass_through_as_lists():
     w = windows.Windows()
     entry = _entry(5, 1, 3)
     del entry["window"], entry["last"]
-    (out,) = w.add(entry)
-    assert out == entry
+    packed = {**entry, "metrics": {"loss": journal.pack(np.asarray(entry["metrics"]["loss"], np.float32))}}
+    for given in (entry, packed):
+        (out,) = w.add(given)
+        assert out == entry  # lists, seq released
 
 
 def test_nan_rows_are_left_out_of_a_window():
@@ -85,11 +87,11 @@ def test_nan_rows_are_left_out_of_a_window():
 def test_a_long_run_logs_at_most_the_points_asked_for(tmp_path):
     """Through a real store and the metric writer: 50 iterations in chunks
     of 7, at most 8 points per curve, every iteration in the journal."""
-    journal = Journal(tmp_path / "run")
-    journal.directory.mkdir()
+    run_journal = Journal(tmp_path / "run")
+    run_journal.directory.mkdir()
     tracker = tracking.Tracking(new_store(tmp_path), "windows")
     tracker.start("windows-test", {}, {}, (0, 1))
-    tracker.attach(journal)
+    tracker.attach(run_journal)
     window = windows.window_for(50, 8)
     values = np.arange(1, 51, dtype=np.float32)[:, None] * np.array([1, -1], dtype=np.float32)
     with tracker:
@@ -106,6 +108,6 @@ def test_a_long_run_logs_at_most_the_points_asked_for(tmp_path):
     assert [m.value for m in low][:2] == [1, 8]
     high = sorted(client.get_metric_history(tracker.child_ids[1], "window_max/loss"), key=lambda m: m.step)
     assert [m.value for m in high][:2] == [-1, -8]
-    logged = sum(len(e["metrics"]["loss"]) for e in journal.entries)
-    assert logged == 50, "every iteration is journaled"
-    assert json.loads((journal.directory / "uploaded.json").read_text())["seq"] == len(journal.entries)
+    logged = np.concatenate([journal.unpack(e["metrics"]["loss"]) for e in run_journal.entries])
+    assert (logged == values).all(), "every iteration is journaled, bit for bit"
+    assert json.loads((run_journal.directory / "uploaded.json").read_text())["seq"] == len(run_journal.entries)

@@ -1,12 +1,16 @@
 """The metric journal: every chunk's metrics, kept on local disk beside the
 checkpoints, whatever happens to the MLflow store.
 
-`journal.jsonl` in a run directory holds one JSON document per line, in the
-metric writer's format (`harness.record.metric_writer`) with a sequence number and a
-kind: `{"seq": n, "kind": "iterations" | "evaluation", "first": i, "steps": s,
-"metrics": {name: [[value per seed] per iteration]}}`. It is appended to by
-the training process before the chunk is handed to the writer; the writer
-records in `uploaded.json` the last sequence number that reached the store.
+`journal.jsonl` in a run directory holds one JSON document per line, with a
+sequence number and a kind: `{"seq": n, "kind": "iterations" | "evaluation",
+"first": i, "steps": s, "metrics": {name: packed [iterations, seeds]}}`, each
+metric's array packed as its raw bytes (`pack`: base64, with dtype and shape:
+the bits that were computed, at a cost per chunk that does not depend on
+number formatting; journals of older versions hold nested lists, which
+`unpack` reads too). It is appended to by the training process before the
+chunk is handed to the metric writer (harness.record.windows turns it into
+the writer's entries); the writer records in `uploaded.json` the last
+sequence number that reached the store.
 What lies past it is uploaded by `harness sync` (harness.record.sync), which
 also delivers the end-of-run calls (summary metrics, artifacts, tags,
 statuses) that a dead server refused, kept in `pending.json`.
@@ -19,10 +23,13 @@ No JAX here: the metric writer and `harness sync` import this module.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 JOURNAL_FILE = "journal.jsonl"
 UPLOADED_FILE = "uploaded.json"
@@ -34,6 +41,30 @@ def write_json(path: Path, data: Any, indent: int | None = None) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(data, allow_nan=True, indent=indent) + "\n")
     os.replace(tmp, path)
+
+
+def pack(values: Any) -> dict[str, Any]:
+    """An array as JSON: its raw bytes (base64), dtype and shape."""
+    array = np.ascontiguousarray(values)
+    return {"dtype": array.dtype.str, "shape": list(array.shape), "b64": base64.b64encode(array.tobytes()).decode()}
+
+
+def unpack(value: Any, dtype: str = "float32") -> np.ndarray:
+    """A packed array (or, from an older journal, nested lists of `dtype`)."""
+    if isinstance(value, dict):
+        return np.frombuffer(base64.b64decode(value["b64"]), dtype=value["dtype"]).reshape(value["shape"]).copy()
+    return np.asarray(value, dtype=dtype)
+
+
+def rows(value: Any) -> int:
+    """How many iterations a metric of an entry holds, packed or not."""
+    return value["shape"][0] if isinstance(value, dict) else len(value)
+
+
+def entry_arrays(entry: dict[str, Any]) -> dict[str, np.ndarray]:
+    """An entry's metrics as arrays of the dtypes they were computed in."""
+    dtypes = entry.get("dtypes", {})
+    return {name: unpack(value, dtypes.get(name, "float32")) for name, value in entry["metrics"].items()}
 
 
 class Journal:
@@ -81,19 +112,17 @@ class Journal:
         kind: str,
         first: int,
         steps: int,
-        metrics: dict[str, list],
-        dtypes: dict[str, str],
+        metrics: dict[str, Any],
         extra: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """Add one chunk's metrics (and `extra` keys, e.g. its MLflow window);
-        returns the entry (with its `seq`)."""
+        """Add one chunk's metrics (arrays, `[iterations, seeds]`; and `extra`
+        keys, e.g. its MLflow window); returns the entry (with its `seq`)."""
         entry = {
             "seq": len(self._entries) + 1,
             "kind": kind,
             "first": first,
             "steps": steps,
-            "metrics": metrics,
-            "dtypes": dtypes,
+            "metrics": {name: pack(values) for name, values in metrics.items()},
             **(extra or {}),
             **(self.scope or {}),
         }
@@ -114,7 +143,9 @@ class Journal:
     def logged_through(self) -> int:
         """The last iteration whose metrics are in the journal (0: none)."""
         ends = [
-            e["first"] + len(next(iter(e["metrics"].values()))) - 1 for e in self._scoped() if e["kind"] == "iterations"
+            e["first"] + rows(next(iter(e["metrics"].values()))) - 1
+            for e in self._scoped()
+            if e["kind"] == "iterations"
         ]
         return max(ends, default=0)
 
@@ -123,23 +154,18 @@ class Journal:
         after the chunk `[seeds]`) of each chunk that ended at or before
         iteration `through`, in order, as numpy arrays of the logged dtypes
         (so the values are the bits that were computed)."""
-        import numpy as np
-
-        def arrays(entry: dict[str, Any]) -> dict[str, Any]:
-            dtypes = entry.get("dtypes", {})
-            return {k: np.asarray(v, dtype=dtypes.get(k, "float32")) for k, v in entry["metrics"].items()}
-
         entries = self._scoped()
         evaluations = {e["first"]: e for e in entries if e["kind"] == "evaluation"}
         out, seen = [], set()
         for e in entries:
             if e["kind"] != "iterations" or e["first"] in seen:
                 continue
-            last = e["first"] + len(next(iter(e["metrics"].values()))) - 1
+            last = e["first"] + rows(next(iter(e["metrics"].values()))) - 1
             if last <= through:
                 seen.add(e["first"])
-                evaluation = {k: v[0] for k, v in arrays(evaluations[last]).items()} if last in evaluations else {}
-                out.append((e["first"], arrays(e), evaluation))
+                after = evaluations.get(last)
+                evaluation = {k: v[0] for k, v in entry_arrays(after).items()} if after is not None else {}
+                out.append((e["first"], entry_arrays(e), evaluation))
         return sorted(out, key=lambda chunk: chunk[0])
 
     # ------------------------------------------------------------ uploads

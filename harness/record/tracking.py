@@ -30,6 +30,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from harness.record import store
 from harness.record.client import (
     DEFAULT_TRACKING_URI,
@@ -265,18 +267,16 @@ class Tracking:
         self._metrics.raise_error()
         if not self._metrics.running:
             self._start_writer()
-        metrics = {name: values.tolist() for name, values in chunk.metrics.items()}
-        items = [("iterations", chunk.first_iteration, metrics)]
+        items = [("iterations", chunk.first_iteration, dict(chunk.metrics))]
         if chunk.evaluation:
             # An evaluation is logged at the step of the iteration it followed.
-            evaluation = {name: [values.tolist()] for name, values in chunk.evaluation.items()}
+            evaluation = {name: np.asarray(values)[None] for name, values in chunk.evaluation.items()}
             items.append(("evaluation", chunk.last_iteration, evaluation))
-        dtypes = {name: str(values.dtype) for name, values in {**chunk.metrics, **chunk.evaluation}.items()}
         windowed = {"window": window, "last": last} if window > 1 else {}
         for kind, first, values in items:
             extra = windowed if kind == "iterations" else {}
             if self.journal is not None:
-                entry = self.journal.append(kind, first, env_steps_per_iteration, values, dtypes, extra)
+                entry = self.journal.append(kind, first, env_steps_per_iteration, values, extra)
             else:
                 entry = {"kind": kind, "first": first, "steps": env_steps_per_iteration, "metrics": values, **extra}
             self._put(entry)

@@ -25,6 +25,10 @@ import math
 import warnings
 from typing import Any
 
+import numpy as np
+
+from harness.record.journal import entry_arrays
+
 DEFAULT_POINTS = 320
 MIN_PREFIX, MAX_PREFIX = "window_min/", "window_max/"
 
@@ -38,69 +42,69 @@ def window_for(iterations: int, points: int | None) -> int:
 
 
 class Windows:
-    """Journal entries in, metric-writer entries out (see the module)."""
+    """Journal entries in, metric-writer entries (nested lists) out (see the
+    module). Metrics may come packed (harness.record.journal), as arrays or
+    as nested lists."""
 
     def __init__(self) -> None:
         # Per scope (a sweep's runs, or the seeds' columns): the rows of the
-        # open window, by metric name, and each row's iteration and steps.
+        # open window, by metric name, the step of its last row, and the
+        # entry they came from.
         self._open: dict[tuple, dict[str, Any]] = {}
         self._seq: int | None = None
 
     def add(self, entry: dict[str, Any]) -> list[dict[str, Any]]:
         self._seq = entry.get("seq", self._seq)
+        metrics = entry_arrays(entry)
         if entry.get("kind", "iterations") == "iterations" and entry.get("window", 1) > 1:
-            out = self._rows(entry)
+            out = self._rows(entry, metrics)
         else:
-            out = [{k: v for k, v in entry.items() if k != "seq"}]
+            kept = {k: v for k, v in entry.items() if k not in ("seq", "dtypes", "metrics")}
+            out = [{**kept, "metrics": {name: values.tolist() for name, values in metrics.items()}}]
         return self._release(out)
 
     def flush(self) -> list[dict[str, Any]]:
         """The open windows, partial, as entries."""
         out = [self._close(scope) for scope in list(self._open)]
-        return self._release([e for e in out if e is not None])
+        return self._release(_merged(out))
 
     def _release(self, out: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if out and not self._open and self._seq is not None:
             out[-1]["seq"] = self._seq  # every entry so far reaches the store with this one
         return out
 
-    def _rows(self, entry: dict[str, Any]) -> list[dict[str, Any]]:
+    def _rows(self, entry: dict[str, Any], metrics: dict[str, Any]) -> list[dict[str, Any]]:
         scope = tuple(entry.get("runs", ()))
         window, last, first, steps = entry["window"], entry["last"], entry["first"], entry["steps"]
-        names = list(entry["metrics"])
-        points: list[dict[str, Any]] = []
-        for k in range(len(entry["metrics"][names[0]])):
-            held = self._open.setdefault(scope, {"rows": {n: [] for n in names}, "at": 0, "entry": entry})
-            for name in names:
-                held["rows"][name].append(entry["metrics"][name][k])
-            held["at"] = (first + k) * steps
-            if (first + k) % window == 0 or first + k >= last:
-                points.append(self._close(scope))
+        count = len(next(iter(metrics.values())))
+        points, start = [], 0
+        for k in range(count):
+            if (first + k) % window == 0 or first + k >= last or k == count - 1:
+                held = self._open.setdefault(scope, {"rows": {name: [] for name in metrics}, "entry": entry})
+                for name, values in metrics.items():
+                    held["rows"][name].append(values[start : k + 1])
+                held["at"] = (first + k) * steps
+                start = k + 1
+                if (first + k) % window == 0 or first + k >= last:
+                    points.append(self._close(scope))
         return _merged(points)
 
-    def _close(self, scope: tuple) -> dict[str, Any] | None:
-        held = self._open.pop(scope, None)
-        if held is None or not held["rows"]:
-            return None
+    def _close(self, scope: tuple) -> dict[str, Any]:
+        held = self._open.pop(scope)
         metrics: dict[str, list] = {}
-        for name, rows in held["rows"].items():
-            mean, low, high = _summary(rows)
-            metrics[name] = [mean]
-            metrics[MIN_PREFIX + name] = [low]
-            metrics[MAX_PREFIX + name] = [high]
-        source = held["entry"]
+        for name, parts in held["rows"].items():
+            mean, low, high = _summary(parts)
+            metrics[name], metrics[MIN_PREFIX + name], metrics[MAX_PREFIX + name] = [mean], [low], [high]
         point = {"kind": "iterations", "at": [held["at"]], "metrics": metrics}
-        if "runs" in source:
-            point["runs"] = source["runs"]
+        if "runs" in held["entry"]:
+            point["runs"] = held["entry"]["runs"]
         return point
 
 
-def _summary(rows: list[list[float]]) -> tuple[list[float], list[float], list[float]]:
-    """Per column: the mean, min and max over `rows`, NaN where a column has
-    only NaN."""
-    import numpy as np
-
-    values = np.asarray(rows, dtype=np.float64)
+def _summary(parts: list[np.ndarray]) -> tuple[list[float], list[float], list[float]]:
+    """Per column: the mean, min and max over the rows of `parts`, NaN
+    where a column has only NaN."""
+    values = np.concatenate(parts, axis=0).astype(np.float64)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         return (
@@ -111,12 +115,13 @@ def _summary(rows: list[list[float]]) -> tuple[list[float], list[float], list[fl
 
 
 def _merged(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Consecutive points of one entry as one entry (one writer job)."""
-    if not points:
-        return []
-    merged = {**points[0], "at": [], "metrics": {name: [] for name in points[0]["metrics"]}}
+    """Consecutive points of one scope as one entry (one writer job)."""
+    out: list[dict[str, Any]] = []
     for point in points:
-        merged["at"].extend(point["at"])
-        for name, values in point["metrics"].items():
-            merged["metrics"][name].extend(values)
-    return [merged]
+        if out and out[-1].get("runs") == point.get("runs"):
+            out[-1]["at"].extend(point["at"])
+            for name, values in point["metrics"].items():
+                out[-1]["metrics"][name].extend(values)
+        else:
+            out.append({**point, "at": list(point["at"]), "metrics": {n: list(v) for n, v in point["metrics"].items()}})
+    return out

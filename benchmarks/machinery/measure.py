@@ -39,6 +39,7 @@ from harness.run.ceiling import spread
 ENV_STEPS = "env steps/s"
 SIMULATIONS = "simulations/s"
 UPDATES = "updates/s"
+VALUES = "metric values/s"  # per-iteration metric values through the harness to MLflow
 
 
 # ------------------------------------------------------------------ memory

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from benchmarks.machinery.measure import ENV_STEPS, SIMULATIONS, UPDATES, Result
+from benchmarks.machinery.measure import ENV_STEPS, SIMULATIONS, UPDATES, VALUES, Result
 from harness.console import si
 from harness.run import host_devices
 from harness.run.ceiling import Ceiling
@@ -160,7 +160,7 @@ def ceiling_change(current: Ceiling | None, previous: dict[str, Any] | None) -> 
 
 # ------------------------------------------------------------------- table
 
-_SHORT_UNITS = {ENV_STEPS: "steps/s", SIMULATIONS: "sims/s", UPDATES: "updates/s"}
+_SHORT_UNITS = {ENV_STEPS: "steps/s", SIMULATIONS: "sims/s", UPDATES: "updates/s", VALUES: "values/s"}
 
 
 def _percent(value: float | None, ceiling: float | None, prefix: str = "") -> str:

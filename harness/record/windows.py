@@ -79,14 +79,15 @@ class Windows:
         count = len(next(iter(metrics.values())))
         points, start = [], 0
         for k in range(count):
-            if (first + k) % window == 0 or first + k >= last or k == count - 1:
+            closes = (first + k) % window == 0 or first + k >= last
+            if closes or k == count - 1:  # rows start..k go into the open window
                 held = self._open.setdefault(scope, {"rows": {name: [] for name in metrics}, "entry": entry})
                 for name, values in metrics.items():
                     held["rows"][name].append(values[start : k + 1])
                 held["at"] = (first + k) * steps
                 start = k + 1
-                if (first + k) % window == 0 or first + k >= last:
-                    points.append(self._close(scope))
+            if closes:
+                points.append(self._close(scope))
         return _merged(points)
 
     def _close(self, scope: tuple) -> dict[str, Any]:

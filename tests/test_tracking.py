@@ -15,7 +15,7 @@ from mlflow.tracking import MlflowClient
 
 from harness import cli
 from harness import spec as S
-from harness.record import tracking
+from harness.record import iterations, tracking
 from harness.run import provenance
 from harness.run.runner import ChunkMetrics
 
@@ -109,6 +109,17 @@ def test_artifacts_hold_the_resolved_spec_and_results(logged_run, tmp_path):
     assert logged["final"] == record["final"]
     assert set(logged["per_seed_final"]) == {str(s) for s in spec.seeds}
     assert len(logged["curves"]["env_steps"]) == 20
+    # Every iteration of every seed, in the dtypes computed: the record's
+    # curve points are rows of it.
+    table = iterations.read(Path(client.download_artifacts(parent.info.run_id, iterations.FILE, str(tmp_path))))
+    seeds = len(spec.seeds)
+    assert len(table["iteration"]) == logged["iterations"] * seeds
+    assert table["episode_return"].dtype == np.float32
+    for k, steps in enumerate(logged["curves"]["env_steps"]):
+        rows = np.flatnonzero(table["env_steps"] == steps)
+        assert list(table["seed"][rows]) == list(spec.seeds)
+        point = [logged["curves"]["metrics"]["loss"][str(s)][k] for s in spec.seeds]
+        assert table["loss"][rows].tolist() == pytest.approx(point, rel=1e-6)
 
 
 def test_publish_writes_the_reference_from_the_finished_run(logged_run, tmp_path, capsys):

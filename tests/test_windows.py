@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from conftest import new_store
 
-from harness.record import journal, tracking, windows
+from harness.record import iterations, journal, tracking, windows
 from harness.record.journal import Journal
 from harness.types import ChunkMetrics
 
@@ -111,3 +111,15 @@ def test_a_long_run_logs_at_most_the_points_asked_for(tmp_path):
     logged = np.concatenate([journal.unpack(e["metrics"]["loss"]) for e in run_journal.entries])
     assert (logged == values).all(), "every iteration is journaled, bit for bit"
     assert json.loads((run_journal.directory / "uploaded.json").read_text())["seq"] == len(run_journal.entries)
+
+
+def test_the_iterations_file_keeps_every_iteration_and_evaluation(tmp_path):
+    metrics = {"loss": np.arange(12, dtype=np.float32).reshape(6, 2) / 3}
+    evaluation = {"eval_return": np.array([[1.5, 2.5], [3.5, 4.5]], dtype=np.float32)}
+    path = iterations.write(tmp_path / iterations.FILE, metrics, [7, 9], 100, evaluation, (3, 6))
+    table = iterations.read(path)
+    assert table["iteration"].tolist() == [1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6]
+    assert table["seed"].tolist() == [7, 9] * 6 and table["env_steps"][-1] == 600
+    assert table["loss"].dtype == np.float32 and (table["loss"] == metrics["loss"].reshape(-1)).all()
+    assert np.isnan(table["eval_return"][:4]).all()
+    assert table["eval_return"][[4, 5, 10, 11]].tolist() == [1.5, 2.5, 3.5, 4.5]

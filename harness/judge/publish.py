@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from harness.judge import references
+from harness.judge import claims, references
 from harness.judge.baselines import random_policy_summary
 from harness.judge.references import ReproduceError
 from harness.record import tracking
@@ -17,8 +17,9 @@ from harness.types import Plan
 
 def publishable(plan: Plan, uri: str, run_id: str | None, random_baseline: bool) -> Results:
     """The record to publish for `plan`: run `run_id`'s results.json, or the
-    newest finished run's of the spec; with `random_baseline`, the return of
-    a uniformly random policy on the spec's env and seeds too."""
+    newest finished run's of the spec, with the spec's claims judged on it;
+    with `random_baseline`, the return of a uniformly random policy on the
+    spec's env and seeds too."""
     tracker = tracking.Tracking(uri, plan.spec.experiment_name)
     client = tracker.client
     if run_id:
@@ -37,6 +38,9 @@ def publishable(plan: Plan, uri: str, run_id: str | None, random_baseline: bool)
         raise ReproduceError(f"run {run.info.run_id} has no results.json")
     source = f"results.json of run {run.info.run_id}"
     record = references.parse_reference(text, source, plan.spec_hash, canonical(plan.spec))
+    # The claims the spec states now, judged on the run (claims are not part
+    # of the spec hash: a claim restated since the run is what is published).
+    record = claims.with_claims(record.model_copy(update={"claims": None}), plan.spec.claims)
     record.mlflow_run_id = run.info.run_id
     if random_baseline:
         record.baselines = {"random_policy": random_policy_summary(plan.env, plan.spec.seeds)}

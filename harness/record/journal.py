@@ -196,8 +196,9 @@ def read_pending(directory: Path) -> dict[str, Any]:
 
 
 def add_pending(directory: Path, kind: str, run_id: str, values: dict[str, Any]) -> None:
-    """Keep an MLflow call the store refused: kind is metrics, artifacts,
-    tags or status (values {"status": ...})."""
+    """Keep an MLflow call the store refused: kind is metrics, artifacts
+    (texts by name), files (paths by name), tags or status (values
+    {"status": ...})."""
     pending = read_pending(directory)
     pending.setdefault(kind, {}).setdefault(run_id, {}).update(values)
     write_json(Path(directory) / PENDING_FILE, pending)

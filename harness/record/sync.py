@@ -63,6 +63,10 @@ def sync_run(directory: Path, uri: str | None = None) -> SyncReport:
         for run_id, files in calls.get("artifacts", {}).items():
             log_texts(client, run_id, files)
             delivered += 1
+        for run_id, files in calls.get("files", {}).items():
+            for path in files.values():
+                store.retry_locked(client.log_artifact, run_id, path)
+            delivered += 1
         for run_id, tags in calls.get("tags", {}).items():
             store.retry_locked(client.log_batch, run_id, tags=[RunTag(k, v) for k, v in tags.items()])
             delivered += 1

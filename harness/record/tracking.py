@@ -314,10 +314,11 @@ class Tracking:
         self._call("artifacts", run_id, files, log_texts, self.client, run_id, files)
 
     def log_files(self, paths: list[Path], run: int | str | None = None) -> None:
-        """Log files (e.g. a plot) as artifacts of the parent run, or another."""
+        """Log files (e.g. a plot) as artifacts of the parent run, or another;
+        kept for harness sync if the store is gone (the files must stay)."""
         run_id = self._run_id(run)
         for path in paths:
-            store.retry_locked(self.client.log_artifact, run_id, str(path))
+            self._call("files", run_id, {Path(path).name: str(path)}, self.client.log_artifact, run_id, str(path))
 
     def flush(self) -> None:
         """Wait until every queued metric is in the store."""

@@ -184,7 +184,7 @@ def _train_and_log_main(plan: Plan, uri: str, options: RunOptions) -> Logged:
         wall_time = {f"time_{part}_seconds": seconds for part, seconds in trained.wall_time.model_dump().items()}
         judged = record.claims or {}
         summary = {"wall_seconds": wall, **wall_time, **claims.metrics(judged)}
-        session.log_results(record, None, plan.spec.seeds, summary, claims.tags(judged))
+        session.log_results(record, trained.result, None, plan.spec.seeds, summary, claims.tags(judged))
     tracker = session.tracker
     return Logged(record, session.directory.run_id, uri, tracker.client, tracker.experiment_id, tracker.offline)
 

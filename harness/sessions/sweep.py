@@ -214,7 +214,9 @@ class SweepSession(TrainingSession):
             record.mlflow_run_id = point_id
             if batch is not None:
                 record.fingerprint = {**record.fingerprint, "batch": batch}
-            self.log_results(record, point_id, columns[part], {"program_sps": result.sps}, {"sweep.program": str(g)})
+            self.log_results(
+                record, point_result, point_id, columns[part], {"program_sps": result.sps}, {"sweep.program": str(g)}
+            )
             path = self.directory.path / POINTS_DIR / f"{point.index}.json"
             path.parent.mkdir(exist_ok=True)
             journal.write_json(path, record.model_dump(mode="json", exclude_none=True), indent=2)

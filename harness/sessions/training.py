@@ -29,7 +29,7 @@ import numpy as np
 
 from harness import spec
 from harness.console import err_console
-from harness.record import journal, rundir, tracking, windows
+from harness.record import iterations, journal, rundir, tracking, windows
 from harness.record.schema import Results, WallTime
 from harness.record.system_metrics import SystemMetrics
 from harness.run import checkpoint, cluster, compile_cache, provenance, runner
@@ -304,6 +304,7 @@ class TrainingSession:
     def log_results(
         self,
         record: Results,
+        result: RunResult,
         run: str | None,
         seed_runs: Sequence[int],
         speed: dict[str, float],
@@ -312,7 +313,9 @@ class TrainingSession:
         """Log `record` on `run` (None: the parent; see Tracking.log_summary's
         keys): its final metrics and speed (with `speed` added), each seed's
         final metrics on its run (`seed_runs`, in the record's seed order),
-        the compilation cache's verdict (with `tags` added) and results.json."""
+        the compilation cache's verdict (with `tags` added), results.json and
+        every iteration of `result` (its runs' part of the program's) in
+        iterations.parquet, written to the run directory first."""
         speed = {
             "sps": record.speed.sps,
             "sps_per_device": record.speed.sps_per_device,
@@ -328,6 +331,18 @@ class TrainingSession:
         )
         self.tracker.set_tags({"compile_cache": record.speed.compile_cache, **(tags or {})}, run)
         self.tracker.log_artifacts({"results.json": record.to_json()}, run)
+        folder = self.directory.path / ("" if run is None else f"runs/{run}")
+        folder.mkdir(parents=True, exist_ok=True)
+        steps = record.env_steps_per_seed // record.iterations
+        path = iterations.write(
+            folder / iterations.FILE,
+            result.metrics,
+            record.seeds,
+            steps,
+            result.evaluation,
+            result.evaluation_iterations,
+        )
+        self.tracker.log_files([path], run)
 
 
 def _final(values: dict[str, float]) -> dict[str, float]:

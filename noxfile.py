@@ -100,11 +100,10 @@ def unseen(session: nox.Session) -> None:
         if not reference.exists():
             session.error(f"no reference results/{name}.json to take the seeds it used from")
         used = json.loads(reference.read_text())["seeds"]
-        first = max(used) + 1
-        seeds = f"{first}-{first + len(used) - 1}"
+        seeds = [str(seed) for seed in range(max(used) + 1, max(used) + 1 + len(used))]
         out = f"results/unseen/{name}.json"
         session.run(
-            "harness", "run", f"experiments/{name}.yaml", "--seeds", seeds, "--no-progress", "--results-out", out
+            "harness", "run", f"experiments/{name}.yaml", "--no-progress", "--results-out", out, "--seeds", *seeds
         )
 
 

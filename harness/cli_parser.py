@@ -81,9 +81,11 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--results-out", help="also write results.json to this path")
     r.add_argument(
         "--seeds",
-        metavar="A-B|A,B,...",
-        help="train these seeds instead of the spec's (e.g. 8-15: seeds a reference did not use, to check its"
-        " claims on them); the run's spec then has another hash",
+        type=int,
+        nargs="+",
+        metavar="SEED",
+        help="train these seeds instead of the spec's (e.g. seeds a reference did not use, to check its claims"
+        " on them); the run's spec then has another hash",
     )
     r.add_argument(
         "--profile",

@@ -175,8 +175,10 @@ def cmd_publish(args: argparse.Namespace) -> int:
     )
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(record.to_json())
+    every = publish.copy_iterations(uri, record.mlflow_run_id, out)
     out_console.print(
         f"published run {record.mlflow_run_id} to {out} (device class {references.device_class(record.fingerprint)})"
+        + (f", every iteration to {every}" if every else "")
     )
     return 0
 

@@ -51,11 +51,12 @@ def seeds(given: list[int]) -> tuple[int, ...]:
 
 
 def with_command_line(loaded: spec.Spec, args: argparse.Namespace | None) -> spec.Spec:
-    """`loaded` with the command line's seeds (--seeds) and device options
+    """`loaded` with the command line's seeds (run's --seeds) and device options
     (if `args` has any) in place of its own; for a command that trains
     (`args` given), XLA's deterministic mode and host devices set when it
     asks for them."""
-    if args is not None and getattr(args, "seeds", None):
+    if args is not None and getattr(args, "command", None) == "run" and args.seeds:
+        # harness reproduce --seeds rebuilds the reference's spec itself.
         loaded = loaded.model_copy(update={"seeds": seeds(args.seeds)})
     if args is not None and (given := devices(args)):
         try:

@@ -13,12 +13,14 @@ import json
 import os
 import struct
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from conftest import TINY_SPEC, run_cli, write_spec
 from mlflow.tracking import MlflowClient
 
 from harness import cli
-from harness.judge import compare
+from harness.judge import compare, differences
 from harness.record import tracking
 
 
@@ -78,6 +80,8 @@ def reproductions(server, published, tmp_path_factory):
     - `run_id`: the run-id path, judged against the run on the server;
     - `planted`: the spec path against the published reference with one
       curve point of one seed changed;
+    - `every_iteration`: the spec path against the published reference with
+      one value changed in its iterations file;
     - `other_seeds`: the spec path with other seeds (statistical).
     """
     spec, reference_path, reference, client = published
@@ -87,9 +91,20 @@ def reproductions(server, published, tmp_path_factory):
     curve[12] += 0.5
     planted_path = tmp / "planted.json"
     planted_path.write_text(json.dumps(planted))
+    # The reference as published, with every iteration beside it, one value
+    # changed there: seed 1's loss at iteration 2, neither a curve point nor
+    # in the final 10%, so that only the iterations file can show it.
+    every_path = tmp / "every.json"
+    every_path.write_text(reference_path.read_text())
+    table = pq.read_table(differences.beside(reference_path))
+    loss = table.column("loss").to_numpy().copy()
+    loss[1 * len(reference["seeds"]) + 1] += 0.5
+    table = table.set_column(table.column_names.index("loss"), "loss", pa.array(loss))
+    pq.write_table(table, differences.beside(every_path))
     cases = {
         "run_id": ["--run-id", reference["mlflow_run_id"]],
         "planted": [str(spec), "--reference", str(planted_path)],
+        "every_iteration": [str(spec), "--reference", str(every_path)],
         "other_seeds": [str(spec), "--reference", str(reference_path), "--seeds", "2", "3", "4", "5"],
     }
     out = {}
@@ -140,6 +155,18 @@ def test_a_planted_change_in_the_reference_fails_with_exit_code_1(reproductions,
     # The run itself trained fine; only the verdict failed.
     assert r.run.info.status == "FINISHED"
     assert r.tags["reproduces"].endswith("planted.json") and r.tags["spec_hash"] == reference["spec_hash"]
+
+
+def test_an_exact_verdict_sees_every_iteration(reproductions, published):
+    r = reproductions["every_iteration"]
+    _, reference_path, reference, _ = published
+    assert differences.beside(reference_path).exists(), "harness publish puts every iteration beside the reference"
+    assert r.code == 1, r.out + r.err
+    assert "exact, FAIL (loss)" in r.flat
+    steps = reference["env_steps_per_seed"] // reference["iterations"]
+    assert f"seed 1 differs first at iteration 2 (env step {2 * steps})" in r.flat
+    assert r.tags["verdict.loss"] == "fail" and r.tags["verdict.episode_return"] == "pass"
+    assert "bit-identical at every iteration" in r.flat
 
 
 def test_other_seeds_are_judged_statistically_and_pass(reproductions, published):

@@ -4,12 +4,15 @@ results.json into `results/`) and the logged run that `harness reproduce
 
 from __future__ import annotations
 
+import shutil
+import tempfile
+from pathlib import Path
 from typing import NamedTuple
 
-from harness.judge import claims, references
+from harness.judge import claims, differences, references
 from harness.judge.baselines import random_policy_summary
 from harness.judge.references import ReproduceError
-from harness.record import tracking
+from harness.record import iterations, tracking
 from harness.record.schema import Results
 from harness.spec import canonical
 from harness.types import Plan
@@ -73,3 +76,17 @@ def logged_run(uri: str, run_id: str) -> LoggedRun:
             f"run {run_id} ({run.info.status}) has no results.json: only a finished run can be a reference"
         )
     return LoggedRun(run_id, note, spec_yaml, results_json)
+
+
+def copy_iterations(uri: str, run_id: str, out: Path) -> Path | None:
+    """The run's iterations.parquet beside the published record `out`
+    (harness.judge.differences), replacing any earlier one; None (and
+    none left there) when the run has none."""
+    target = differences.beside(out)
+    target.unlink(missing_ok=True)
+    client = tracking.open_client(uri)
+    if iterations.FILE not in {a.path for a in client.list_artifacts(run_id)}:
+        return None
+    with tempfile.TemporaryDirectory() as folder:
+        shutil.copyfile(client.download_artifacts(run_id, iterations.FILE, folder), target)
+    return target

@@ -30,9 +30,9 @@ from __future__ import annotations
 import json
 from typing import Any, NamedTuple
 
-from harness.judge import stats
+from harness.judge import differences, stats
 from harness.judge.xla_flags import exact_problem, numerics_flags, without_host_device_count
-from harness.record.schema import EMPTY_CURVES, Results
+from harness.record.schema import Results
 
 # Fingerprint keys that change the bits a run produces. The host name does
 # not; the CPU model and its instruction set do, because XLA compiles CPU
@@ -197,46 +197,11 @@ def _seeds(seeds: list[int]) -> str:
     return ",".join(map(str, seeds))
 
 
-def first_difference(reference: Results, record: Results, metric: str) -> dict[str, Any] | None:
-    """Where `metric` first differs (earliest env step, then lowest seed), with
-    the number of differing values; None when every value is bit-identical."""
-    # Per-iteration metrics are in "curves"; evaluations (kept after whole
-    # logging chunks) in "evaluation_curves".
-    section = "curves" if metric in reference.curves.metrics else "evaluation_curves"
-    ref_block = getattr(reference, section) or EMPTY_CURVES
-    new_block = getattr(record, section) or EMPTY_CURVES
-    steps = ref_block.env_steps
-    if new_block.env_steps != steps:
-        return {"what": "the curves are kept at other env steps", "count": None}
-    ref_curves = ref_block.metrics.get(metric, {})
-    new_curves = new_block.metrics.get(metric)
-    if new_curves is None:
-        return {"what": "the reproduction does not report this metric", "count": None}
-    differences = []
-    for seed in reference.seeds:
-        ref, new = ref_curves[str(seed)], new_curves[str(seed)]
-        differences += [(i, seed, a, b) for i, (a, b) in enumerate(zip(ref, new, strict=True)) if a != b]
-        ref_final = reference.per_seed_final[str(seed)][metric]
-        new_final = record.per_seed_final[str(seed)][metric]
-        if ref_final != new_final:
-            differences.append((len(steps), seed, ref_final, new_final))
-    if not differences:
-        return None
-    i, seed, ref, new = min(differences, key=lambda d: (d[0], d[1]))
-    where = f"env step {steps[i]}" if i < len(steps) else "the final value"
-    return {
-        "what": f"seed {seed} differs first at {where}: {ref!r} in the reference, {new!r} here",
-        "seed": seed,
-        "env_step": steps[i] if i < len(steps) else None,
-        "reference": ref,
-        "reproduction": new,
-        "count": len(differences),
-    }
-
-
-def judge(reference: Results, record: Results, source: str) -> Verdict:
+def judge(reference: Results, record: Results, source: str, every: tuple[dict, dict] | None = None) -> Verdict:
     """The verdict on `record` (a reproduction's results.json) against
-    `reference` (a published or logged results.json of the same spec)."""
+    `reference` (a published or logged results.json of the same spec); with
+    `every`, the two runs' iterations files (reference's, reproduction's), an
+    exact verdict compares every iteration too (harness.judge.differences)."""
     reasons = not_exact_because(reference, record)
     mode = "statistical" if reasons else "exact"
     names = reference.metric_names()
@@ -256,10 +221,12 @@ def judge(reference: Results, record: Results, source: str) -> Verdict:
             consistency = f"intervals do not overlap (reproduction {side} the reference)"
         difference = None
         if mode == "exact":
-            difference = first_difference(reference, record, name)
+            difference = differences.at_curve_points(reference, record, name)
+            if difference is None and every is not None:
+                difference = differences.at_every_iteration(*every, name)
             passed = difference is None
             if passed:
-                detail = "bit-identical"
+                detail = "bit-identical" + (" at every iteration" if every is not None and name in every[0] else "")
             else:
                 count = difference["count"]
                 counted = f" ({count} values differ)" if count else ""

@@ -8,13 +8,15 @@ then the one run again.
 from __future__ import annotations
 
 import dataclasses
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
 from harness import build, spec
 from harness.console import err_console, out_console, print_table
-from harness.judge import publish, references, reproduce
+from harness.judge import differences, publish, references, reproduce
+from harness.record import iterations
 from harness.record.schema import Results
 from harness.run import provenance
 from harness.sessions import results
@@ -31,6 +33,7 @@ class Reference(NamedTuple):
     record: Results  # the reference's results.json
     label: str  # the reference's name in the verdict: its path, or `run <id>`
     uri: str  # the MLflow store the reproduction is logged to
+    iterations: Path | None = None  # its iterations.parquet, for an exact verdict at every iteration
 
 
 class Reproduced(NamedTuple):
@@ -66,7 +69,7 @@ def of_spec(plan: Plan, spec_path: str, reference: str | None, uri: str) -> Refe
             path = choice.path
             err_console.print(f"reference: {path}: {choice.why}", soft_wrap=True)
     record = references.load_reference(path, spec_path, plan.spec_hash, spec.canonical(plan.spec))
-    return Reference(plan, spec_path, record, str(path), uri)
+    return Reference(plan, spec_path, record, str(path), uri, differences.beside(path))
 
 
 def run_and_judge(reference: Reference, options: RunOptions, seeds: list[int] | None = None) -> Reproduced | None:
@@ -87,7 +90,7 @@ def run_and_judge(reference: Reference, options: RunOptions, seeds: list[int] | 
         return None
     results.print_summary(plan, logged.record, logged.uri, logged.experiment_id, logged.parent_id)
     print_claims(logged.record)
-    verdict = reproduce.judge(reference.record, logged.record, reference.label)
+    verdict = reproduce.judge(reference.record, logged.record, reference.label, _differences(reference, logged))
     print_table(reproduce.table(verdict), width=80)
     for reason in verdict.not_exact_because:
         out_console.print(f"  not judged bit for bit: {reason}")
@@ -97,3 +100,17 @@ def run_and_judge(reference: Reference, options: RunOptions, seeds: list[int] | 
     word = "[bold green]PASS[/]" if verdict.passed else "[bold red]FAIL[/]"
     out_console.print(f"verdict: {word}, logged to run {logged.parent_id} (tags verdict.*, verdict.json, verdict.md)")
     return Reproduced(logged, verdict)
+
+
+def _differences(reference: Reference, logged: Logged) -> tuple[dict, dict] | None:
+    """The reference's and the reproduction's iterations files, when the
+    reference was published with one."""
+    ours = differences.load(reference.iterations)
+    if ours is None:
+        return None
+    with tempfile.TemporaryDirectory() as folder:
+        try:
+            path = logged.client.download_artifacts(logged.parent_id, iterations.FILE, folder)
+        except Exception:  # noqa: BLE001  (not logged: the store went away)
+            return None
+        return ours, iterations.read(Path(path))

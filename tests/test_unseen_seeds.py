@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from conftest import background_result, run_cli
 
 from harness import spec as S
 from harness.judge import claims
@@ -21,17 +21,31 @@ ROOT = Path(__file__).resolve().parent.parent
 UNSEEN = sorted((ROOT / "results" / "unseen").glob("*.json"))
 
 
-def test_reinforce_cartpole_claim_holds_on_unseen_seeds(tmp_path):
+def run_on_unseen_seeds(tmp_path_factory) -> tuple[subprocess.CompletedProcess, dict]:
     """The published spec, whole, on 4 seeds after the reference's 8, with
-    XLA's default optimisations (as a user runs it)."""
+    XLA's default optimisations (as a user runs it), in a subprocess started
+    when the session starts (conftest's BACKGROUND)."""
+    tmp_path = tmp_path_factory.mktemp("unseen")
     spec = ROOT / "experiments" / "reinforce_cartpole.yaml"
     out = tmp_path / "results.json"
     env = {**os.environ, "XLA_FLAGS": ""}
     argv = [sys.executable, "-m", "harness", "run", str(spec), "--seeds", "8", "9", "10", "11", "--no-progress"]
     argv += ["--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", "--results-out", str(out)]
-    proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600, check=False)
+    proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900, check=False)
+    return proc, json.loads(out.read_text()) if out.exists() else {}
+
+
+BACKGROUND = {"unseen_run": run_on_unseen_seeds}
+
+
+@pytest.fixture(scope="module")
+def unseen_run():
+    return background_result("unseen_run")
+
+
+def test_reinforce_cartpole_claim_holds_on_unseen_seeds(unseen_run):
+    proc, record = unseen_run
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    record = json.loads(out.read_text())
     reference = json.loads((ROOT / "results" / "reinforce_cartpole.json").read_text())
     assert record["seeds"] == [8, 9, 10, 11]
     assert not set(record["seeds"]) & set(reference["seeds"])

@@ -112,3 +112,43 @@ def test_a_random_policy_scores_far_below_the_claim(stem, random_at_most):
 def test_budgets_the_readme_states():
     assert reference("ppo_minigrid_doorkey_5x5")["speed"]["wall_seconds"] < 20 * 60
     assert reference("ppo_brax_inverted_pendulum")["env_steps_per_seed"] <= 1_000_000
+
+
+def readme_rows() -> dict[str, list[str]]:
+    """The README's table of published specs, by spec: its cells."""
+    rows = {}
+    for line in (ROOT / "README.md").read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("| `") and (ROOT / "experiments" / f"{cells[0].strip('`')}.yaml").exists():
+            rows[cells[0].strip("`")] = cells
+    return rows
+
+
+def seeds_checked(stem: str) -> str:
+    """How many seeds a spec's claims were checked on: its reference's, and
+    those of its run on unseen seeds (results/unseen/)."""
+    text = str(len(reference(stem)["seeds"]))
+    unseen = ROOT / "results" / "unseen" / f"{stem}.json"
+    if unseen.exists():
+        text += f" + {len(json.loads(unseen.read_text())['seeds'])} unseen"
+    return text
+
+
+def cpu_time(stem: str) -> str:
+    """The CPU reference's whole command, as the README rounds it."""
+    seconds = reference(stem)["speed"]["wall_time"]["total"]
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
+
+
+def test_the_readme_table_lists_every_spec_with_its_seeds_and_time():
+    rows = readme_rows()
+    assert set(rows) == {p.stem for p in SPECS}
+    header = next(
+        [c.strip() for c in line.strip().strip("|").split("|")]
+        for line in (ROOT / "README.md").read_text().splitlines()
+        if line.startswith("| spec |")
+    )
+    seeds, time = header.index("seeds checked"), header.index("CPU time")
+    for stem, cells in rows.items():
+        assert cells[seeds] == seeds_checked(stem), stem
+        assert cells[time] == cpu_time(stem), stem

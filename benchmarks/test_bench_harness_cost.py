@@ -101,7 +101,7 @@ WRITING_CASES = [
     pytest.param(1, 320, id="x1-320points"),
     pytest.param(1, 0, id="x1-every"),
     pytest.param(10, 320, id="x10-320points"),
-    pytest.param(10, 0, id="x10-every"),
+    pytest.param(10, 0, id="x10-every", marks=pytest.mark.full_only),
     pytest.param(100, 320, id="x100-320points"),
 ]
 

@@ -123,3 +123,19 @@ def test_the_iterations_file_keeps_every_iteration_and_evaluation(tmp_path):
     assert table["loss"].dtype == np.float32 and (table["loss"] == metrics["loss"].reshape(-1)).all()
     assert np.isnan(table["eval_return"][:4]).all()
     assert table["eval_return"][[4, 5, 10, 11]].tolist() == [1.5, 2.5, 3.5, 4.5]
+
+
+def test_entries_that_arrive_together_are_written_as_few():
+    """The metric writer joins what is waiting (each MLflow call has a cost
+    of its own): entries of the same runs and metrics become one, steps
+    kept, and the last seq rides on the last entry."""
+    from harness.record.metric_writer import coalesce
+
+    entries = [
+        {"seq": 1, "first": 1, "steps": 10, "metrics": {"loss": [[1, 2], [3, 4]]}},
+        {"seq": 2, "first": 2, "steps": 10, "metrics": {"r": [[5, 6]]}},
+        {"seq": 3, "at": [40], "metrics": {"loss": [[7, 8]]}},
+    ]
+    loss, evaluation = coalesce(entries)
+    assert loss == {"at": [10, 20, 40], "metrics": {"loss": [[1, 2], [3, 4], [7, 8]]}}
+    assert evaluation == {"at": [20], "metrics": {"r": [[5, 6]]}, "seq": 3}

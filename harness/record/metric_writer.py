@@ -40,8 +40,10 @@ import logging
 import math
 import multiprocessing
 import os
+import queue
 import signal
 import sys
+import threading
 import time
 from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
@@ -106,6 +108,56 @@ def split_entry(entry: dict, run_ids: list[str], workers: int) -> list[tuple[str
             part = {name: entry["metrics"][name] for name in names[g::groups]}
             jobs.append((run_id, column, {**entry, "metrics": part}))
     return jobs
+
+
+def coalesce(entries: list[dict]) -> list[dict]:
+    """Entries that arrived together as few: those of the same runs and
+    metric names joined into one (each MLflow call costs milliseconds of
+    its own, whatever it holds). Order and steps are kept; the batch's last
+    `seq` goes with its last entry, so it is marked only when all are in."""
+    groups: dict[tuple, dict] = {}
+    seq = None
+    for entry in entries:
+        seq = entry.get("seq", seq)
+        rows = len(next(iter(entry["metrics"].values()), []))
+        at = entry.get("at") or [(entry["first"] + k) * entry["steps"] for k in range(rows)]
+        key = (tuple(entry.get("runs", ())), tuple(entry["metrics"]))
+        if key not in groups:
+            groups[key] = {"at": [], "metrics": {name: [] for name in entry["metrics"]}}
+            if "runs" in entry:
+                groups[key]["runs"] = entry["runs"]
+        groups[key]["at"].extend(at)
+        for name, values in entry["metrics"].items():
+            groups[key]["metrics"][name].extend(values)
+    out = list(groups.values())
+    if out and seq is not None:
+        out[-1]["seq"] = seq
+    return out
+
+
+def _batches_of_lines(stream, most: int = 256):
+    """The lines of `stream` in batches: each line and whatever others have
+    already arrived behind it (at most `most`); a thread reads the stream."""
+    lines: queue.Queue = queue.Queue()
+
+    def read() -> None:
+        for line in stream:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=read, name="stdin", daemon=True).start()
+    while (line := lines.get()) is not None:
+        batch = [line]
+        while len(batch) < most:
+            try:
+                more = lines.get_nowait()
+            except queue.Empty:
+                break
+            if more is None:
+                yield batch
+                return
+            batch.append(more)
+        yield batch
 
 
 # ------------------------------------------------------------ worker processes
@@ -228,11 +280,12 @@ def main(uri: str, run_dir: str | None = None, workers: str | None = None) -> in
             return f"{type(error).__name__}: {error}"
         return None
 
-    for line in sys.stdin:
+    for lines in _batches_of_lines(sys.stdin):
         if offline is not None:
             continue  # kept in the journal; read on so that the parent never blocks
         try:
-            uploader.submit(json.loads(line))
+            for entry in coalesce([json.loads(line) for line in lines]):
+                uploader.submit(entry)
         except Exception as error:  # noqa: BLE001  (the writer's own upload: the store is gone)
             offline = f"{type(error).__name__}: {error}"
             continue

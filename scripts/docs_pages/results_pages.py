@@ -36,8 +36,9 @@ def published() -> dict[str, list[Reference]]:
         for path, device_class in references.references(ROOT / "results" / f"{stem}.json"):
             text = path.read_text()
             record = schema.parse(text, str(path))
-            if not record.claims:  # published before claims were recorded: judged here on its curves
-                record = claims_judge.with_claims(record, stated_claims(stem))
+            # The claims the spec states now, judged on the reference (as harness
+            # publish judges them; claims are not part of the spec hash).
+            record = claims_judge.with_claims(record.model_copy(update={"claims": None}), stated_claims(stem))
             out.setdefault(stem, []).append(Reference(path, stem, device_class, record, json.loads(text)))
     return out
 
@@ -48,8 +49,8 @@ def stated_claims(stem: str) -> dict[str, S.Claim]:
 
 
 def claims_of(reference: Reference) -> dict[str, S.Claim]:
-    """The claims a reference was judged on (for records made before claims
-    were recorded, those its spec states today, judged on loading)."""
+    """The claims a reference is judged on: those its spec states today
+    (judged on loading)."""
     return claims_judge.stated(reference.record) if reference.record.claims else stated_claims(reference.stem)
 
 
@@ -159,9 +160,8 @@ def results_index(specs: dict[str, list[Reference]]) -> str:
         f"{len(specs)} published specs, {count} references: each the record of a run of the spec in "
         "`experiments/`, published with `harness publish` into `results/<spec>.json` (or "
         "`results/<spec>@<device class>.json` for another device class). `harness reproduce` runs a spec "
-        "again and judges it against the reference of its device class. Where a reference was published "
-        "before claims were recorded with it, its spec's claims are judged here on the reference's curves, "
-        "as `harness run` judges them. Unseen seeds: the claims judged on a run of the spec on as many seeds "
+        "again and judges it against the reference of its device class. The claims are the spec's, judged "
+        "here on the reference's curves as `harness run` and `harness publish` judge them. Unseen seeds: the claims judged on a run of the spec on as many seeds "
         "as its reference, none of them the reference's (`nox -s unseen`, `results/unseen/`).\n\n"
     )
     rows = []

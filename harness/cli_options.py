@@ -45,9 +45,10 @@ def devices(args: argparse.Namespace) -> dict:
 
 def seeds(given: list[int]) -> tuple[int, ...]:
     """--seeds, checked as the spec's seeds are."""
-    if len(set(given)) != len(given) or any(not 0 <= s < 2**32 for s in given):
-        raise OptionError(f"--seeds {' '.join(map(str, given))}: give distinct seeds in [0, 2**32)")
-    return tuple(given)
+    try:
+        return spec.check_seeds(tuple(given))
+    except ValueError as error:
+        raise OptionError(f"--seeds {' '.join(map(str, given))}: {error}") from None
 
 
 def with_command_line(loaded: spec.Spec, args: argparse.Namespace | None) -> spec.Spec:

@@ -68,6 +68,17 @@ class SpecError(Exception):
         return "\n".join(out)
 
 
+def check_seeds(seeds: tuple[int, ...]) -> tuple[int, ...]:
+    """A spec's seeds (or --seeds): at least one, distinct, in [0, 2**32)."""
+    if not seeds:
+        raise ValueError("at least one seed is needed")
+    if len(set(seeds)) != len(seeds):
+        raise ValueError("seeds must be distinct")
+    if any(not 0 <= s < 2**32 for s in seeds):
+        raise ValueError("seeds must be in [0, 2**32)")
+    return seeds
+
+
 class _SpecBase(_Model):
     name: str = Field(min_length=1, description="the experiment's name; also its MLflow experiment by default")
     env: EnvSpec = Field(description="the environment")
@@ -101,13 +112,7 @@ class _SpecBase(_Model):
     @field_validator("seeds")
     @classmethod
     def _check_seeds(cls, seeds: tuple[int, ...]) -> tuple[int, ...]:
-        if not seeds:
-            raise ValueError("at least one seed is needed")
-        if len(set(seeds)) != len(seeds):
-            raise ValueError("seeds must be distinct")
-        if any(not 0 <= s < 2**32 for s in seeds):
-            raise ValueError("seeds must be in [0, 2**32)")
-        return seeds
+        return check_seeds(seeds)
 
     @field_validator("sweep", mode="before")
     @classmethod

@@ -71,11 +71,13 @@ def test_unseen_runs_are_recorded():
     assert {p.stem for p in UNSEEN} >= {"reinforce_cartpole", "ppo_cartpole"}
 
 
-@pytest.mark.parametrize("given", [["1", "1"], ["-2"]])
-def test_bad_seeds_option_is_refused_before_any_run(tmp_path, given):
+@pytest.mark.parametrize(
+    "given, problem", [(["1", "1"], "seeds must be distinct"), (["-2"], "seeds must be in [0, 2**32)")]
+)
+def test_bad_seeds_option_is_refused_before_any_run(tmp_path, given, problem):
     spec = ROOT / "experiments" / "reinforce_cartpole.yaml"
     argv = ["run", str(spec), "--tracking-uri", f"sqlite:///{tmp_path / 'db'}", "--seeds", *given]
     code, _, err = run_cli(*argv)
     assert code == 2
-    assert "--seeds" in err and "distinct seeds" in err
+    assert f"--seeds {' '.join(given)}: {problem}" in err
     assert not (tmp_path / "db").exists()

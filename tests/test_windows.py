@@ -129,7 +129,7 @@ def test_entries_that_arrive_together_are_written_as_few():
     """The metric writer joins what is waiting (each MLflow call has a cost
     of its own): entries of the same runs and metrics become one, steps
     kept, and the last seq rides on the last entry."""
-    from harness.record.metric_writer import coalesce
+    from harness.record.windows import coalesce
 
     entries = [
         {"seq": 1, "first": 1, "steps": 10, "metrics": {"loss": [[1, 2], [3, 4]]}},

@@ -48,6 +48,8 @@ import time
 from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 
+from harness.record.windows import coalesce, steps_of
+
 MAX_METRICS_PER_BATCH = 1000
 EXIT_OFFLINE = 3
 # Writer processes at most: one per core, up to 4 (SQLite takes one writer
@@ -74,8 +76,7 @@ def entry_metrics(entry: dict, column: int, timestamp: int, skip: set | None = N
     name and batch instead of once per point."""
     from mlflow.entities import Metric
 
-    rows = len(next(iter(entry["metrics"].values()), []))
-    at = entry.get("at") or [(entry["first"] + k) * entry["steps"] for k in range(rows)]
+    at = steps_of(entry)
     return [
         Metric(name, float(values[k][column]), timestamp, at[k])
         for name, values in entry["metrics"].items()
@@ -108,31 +109,6 @@ def split_entry(entry: dict, run_ids: list[str], workers: int) -> list[tuple[str
             part = {name: entry["metrics"][name] for name in names[g::groups]}
             jobs.append((run_id, column, {**entry, "metrics": part}))
     return jobs
-
-
-def coalesce(entries: list[dict]) -> list[dict]:
-    """Entries that arrived together as few: those of the same runs and
-    metric names joined into one (each MLflow call costs milliseconds of
-    its own, whatever it holds). Order and steps are kept; the batch's last
-    `seq` goes with its last entry, so it is marked only when all are in."""
-    groups: dict[tuple, dict] = {}
-    seq = None
-    for entry in entries:
-        seq = entry.get("seq", seq)
-        rows = len(next(iter(entry["metrics"].values()), []))
-        at = entry.get("at") or [(entry["first"] + k) * entry["steps"] for k in range(rows)]
-        key = (tuple(entry.get("runs", ())), tuple(entry["metrics"]))
-        if key not in groups:
-            groups[key] = {"at": [], "metrics": {name: [] for name in entry["metrics"]}}
-            if "runs" in entry:
-                groups[key]["runs"] = entry["runs"]
-        groups[key]["at"].extend(at)
-        for name, values in entry["metrics"].items():
-            groups[key]["metrics"][name].extend(values)
-    out = list(groups.values())
-    if out and seq is not None:
-        out[-1]["seq"] = seq
-    return out
 
 
 def _batches_of_lines(stream, most: int = 256):

@@ -66,7 +66,7 @@ class Windows:
     def flush(self) -> list[dict[str, Any]]:
         """The open windows, partial, as entries."""
         out = [self._close(scope) for scope in list(self._open)]
-        return self._release(_merged(out))
+        return self._release(coalesce(out))
 
     def _release(self, out: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if out and not self._open and self._seq is not None:
@@ -88,7 +88,7 @@ class Windows:
                 start = k + 1
             if closes:
                 points.append(self._close(scope))
-        return _merged(points)
+        return coalesce(points)
 
     def _close(self, scope: tuple) -> dict[str, Any]:
         held = self._open.pop(scope)
@@ -96,7 +96,7 @@ class Windows:
         for name, parts in held["rows"].items():
             mean, low, high = _summary(parts)
             metrics[name], metrics[MIN_PREFIX + name], metrics[MAX_PREFIX + name] = [mean], [low], [high]
-        point = {"kind": "iterations", "at": [held["at"]], "metrics": metrics}
+        point = {"at": [held["at"]], "metrics": metrics}
         if "runs" in held["entry"]:
             point["runs"] = held["entry"]["runs"]
         return point
@@ -115,14 +115,32 @@ def _summary(parts: list[np.ndarray]) -> tuple[list[float], list[float], list[fl
         )
 
 
-def _merged(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Consecutive points of one scope as one entry (one writer job)."""
-    out: list[dict[str, Any]] = []
-    for point in points:
-        if out and out[-1].get("runs") == point.get("runs"):
-            out[-1]["at"].extend(point["at"])
-            for name, values in point["metrics"].items():
-                out[-1]["metrics"][name].extend(values)
-        else:
-            out.append({**point, "at": list(point["at"]), "metrics": {n: list(v) for n, v in point["metrics"].items()}})
+def steps_of(entry: dict[str, Any]) -> list[int]:
+    """The step of each row of a writer entry: its window's (`at`), else
+    iteration i's, i * steps."""
+    rows = len(next(iter(entry["metrics"].values()), []))
+    return entry.get("at") or [(entry["first"] + k) * entry["steps"] for k in range(rows)]
+
+
+def coalesce(entries: list[dict]) -> list[dict]:
+    """Entries that arrived together as few: those of the same runs and
+    metric names joined into one (each MLflow call costs milliseconds of
+    its own, whatever it holds). Order and steps are kept; the batch's last
+    `seq` goes with its last entry, so it is marked only when all are in."""
+    groups: dict[tuple, dict] = {}
+    seq = None
+    for entry in entries:
+        seq = entry.get("seq", seq)
+        at = steps_of(entry)
+        key = (tuple(entry.get("runs", ())), tuple(entry["metrics"]))
+        if key not in groups:
+            groups[key] = {"at": [], "metrics": {name: [] for name in entry["metrics"]}}
+            if "runs" in entry:
+                groups[key]["runs"] = entry["runs"]
+        groups[key]["at"].extend(at)
+        for name, values in entry["metrics"].items():
+            groups[key]["metrics"][name].extend(values)
+    out = list(groups.values())
+    if out and seq is not None:
+        out[-1]["seq"] = seq
     return out

@@ -8,7 +8,6 @@ then the one run again.
 from __future__ import annotations
 
 import dataclasses
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
@@ -16,7 +15,6 @@ from typing import NamedTuple
 from harness import build, spec
 from harness.console import err_console, out_console, print_table
 from harness.judge import differences, publish, references, reproduce
-from harness.record import iterations
 from harness.record.schema import Results
 from harness.run import provenance
 from harness.sessions import results
@@ -90,7 +88,7 @@ def run_and_judge(reference: Reference, options: RunOptions, seeds: list[int] | 
         return None
     results.print_summary(plan, logged.record, logged.uri, logged.experiment_id, logged.parent_id)
     print_claims(logged.record)
-    verdict = reproduce.judge(reference.record, logged.record, reference.label, _differences(reference, logged))
+    verdict = reproduce.judge(reference.record, logged.record, reference.label, _every_iteration(reference, logged))
     print_table(reproduce.table(verdict), width=80)
     for reason in verdict.not_exact_because:
         out_console.print(f"  not judged bit for bit: {reason}")
@@ -102,15 +100,9 @@ def run_and_judge(reference: Reference, options: RunOptions, seeds: list[int] | 
     return Reproduced(logged, verdict)
 
 
-def _differences(reference: Reference, logged: Logged) -> tuple[dict, dict] | None:
+def _every_iteration(reference: Reference, logged: Logged) -> tuple[dict, dict] | None:
     """The reference's and the reproduction's iterations files, when the
     reference was published with one."""
     ours = differences.load(reference.iterations)
-    if ours is None:
-        return None
-    with tempfile.TemporaryDirectory() as folder:
-        try:
-            path = logged.client.download_artifacts(logged.parent_id, iterations.FILE, folder)
-        except Exception:  # noqa: BLE001  (not logged: the store went away)
-            return None
-        return ours, iterations.read(Path(path))
+    run = differences.load(logged.iterations)
+    return None if ours is None or run is None else (ours, run)

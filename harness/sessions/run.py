@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import jax
@@ -23,7 +24,7 @@ import harness
 from harness import spec
 from harness.console import err_console, out_console, print_table
 from harness.judge import claims
-from harness.record import journal, rundir, tracking
+from harness.record import iterations, journal, rundir, tracking
 from harness.record.schema import Results
 from harness.run import checkpoint, cluster, determinism, profiling, provenance, runner
 from harness.sessions.options import RunOptions, system_metrics
@@ -53,6 +54,8 @@ class Logged(NamedTuple):
     # Why the store could not be reached, when some of the record is only in
     # the run directory (for harness sync); None when MLflow holds it all.
     offline: str | None = None
+    # Its iterations.parquet in the run directory (also an artifact of the run).
+    iterations: Path | None = None
 
 
 def train_and_log(plan: Plan, uri: str, options: RunOptions | None = None) -> Logged | None:
@@ -186,7 +189,15 @@ def _train_and_log_main(plan: Plan, uri: str, options: RunOptions) -> Logged:
         summary = {"wall_seconds": wall, **wall_time, **claims.metrics(judged)}
         session.log_results(record, trained.result, None, plan.spec.seeds, summary, claims.tags(judged))
     tracker = session.tracker
-    return Logged(record, session.directory.run_id, uri, tracker.client, tracker.experiment_id, tracker.offline)
+    return Logged(
+        record,
+        session.directory.run_id,
+        uri,
+        tracker.client,
+        tracker.experiment_id,
+        tracker.offline,
+        session.directory.path / iterations.FILE,
+    )
 
 
 def check_claims(plan: Plan, source: str, lines: dict[str, int] | None = None) -> None:

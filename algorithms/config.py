@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer, model_validator
 
 
 class Config(BaseModel):
@@ -100,6 +100,11 @@ class NetworkConfig(Config):
     )
     compute_dtype: Literal["float32", "bfloat16"] = Field(default="float32", description="grid and grid_gru's compute")
     pooling_layers: int = Field(default=2, ge=0, description="blocks pooling over all items (item_set)")
+    initialization: Literal["orthogonal", "lecun"] = Field(
+        default="orthogonal",
+        description="kind mlp's dense layers: orthogonal kernels and zero biases, or flax's default"
+        " lecun-normal kernels and biases uniform in [0, 0.05) (gymnax-blines' MLPs)",
+    )
 
     @field_validator("hidden_sizes")
     @classmethod
@@ -107,6 +112,12 @@ class NetworkConfig(Config):
         if not sizes or any(s <= 0 for s in sizes):
             raise ValueError("hidden_sizes must be a non-empty list of positive integers")
         return sizes
+
+    @model_validator(mode="after")
+    def _initialization_of_mlps(self) -> NetworkConfig:
+        if self.initialization != "orthogonal" and self.kind != "mlp":
+            raise ValueError(f"initialization: {self.initialization} is for kind mlp, not {self.kind}")
+        return self
 
     @model_serializer(mode="wrap")
     def _drop_resnet_keys(self, handler: Any) -> dict[str, Any]:
@@ -121,6 +132,9 @@ class NetworkConfig(Config):
         # default it is left out, so that their hashes stay.
         if data.get("conv_gradient") == "matmul":
             del data["conv_gradient"]
+        # So did initialization: at its default it is left out too.
+        if data.get("initialization") == "orthogonal":
+            del data["initialization"]
         return data
 
 

@@ -15,99 +15,12 @@ import numpy as np
 
 from algorithms.config import NetworkConfig
 from algorithms.distributions import CATEGORICAL, Distribution, for_actions
+from algorithms.layers import ACTIVATIONS, MLP, dense, flatten, trunk
 
-_ACTIVATIONS = {"tanh": nn.tanh, "relu": nn.relu}
 # Network kinds with a memory (`Policy.recurrent`): trained on whole env fragments.
 RECURRENT_KINDS = ("gru", "grid_gru")
 # The kinds `make_policy` builds: what the on-policy algorithms take (mlp first, the default).
 ON_POLICY_KINDS = ("mlp", "gru", "grid", "grid_gru")
-
-
-# Output widths that XLA:CPU computes row by row the same whatever the number
-# of rows (measured: multiples of 16; narrower outputs change kernels with the
-# batch size). Exact layouts (`shards`) compute every dense layer this wide.
-ROW_STABLE_WIDTH = 16
-
-
-@jax.custom_vjp
-def product(x: jax.Array, kernel: jax.Array) -> jax.Array:
-    """`x @ kernel` (`[..., in] @ [in, out]`), whose kernel gradient is taken
-    as `x^T g`, contracting the rows, so that it comes out `[in, out]` as the
-    kernel is. JAX's own rule takes `(g^T x)^T`; XLA folds that transpose
-    into the product, except under a `vmap` one wide (a run of one seed),
-    where it stayed: a transposed copy of every weight gradient and
-    optimizer updates reading it across rows. Measured on XLA:CPU with one
-    seed: the Adam updates of 256-wide layers 2x slower, and the Brax
-    inverted_pendulum spec 0.84x PureJaxRL's speed before, 1.00x after."""
-    return x @ kernel
-
-
-def _product_forward(x, kernel):
-    return x @ kernel, (x, kernel)
-
-
-def _product_backward(residuals, g):
-    x, kernel = residuals
-    rows = tuple(range(x.ndim - 1))
-    dx = jax.lax.dot_general(g, kernel, (((g.ndim - 1,), (1,)), ((), ())))
-    return dx, jax.lax.dot_general(x, g, ((rows, rows), ((), ())))
-
-
-product.defvjp(_product_forward, _product_backward)
-
-
-class Dense(nn.Module):
-    """`nn.Dense`'s parameters (names, shapes, initialisation) and outputs,
-    through `product`. With `align` > 1 the product is taken `align`-wide:
-    the kernel is padded with zero columns to a multiple of `align` outputs
-    and the result sliced back, so that each row's outputs do not depend on
-    how many rows there are (see ROW_STABLE_WIDTH)."""
-
-    features: int
-    scale: float
-    align: int = 1
-
-    @nn.compact
-    def __call__(self, x: jax.Array) -> jax.Array:
-        kernel = self.param("kernel", nn.initializers.orthogonal(self.scale), (x.shape[-1], self.features))
-        bias = self.param("bias", nn.initializers.zeros, (self.features,))
-        pad = -self.features % self.align
-        if pad:
-            kernel, bias = jnp.pad(kernel, ((0, 0), (0, pad))), jnp.pad(bias, (0, pad))
-            return (product(x, kernel) + bias)[..., : self.features]
-        return product(x, kernel) + bias
-
-
-def dense(features: int, scale: float, align: int = 1) -> nn.Module:
-    """A dense layer, orthogonally initialised with gain `scale` (`Dense`)."""
-    return Dense(features, scale, align)
-
-
-def trunk(x: jax.Array, hidden_sizes: Sequence[int], activation: str, align: int = 1) -> jax.Array:
-    """Dense layers (orthogonal, gain sqrt 2) with `activation`, created in
-    the calling module's scope (so their parameters are its Dense_0, ...)."""
-    act = _ACTIVATIONS[activation]
-    for size in hidden_sizes:
-        x = act(dense(size, np.sqrt(2.0), align)(x))
-    return x
-
-
-def flatten(obs: jax.Array, observation_ndim: int) -> jax.Array:
-    """`[..., *observation_shape] -> [..., prod(observation_shape)]`."""
-    return obs.reshape(*obs.shape[: obs.ndim - observation_ndim], -1)
-
-
-class MLP(nn.Module):
-    hidden_sizes: Sequence[int]
-    activation: str
-    out_features: int
-    out_scale: float
-    align: int = 1
-
-    @nn.compact
-    def __call__(self, x: jax.Array) -> jax.Array:
-        x = trunk(x, self.hidden_sizes, self.activation, self.align)
-        return dense(self.out_features, self.out_scale, self.align)(x)
 
 
 class ActorCritic(nn.Module):
@@ -116,7 +29,8 @@ class ActorCritic(nn.Module):
     Input `[..., *observation_shape]`; returns logits `[..., num_actions]`
     (continuous: the Gaussian head `[..., 2 num_actions]`) and value `[...]`.
     Orthogonal initialisation, with a small final actor layer (scale 0.01) so
-    the initial policy is near uniform (near-zero means).
+    the initial policy is near uniform (near-zero means); or `initialization: lecun`
+    (`layers.INITIALIZERS`).
     """
 
     num_actions: int
@@ -125,12 +39,16 @@ class ActorCritic(nn.Module):
     observation_ndim: int
     align: int = 1
     continuous: bool = False  # the actor's head: Gaussian means, and a learned log std
+    initialization: str = "orthogonal"
 
     @nn.compact
     def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
         x = flatten(obs, self.observation_ndim)
-        logits = MLP(self.hidden_sizes, self.activation, self.num_actions, 0.01, self.align, name="actor")(x)
-        value = MLP(self.hidden_sizes, self.activation, 1, 1.0, self.align, name="critic")(x)
+        actor = MLP(
+            self.hidden_sizes, self.activation, self.num_actions, 0.01, self.align, self.initialization, name="actor"
+        )
+        logits = actor(x)
+        value = MLP(self.hidden_sizes, self.activation, 1, 1.0, self.align, self.initialization, name="critic")(x)
         return _gaussian_head(self, logits) if self.continuous else logits, jnp.squeeze(value, -1)
 
 
@@ -280,7 +198,7 @@ class GridGRUActorCritic(nn.Module):
                 layer = nn.Dense(
                     size, kernel_init=nn.initializers.orthogonal(2.0), dtype=self.dtype, name=f"{name}_{i}"
                 )
-                h = _ACTIVATIONS[self.activation](layer(h))
+                h = ACTIVATIONS[self.activation](layer(h))
             out = nn.Dense(
                 out_features, kernel_init=nn.initializers.orthogonal(scale), dtype=self.dtype, name=f"{name}_out"
             )
@@ -321,7 +239,15 @@ def make_policy(
         raise ValueError(f"a {network.kind} network has no continuous actions; use mlp or gru")
     if network.kind in ("mlp", "grid"):
         if network.kind == "mlp":
-            net = ActorCritic(num_actions, tuple(network.hidden_sizes), network.activation, ndim, align, continuous)
+            net = ActorCritic(
+                num_actions,
+                tuple(network.hidden_sizes),
+                network.activation,
+                ndim,
+                align,
+                continuous,
+                network.initialization,
+            )
         else:
             net = GridActorCritic(
                 num_actions,

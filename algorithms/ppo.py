@@ -196,7 +196,7 @@ def make_ppo(
       shards: when set, an exact layout of that many logical shards
         (`rollout.make_update`), at least two per device of `axis_name`: the
         same bits on any such number of devices and off the mesh; the
-        network's layers then compute row-stable widths (`networks.Dense`)
+        network's layers then compute row-stable widths (`layers.Dense`)
         and the optimizer should be `algorithms.optimizers`' forms.
 
     The state (`rollout.OnPolicyState`), for one seed, with B = num_envs / D

@@ -16,7 +16,8 @@ from algorithms.base import Environment, TimeStep
 from algorithms.config import NetworkConfig, OnPolicyConfig
 from algorithms.episodes import EpisodeStats, finish_episode_stats, init_episode_stats, step_episode_stats
 from algorithms.evaluation import make_evaluate
-from algorithms.networks import ON_POLICY_KINDS, RECURRENT_KINDS, ROW_STABLE_WIDTH, Policy
+from algorithms.layers import ROW_STABLE_WIDTH
+from algorithms.networks import ON_POLICY_KINDS, RECURRENT_KINDS, Policy
 from algorithms.normalization import Normalizer
 from algorithms.shuffle import order as shuffle_order
 
@@ -94,7 +95,7 @@ def exact_check(
     steps_in_minibatches: bool, check_config: Callable[[Any], base.Problem | None] | None = None
 ) -> Callable[[Any, Any, int], base.Problem | None]:
     """Exact layouts of L logical shards: a network whose layers are
-    row-stable (`networks.Dense`), envs and minibatches that split into L,
+    row-stable (`layers.Dense`), envs and minibatches that split into L,
     and what the algorithm's own `check_config` asks of its hyperparameters."""
 
     def check(config: OnPolicyConfig, network: NetworkConfig, shards: int) -> base.Problem | None:
@@ -396,7 +397,7 @@ def standardized(x: jax.Array, axes: tuple[int, ...]) -> jax.Array:
 
 
 def align_for(shards: int | None) -> int:
-    """How wide dense layers compute (`networks.Dense`): row-stable on exact layouts."""
+    """How wide dense layers compute (`layers.Dense`): row-stable on exact layouts."""
     return 1 if shards is None else ROW_STABLE_WIDTH
 
 

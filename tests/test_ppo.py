@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 from conftest import TINY_PPO, train, write_spec
 
-from algorithms.networks import make_policy, product, unroll
+from algorithms.layers import product
+from algorithms.networks import make_policy, unroll
 from harness import build, cli
 from harness import spec as S
 from harness.run import runner
@@ -177,3 +178,27 @@ def test_bad_ppo_specs(tmp_path, capsys, change, key, fragment):
     code = cli.main(["validate", str(path)])
     err = capsys.readouterr().err
     assert code == 2 and key in err and fragment in err and "Traceback" not in err, err
+
+
+def test_lecun_initialization_is_flax_s_default_with_gymnax_blines_biases():
+    """`network.initialization: lecun`: every dense layer of both MLPs has a
+    lecun-normal kernel (std 1/sqrt(fan in)) and biases uniform in [0, 0.05),
+    as gymnax-blines' CategoricalSeparateMLP; the default is orthogonal with
+    zero biases."""
+
+    def layers(initialization):
+        network = S.NetworkSpec(kind="mlp", hidden_sizes=(256, 256), activation="relu", initialization=initialization)
+        policy = make_policy(network, num_actions=6, observation_shape=(10, 10, 4))
+        params = policy.init(jax.random.key(0), jnp.zeros((10, 10, 4)))["params"]
+        return [layer for net in ("actor", "critic") for layer in params[net].values()]
+
+    lecun = layers("lecun")
+    assert len(lecun) == 6
+    for layer in lecun:
+        kernel, bias = np.asarray(layer["kernel"]), np.asarray(layer["bias"])
+        assert 0 <= bias.min() and bias.max() < 0.05
+        assert bias.size == 1 or bias.std() > 0.005
+        if kernel.size > 10_000:  # enough draws to read the scale from
+            assert np.std(kernel) == pytest.approx(1 / np.sqrt(kernel.shape[0]), rel=0.05)
+    for layer in layers("orthogonal"):
+        assert not np.asarray(layer["bias"]).any()

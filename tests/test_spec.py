@@ -145,3 +145,16 @@ def test_shuffle_at_its_default_keeps_the_hash():
     feistel = parse_text(BASE + "hyperparameters: {shuffle: feistel}\n")
     assert S.spec_hash(plain) == S.spec_hash(explicit) != S.spec_hash(feistel)
     assert "shuffle" not in S.canonical(plain)["hyperparameters"]
+
+
+def test_initialization_at_its_default_keeps_the_hash_and_is_for_mlps():
+    """`network.initialization` came after specs were published: left at
+    `orthogonal` the hash is the published one; `lecun` is another spec; a
+    network other than an MLP refuses it, naming the key."""
+    plain = parse_text(BASE)
+    explicit = parse_text(BASE + "network: {initialization: orthogonal}\n")
+    lecun = parse_text(BASE + "network: {initialization: lecun}\n")
+    assert "initialization" not in S.canonical(plain)["network"]
+    assert S.spec_hash(plain) == S.spec_hash(explicit) != S.spec_hash(lecun)
+    with pytest.raises(S.SpecError, match=r"network.*is for kind mlp, not resnet"):
+        parse_text(RESNET.replace("num_channels: 8}", "num_channels: 8, initialization: lecun}"))

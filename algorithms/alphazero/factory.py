@@ -68,7 +68,7 @@ from algorithms.alphazero.ranked import (
 from algorithms.alphazero.search import Games, make_search
 from algorithms.base import Environment
 from algorithms.config import NetworkConfig
-from algorithms.networks import ROW_STABLE_WIDTH
+from algorithms.layers import ROW_STABLE_WIDTH
 
 # ------------------------------------------------------------------- state
 

@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 
 from algorithms.config import NetworkConfig
-from algorithms.networks import dense, flatten, trunk
+from algorithms.layers import dense, flatten, trunk
 
 _NHWC = ("NHWC", "HWIO", "NHWC")  # the layouts XLA's CPU convolution runs natively
 KERNEL_GRADIENT_CHUNK = 256  # positions per piece of the kernel gradient
@@ -165,13 +165,16 @@ class AZMLP(nn.Module):
     hidden_sizes: Sequence[int]
     activation: str
     observation_ndim: int
-    align: int = 1  # > 1: row-stable dense layers (`networks.Dense`), for exact layouts
+    align: int = 1  # > 1: row-stable dense layers (`layers.Dense`), for exact layouts
+    initialization: str = "orthogonal"  # or "lecun" (`layers.INITIALIZERS`)
 
     @nn.compact
     def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
-        x = trunk(flatten(obs, self.observation_ndim), self.hidden_sizes, self.activation, self.align)
-        logits = dense(self.num_actions, 0.01, self.align)(x)
-        value = nn.tanh(dense(1, 1.0, self.align)(x))
+        x = trunk(
+            flatten(obs, self.observation_ndim), self.hidden_sizes, self.activation, self.align, self.initialization
+        )
+        logits = dense(self.num_actions, 0.01, self.align, self.initialization)(x)
+        value = nn.tanh(dense(1, 1.0, self.align, self.initialization)(x))
         return logits, jnp.squeeze(value, -1)
 
 
@@ -226,7 +229,14 @@ def make_az_network(
         as_matmul = for_gradients and network.conv_gradient == "matmul"
         return AZResNet(num_actions, network.num_blocks, network.num_channels, as_matmul=as_matmul)
     if network.kind == "mlp":
-        return AZMLP(num_actions, tuple(network.hidden_sizes), network.activation, len(observation_shape), align)
+        return AZMLP(
+            num_actions,
+            tuple(network.hidden_sizes),
+            network.activation,
+            len(observation_shape),
+            align,
+            network.initialization,
+        )
     if network.kind == "item_set":
         return AZItemSet(num_actions, tuple(network.hidden_sizes), network.activation, network.pooling_layers, align)
     raise ValueError(f"AlphaZero has no {network.kind!r} network; use resnet, mlp or item_set")

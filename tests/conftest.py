@@ -243,6 +243,10 @@ def _background_work(request, tmp_path_factory):
     """Start the `BACKGROUND` work of the selected test modules (fixture
     name -> work(tmp_path_factory)) that a selected test uses; the session
     ends after it (no subprocess outlives the suite)."""
+    # The session's temporary folder is made here, once: threads that each
+    # made it on their first `mktemp` raced (pytest's factory is not
+    # thread-safe), and one failed with "not a normalized and relative path".
+    tmp_path_factory.getbasetemp()
     for item in request.session.items:
         for name, work in getattr(item.module, "BACKGROUND", {}).items():
             if name in item.fixturenames and name not in _BACKGROUND:

@@ -26,10 +26,12 @@ def tic_tac_toe() -> Environment:
 
 
 def position(env: Environment, moves: list[int]) -> alphazero.Games:
-    """The game after `moves` (cells 0-8, X first), as a batch of one."""
-    state, timestep = env.reset(jax.random.key(0))
+    """The game after `moves` (cells 0-8, X first), as a batch of one (the
+    env's step jitted: one compile, not one per operation)."""
+    state, timestep = jax.jit(env.reset)(jax.random.key(0))
+    step = jax.jit(env.step)
     for cell in moves:
-        state, timestep = env.step(state, jnp.int32(cell), jax.random.key(1))
+        state, timestep = step(state, jnp.int32(cell), jax.random.key(1))
         assert not timestep.terminated
     batch = jax.tree.map(lambda x: x[None], (state, timestep))
     return alphazero.Games(*batch, jnp.zeros(1), jnp.zeros(1, jnp.int32))

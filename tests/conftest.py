@@ -146,9 +146,20 @@ def write_spec(directory: Path, data: dict, name: str = "spec.yaml") -> Path:
     return path
 
 
+# The compiled programs of each plan `train` trained, by `id(plan.algorithm)`:
+# a test that trains the same plan again (resumed, interrupted) reuses them.
+_PROGRAMS: dict[int, Programs] = {}
+
+
 def train(data: dict) -> tuple[build.Plan, runner.RunResult]:
     plan = build.build(spec_module.parse(data))
-    return plan, train_plan(plan)
+    programs = _PROGRAMS.setdefault(id(plan.algorithm), Programs())
+    return plan, train_plan(plan, programs)
+
+
+def programs_of(plan: build.Plan) -> Programs:
+    """The programs `train` compiled for `plan` (kept for the session)."""
+    return _PROGRAMS[id(plan.algorithm)]
 
 
 def train_plan(plan: build.Plan, programs: Programs | None = None) -> runner.RunResult:

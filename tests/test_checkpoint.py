@@ -24,8 +24,8 @@ from conftest import (
     TINY_PENDULUM,
     TINY_SPEC,
     new_store,
+    programs_of,
     start_harness,
-    train,
     wait_for_training,
     write_spec,
 )
@@ -84,9 +84,11 @@ def _history(client: MlflowClient, run_id: str) -> dict[str, list[tuple[int, flo
 
 
 class Trained:
-    """One algorithm's uninterrupted run, and its interrupted-then-resumed twin."""
+    """One algorithm's uninterrupted run, and its interrupted-then-resumed
+    twin: of a plan built anew from the spec file, or with `like`, of that
+    plan's algorithm and compiled programs (the session's run of the spec)."""
 
-    def __init__(self, tmp: Path, data: dict):
+    def __init__(self, tmp: Path, data: dict, like: build.Plan | None = None):
         self.tmp = tmp
         self.data = data
         self.spec_path = write_spec(tmp, data)
@@ -96,6 +98,9 @@ class Trained:
         self.client = MlflowClient(tracking_uri=self.uri)
         # The interrupted run and its resumption share compiled programs.
         self.programs = Programs()
+        if like is not None:
+            self.plan = self.plan._replace(env=like.env, env_info=like.env_info, algorithm=like.algorithm)
+            self.programs = programs_of(like)
 
     def train(self, **kwargs) -> session.Logged:
         options = session.RunOptions(progress=False, checkpoint_dir=self.root, programs=self.programs, **kwargs)
@@ -108,16 +113,17 @@ class Trained:
 
 @pytest.fixture(scope="module", params=list(SPECS))
 def trained(request, tmp_path_factory):
-    t = Trained(tmp_path_factory.mktemp(f"ckpt-{request.param}"), SPECS[request.param])
-    # The uninterrupted run: the runner alone (as `harness run` trains); the
-    # session's tiny run of the same spec where there is one (the name and
-    # checkpoint sections change nothing it computes).
-    if request.param in SESSION_RUNS:
-        session_run = request.getfixturevalue(SESSION_RUNS[request.param])
-        # tiny_az_runs holds two runs of its spec (their bit-identity is tested)
-        t.whole_plan, t.whole = session_run[0] if request.param == "alphazero" else session_run
-    else:
-        t.whole_plan, t.whole = train(copy.deepcopy(t.data))
+    # The uninterrupted run: the runner alone (as `harness run` trains), the
+    # session's tiny run of the same spec (the name and checkpoint sections
+    # change nothing it computes). The interrupted and resumed runs reuse its
+    # compiled programs, except AlphaZero's: its plan is built anew, so that
+    # a rebuilt plan's bits are checked too (tiny_az_runs holds two runs of
+    # one plan, whose bit-identity test_alphazero checks).
+    session_run = request.getfixturevalue(SESSION_RUNS[request.param])
+    whole_plan, whole = session_run[0] if request.param == "alphazero" else session_run
+    like = None if request.param == "alphazero" else whole_plan
+    t = Trained(tmp_path_factory.mktemp(f"ckpt-{request.param}"), SPECS[request.param], like)
+    t.whole_plan, t.whole = whole_plan, whole
     t.expected = _expected(t.whole, t.plan.spec.seeds, t.plan.env_steps_per_iteration)
     interval = t.data["logging"]["interval"]
     stop_after = interval  # a real SIGINT, noted between chunks

@@ -127,9 +127,10 @@ def _same_bits_on_every_layout(runs: dict[str, dict], iterations: int) -> dict[s
 def test_exact_layouts_train_the_same_bits_on_1_2_and_4_devices(layouts_run, algorithm):
     """`devices.shards`: whole runs (64 iterations, each of several
     minibatch updates, gradient clipping and an annealed learning rate),
-    every metric of every iteration bit-identical on the plain program and on
-    meshes of 1, 2 and 4 data-parallel devices (REINFORCE without a baseline
-    on the plain program and 4 devices)."""
+    every metric of every iteration bit-identical on the plain program (8
+    logical shards on one device) and on meshes of 4 data-parallel devices
+    (2 shards each), and of 2 (4 each) for PPO. Each layout is a program
+    compiled apart, most of this test's time, so only PPO has three."""
     reference = _same_bits_on_every_layout(layouts_run[algorithm], 64)
     # Not a run that stands still: it learns.
     assert np.mean(reference["episode_length"][-8:]) > np.mean(reference["episode_length"][:8])
@@ -139,9 +140,9 @@ def test_exact_layouts_train_the_same_bits_on_1_2_and_4_devices(layouts_run, alg
 def test_alphazero_exact_layouts_train_the_same_bits(layouts_run, algorithm):
     """AlphaZero on an exact layout: self-play, training and evaluation,
     every metric of every iteration (32) bit-identical on the plain program
-    (8 logical shards on one device) and on 4 data devices (2 each):
-    tic-tac-toe with an MLP, and Knapsack with the set network and ranked
-    rewards, whose returns are real numbers."""
+    (8 logical shards on one device) and on 4 data devices (2 each), with
+    the batched search: tic-tac-toe with an MLP, and Knapsack with the set
+    network and ranked rewards, whose returns are real numbers."""
     reference = _same_bits_on_every_layout(layouts_run[algorithm], 32)
     assert any(name.startswith("eval/") for name in reference)
 

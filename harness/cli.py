@@ -167,7 +167,10 @@ def cmd_publish(args: argparse.Namespace) -> int:
     uri = tracking.resolve_uri(args.tracking_uri, plan.spec.tracking.uri)
     record = publish.publishable(plan, uri, args.run_id, args.random_baseline)
     if args.random_baseline:
-        out_console.print(f"random policy: mean return {record.baselines['random_policy']['mean_return']:.2f}")
+        mean = record.baselines["random_policy"]["mean_return"]
+        out_console.print(
+            "random policy: " + ("no episode ended" if mean is None else f"mean return {mean:.2f}")
+        )
     out = (
         Path(args.out)
         if args.out

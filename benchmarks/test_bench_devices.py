@@ -24,6 +24,7 @@ import jax
 import pytest
 
 from benchmarks.machinery import measure
+from benchmarks.machinery.children import child_env
 from benchmarks.machinery.paths import BENCH_SPECS
 from harness.run.ceiling import spread
 
@@ -43,7 +44,7 @@ ROUNDS = 3  # training runs per layout; each gives 5 timed chunks
 def run_layouts(layouts: list[str], rounds: int) -> dict:
     """`benchmarks/device_layouts.py` in a subprocess, with 4 simulated CPU
     devices unless this machine has 4 accelerators."""
-    env = dict(os.environ)
+    env = child_env()
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
     if jax.default_backend() == "cpu" or jax.device_count() < 4:
         env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=4".strip()

@@ -18,7 +18,6 @@ length whose training would take 40 minutes here.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -28,6 +27,7 @@ import pytest
 import yaml
 
 from benchmarks.machinery import measure
+from benchmarks.machinery.children import child_env
 from benchmarks.machinery.paths import PUBLISHED_SPECS
 
 SPEC = "reinforce_cartpole"
@@ -62,7 +62,7 @@ def test_harness_cost(entry, tmp_path, times, points):
 
     def one_round():
         started = time.perf_counter()
-        proc = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, env=os.environ.copy(), check=False)
+        proc = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, env=child_env(), check=False)
         runs["seconds"] = time.perf_counter() - started
         assert proc.returncode == 0, proc.stderr[-2000:]
 

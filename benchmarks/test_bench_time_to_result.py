@@ -11,7 +11,6 @@ and its note.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ import time
 import pytest
 
 from benchmarks.machinery import measure
+from benchmarks.machinery.children import child_env
 from benchmarks.machinery.paths import PUBLISHED_SPECS
 
 pytestmark = pytest.mark.full_only
@@ -29,7 +29,7 @@ def _harness_run(spec, tmp_path, cache, label: str) -> tuple[dict, float]:
     argv = [sys.executable, "-m", "harness", "run", str(spec), "--no-progress", "--compile-cache", str(cache)]
     argv += ["--tracking-uri", f"sqlite:///{tmp_path / f'{label}.db'}", "--results-out", str(out)]
     started = time.perf_counter()
-    proc = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, env=os.environ.copy(), check=False)
+    proc = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, env=child_env(), check=False)
     seconds = time.perf_counter() - started
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(out.read_text()), seconds

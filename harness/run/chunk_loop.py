@@ -6,7 +6,13 @@ work instead of stalling it.
 Between chunks it checks the metrics for NaN/Inf, hands them to the sink,
 copies and saves checkpoints, acts on SIGINT/SIGTERM (a final checkpoint,
 then `Interrupted`), traces one steady-state chunk with JAX's profiler when
-asked, and times all of it (`ChunkTimes`).
+asked, and times all of it (`ChunkTimes`). When chunks are long (over
+`STOP_WITHIN_SECONDS`, or not timed yet), it keeps a host copy of the state
+before the running chunk and waits for the chunk in short polls: a signal
+that the chunk does not answer within STOP_WITHIN_SECONDS drops the chunk
+and saves that copy (`ChunkLoop.abandon`), so that Ctrl-C answers in
+seconds, not at the end of a chunk of minutes. The programs, and so the
+bits of a run and of its resumption, are the same either way.
 """
 
 from __future__ import annotations
@@ -70,6 +76,12 @@ class Checkpointer(Protocol):
         ...
 
 
+# How long a stop signal waits for the running chunk before the chunk is
+# dropped (when chunks are long), and how often the host looks.
+STOP_WITHIN_SECONDS = 5.0
+POLL_SECONDS = 0.01
+
+
 class Compiled(NamedTuple):
     """The compiled programs a loop runs: `chunk` (the logging interval's
     iterations; None when only the tail is left), `tail` (the shorter last
@@ -119,6 +131,11 @@ class ChunkLoop:
         self.profiled_through: int | None = None
         self.pending: _Pending | None = None
         self.started = time.perf_counter()
+        # Whether the running chunk is waited for in polls (`long_chunks`
+        # when it was dispatched), and the host copy of the state before it
+        # with its last iteration (None: nothing to save).
+        self.polled = False
+        self.fallback: tuple[Any, int] | None = None
 
     def timed(self, kind: str, fn: Callable, *args, **kwargs) -> Any:
         """`fn(*args, **kwargs)`, its seconds added to `spent[kind]`."""
@@ -135,19 +152,83 @@ class ChunkLoop:
         self.started = time.perf_counter()
         with interrupt_between_chunks() as interrupted:
             for i, length in enumerate(lengths):
+                if self.polled:  # the chunk before is running
+                    self.await_state(state, interrupted, in_flight=True)
                 # Every process of a job stops after the same chunk.
                 if signum := cluster.agree_on_signal(interrupted()):
                     self.stop(signum, state, first_iteration - 1)
+                self.polled = self.long_chunks()
+                self.fallback = self.host_copy(state, first_iteration - 1) if self.polled else None
                 fn = programs.tail if (programs.tail is not None and i == len(lengths) - 1) else programs.chunk
                 last = first_iteration + length - 1
                 state, metrics, evaluation = self.dispatch(i, fn, programs.evaluate, state, last)
+                due = self.checkpointer is not None and self.checkpointer.due(last)
+                if self.polled:
+                    self.receive()  # the chunk before, finished: logged while this one runs
+                    if due:
+                        self.await_state(state, interrupted, in_flight=False)
                 # Copied before the next chunk is dispatched: it donates `state`.
-                snapshot, copied = self.copy_if_due(state, last)
+                snapshot, copied = self.copy_if_due(state, due)
                 self.receive()
                 self.pending = _Pending(first_iteration, metrics, evaluation, snapshot, copied)
                 first_iteration += length
+            if self.polled:
+                self.await_state(state, interrupted, in_flight=True)
             self.receive()
         return jax.block_until_ready(state)
+
+    def long_chunks(self) -> bool:
+        """Whether the next chunk is waited for in polls: while chunks are
+        not timed yet or the last took over STOP_WITHIN_SECONDS. Never in a
+        job of several processes, which must all stop after the same chunk."""
+        if jax.process_count() > 1:
+            return False
+        return not self.times or self.times[-1].wall > STOP_WITHIN_SECONDS
+
+    def host_copy(self, state: Any, last: int) -> tuple[Any, int] | None:
+        """The state after iteration `last` on the host, to save if a signal
+        drops the chunk after it: the pending chunk's snapshot when it took
+        one, None without a checkpointer or when that state is saved."""
+        if self.checkpointer is None or self.saved_through == last:
+            return None
+        if self.pending is not None and self.pending.snapshot is not None:
+            return self.pending.snapshot, last
+        return self.timed("checkpoint", self.checkpointer.snapshot, state), last
+
+    def await_state(self, state: Any, interrupted: Callable[[], int], *, in_flight: bool) -> None:
+        """Wait in polls for `state`, the running chunk's output. A stop
+        signal that the chunk does not answer within STOP_WITHIN_SECONDS
+        abandons it (`in_flight`: the running chunk is the pending one)."""
+        # Typed PRNG keys have no is_ready; the arrays of the same program do.
+        leaves = [x for x in jax.tree.leaves(state) if hasattr(x, "is_ready")]
+        noted = None
+        while leaves:
+            if leaves[-1].is_ready():
+                leaves.pop()
+                continue
+            if noted is None and interrupted():
+                noted = time.perf_counter()
+            if noted is not None and time.perf_counter() - noted > STOP_WITHIN_SECONDS:
+                self.abandon(interrupted(), in_flight)
+            time.sleep(POLL_SECONDS)
+
+    def abandon(self, signum: int, in_flight: bool) -> None:
+        """Stop without waiting for the running chunk: the chunk before it
+        is logged (if not yet; `in_flight`: the pending chunk is the running
+        one, dropped), the state before the running chunk saved from its
+        host copy, then `Interrupted` raised. A resumed run does the dropped
+        chunk again, with the same bits. The chunk goes on on the device
+        until the process ends (`harness.cli.console` ends it at once)."""
+        if in_flight:
+            self.pending = None
+        else:
+            self.receive()
+        if self.fallback is not None:
+            snapshot, last = self.fallback
+            if self.saved_through != last:
+                self.timed("checkpoint", self.checkpointer.save, snapshot, last, final=True)
+                self.saved_through = last
+        raise Interrupted(signum)
 
     def dispatch(self, i: int, fn: Callable, evaluate: Callable | None, state: Any, last: int) -> tuple[Any, Any, Any]:
         """Start chunk `i` (and the evaluation after it) on the device;
@@ -166,10 +247,10 @@ class ChunkLoop:
                 self.profiled_through = last
         return state, metrics, evaluation
 
-    def copy_if_due(self, state: Any, last: int) -> tuple[Any, float]:
-        """The state's host copy when a checkpoint is due after iteration
-        `last` (else None), and the seconds the copy took."""
-        if self.checkpointer is None or not self.checkpointer.due(last):
+    def copy_if_due(self, state: Any, due: bool) -> tuple[Any, float]:
+        """The state's host copy when a checkpoint is `due` after this chunk
+        (else None), and the seconds the copy took."""
+        if not due:
             return None, 0.0
         copy_started = time.perf_counter()
         snapshot = self.timed("checkpoint", self.checkpointer.snapshot, state)

@@ -1,5 +1,6 @@
 """Ctrl-C and SIGTERM during training: noted, and acted on between chunks
-(`interrupt_between_chunks`), then raised as `Interrupted`."""
+(`interrupt_between_chunks`), or while a long chunk runs
+(harness.run.chunk_loop), then raised as `Interrupted`."""
 
 from __future__ import annotations
 

@@ -194,7 +194,9 @@ def run(
         copied to the host before the next chunk is dispatched (the chunk
         donates its input) and saved, asynchronously, only once that chunk's
         metrics passed the NaN/Inf check. On SIGINT/SIGTERM the state after
-        the last finished chunk is saved before `Interrupted` is raised.
+        the last finished chunk is saved before `Interrupted` is raised;
+        when chunks are long, a chunk that does not finish within seconds of
+        the signal is dropped (harness.run.chunk_loop).
       mesh: a `("seed", "data")` device mesh to run on (`harness.run.devices`);
         the algorithm must then be made with `axis_name="data"`. None: one
         device, plain `jit`.
@@ -214,7 +216,8 @@ def run(
     Raises:
       NonFiniteMetricError: a metric is NaN or Inf; no later chunk is logged
         and no state from that chunk on is checkpointed.
-      Interrupted: SIGINT or SIGTERM came; acted on between chunks.
+      Interrupted: SIGINT or SIGTERM came; acted on between chunks, or
+        within STOP_WITHIN_SECONDS of it when chunks are long.
     """
     state, compile_seconds = init_state(algorithm, seeds, mesh, programs, numbers)
     done = 0

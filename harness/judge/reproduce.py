@@ -336,8 +336,10 @@ def to_markdown(verdict: Verdict) -> str:
 
 
 def table(verdict: Verdict):
-    """The verdict in 80 columns: a row per metric (`*`: it decides), the
-    detail most metrics share in the caption, any other below the table."""
+    """The verdict: a row per metric (`*`: it decides), the detail most
+    metrics share in the caption, any other below the table. Into a pipe or
+    a file it is printed at its natural width (harness.console.print_table),
+    so that no metric name or interval is cut."""
     from collections import Counter
 
     from rich import box

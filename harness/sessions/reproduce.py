@@ -89,7 +89,7 @@ def run_and_judge(reference: Reference, options: RunOptions, seeds: list[int] | 
     results.print_summary(plan, logged.record, logged.uri, logged.experiment_id, logged.parent_id)
     print_claims(logged.record)
     verdict = reproduce.judge(reference.record, logged.record, reference.label, _every_iteration(reference, logged))
-    print_table(reproduce.table(verdict), width=80)
+    print_table(reproduce.table(verdict))
     for reason in verdict.not_exact_because:
         out_console.print(f"  not judged bit for bit: {reason}")
     out_console.print(f"rule ({verdict.mode}): {reproduce.RULES[verdict.mode]}", soft_wrap=True)

@@ -168,9 +168,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
     record = publish.publishable(plan, uri, args.run_id, args.random_baseline)
     if args.random_baseline:
         mean = record.baselines["random_policy"]["mean_return"]
-        out_console.print(
-            "random policy: " + ("no episode ended" if mean is None else f"mean return {mean:.2f}")
-        )
+        out_console.print("random policy: " + ("no episode ended" if mean is None else f"mean return {mean:.2f}"))
     out = (
         Path(args.out)
         if args.out

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import run_cli
 
 from harness import spec as S
 from harness.judge import claims

@@ -136,6 +136,7 @@ class ChunkLoop:
         # with its last iteration (None: nothing to save).
         self.polled = False
         self.fallback: tuple[Any, int] | None = None
+        self.signalled_at: float | None = None  # when a signal found a chunk running
 
     def timed(self, kind: str, fn: Callable, *args, **kwargs) -> Any:
         """`fn(*args, **kwargs)`, its seconds added to `spent[kind]`."""
@@ -153,7 +154,8 @@ class ChunkLoop:
         with interrupt_between_chunks() as interrupted:
             for i, length in enumerate(lengths):
                 if self.polled:  # the chunk before is running
-                    self.await_state(state, interrupted, in_flight=True)
+                    pending = self.pending
+                    self.await_chunk(pending.metrics, pending.evaluation, state, interrupted, in_flight=True)
                 # Every process of a job stops after the same chunk.
                 if signum := cluster.agree_on_signal(interrupted()):
                     self.stop(signum, state, first_iteration - 1)
@@ -166,14 +168,15 @@ class ChunkLoop:
                 if self.polled:
                     self.receive()  # the chunk before, finished: logged while this one runs
                     if due:
-                        self.await_state(state, interrupted, in_flight=False)
+                        self.await_chunk(metrics, evaluation, state, interrupted, in_flight=False)
                 # Copied before the next chunk is dispatched: it donates `state`.
                 snapshot, copied = self.copy_if_due(state, due)
                 self.receive()
                 self.pending = _Pending(first_iteration, metrics, evaluation, snapshot, copied)
                 first_iteration += length
             if self.polled:
-                self.await_state(state, interrupted, in_flight=True)
+                pending = self.pending
+                self.await_chunk(pending.metrics, pending.evaluation, state, interrupted, in_flight=True)
             self.receive()
         return jax.block_until_ready(state)
 
@@ -195,20 +198,30 @@ class ChunkLoop:
             return self.pending.snapshot, last
         return self.timed("checkpoint", self.checkpointer.snapshot, state), last
 
-    def await_state(self, state: Any, interrupted: Callable[[], int], *, in_flight: bool) -> None:
-        """Wait in polls for `state`, the running chunk's output. A stop
-        signal that the chunk does not answer within STOP_WITHIN_SECONDS
-        abandons it (`in_flight`: the running chunk is the pending one)."""
+    def await_chunk(
+        self, metrics: Any, evaluation: Any, state: Any, interrupted: Callable[[], int], *, in_flight: bool
+    ) -> None:
+        """Wait in polls for the running chunk: its metrics, then the
+        evaluation after it (its seconds counted as evaluation, as `receive`
+        counts them) and the state. A stop signal that the chunk does not
+        answer within STOP_WITHIN_SECONDS abandons it (`in_flight`: the
+        running chunk is the pending one)."""
+        self.await_ready(metrics, interrupted, in_flight)
+        if evaluation:
+            self.timed("evaluation", self.await_ready, evaluation, interrupted, in_flight)
+        self.await_ready(state, interrupted, in_flight)
+        self.signalled_at = None
+
+    def await_ready(self, tree: Any, interrupted: Callable[[], int], in_flight: bool) -> None:
         # Typed PRNG keys have no is_ready; the arrays of the same program do.
-        leaves = [x for x in jax.tree.leaves(state) if hasattr(x, "is_ready")]
-        noted = None
+        leaves = [x for x in jax.tree.leaves(tree) if hasattr(x, "is_ready")]
         while leaves:
             if leaves[-1].is_ready():
                 leaves.pop()
                 continue
-            if noted is None and interrupted():
-                noted = time.perf_counter()
-            if noted is not None and time.perf_counter() - noted > STOP_WITHIN_SECONDS:
+            if self.signalled_at is None and interrupted():
+                self.signalled_at = time.perf_counter()
+            if self.signalled_at is not None and time.perf_counter() - self.signalled_at > STOP_WITHIN_SECONDS:
                 self.abandon(interrupted(), in_flight)
             time.sleep(POLL_SECONDS)
 

@@ -26,7 +26,10 @@ from harness.run import chunk_loop, runner
 from harness.run.programs import Programs
 from harness.sessions import run as session
 
-INTERVAL = 100  # iterations per chunk: about 1.5 s here
+# Iterations per chunk: about 5 s here, so that chunk 2 is still running
+# when the host, having logged chunk 1 (the signal comes from its sink),
+# starts waiting for it, even on a loaded machine.
+INTERVAL = 400
 WAIT = 0.1  # STOP_WITHIN_SECONDS for this test
 
 

@@ -153,9 +153,8 @@ class ChunkLoop:
         self.started = time.perf_counter()
         with interrupt_between_chunks() as interrupted:
             for i, length in enumerate(lengths):
-                if self.polled:  # the chunk before is running
-                    pending = self.pending
-                    self.await_chunk(pending.metrics, pending.evaluation, state, interrupted, in_flight=True)
+                if self.polled:  # the chunk before, the pending one, is running
+                    self.await_chunk(self.pending.metrics, self.pending.evaluation, state, interrupted)
                 # Every process of a job stops after the same chunk.
                 if signum := cluster.agree_on_signal(interrupted()):
                     self.stop(signum, state, first_iteration - 1)
@@ -168,15 +167,14 @@ class ChunkLoop:
                 if self.polled:
                     self.receive()  # the chunk before, finished: logged while this one runs
                     if due:
-                        self.await_chunk(metrics, evaluation, state, interrupted, in_flight=False)
+                        self.await_chunk(metrics, evaluation, state, interrupted)
                 # Copied before the next chunk is dispatched: it donates `state`.
                 snapshot, copied = self.copy_if_due(state, due)
                 self.receive()
                 self.pending = _Pending(first_iteration, metrics, evaluation, snapshot, copied)
                 first_iteration += length
             if self.polled:
-                pending = self.pending
-                self.await_chunk(pending.metrics, pending.evaluation, state, interrupted, in_flight=True)
+                self.await_chunk(self.pending.metrics, self.pending.evaluation, state, interrupted)
             self.receive()
         return jax.block_until_ready(state)
 
@@ -198,21 +196,18 @@ class ChunkLoop:
             return self.pending.snapshot, last
         return self.timed("checkpoint", self.checkpointer.snapshot, state), last
 
-    def await_chunk(
-        self, metrics: Any, evaluation: Any, state: Any, interrupted: Callable[[], int], *, in_flight: bool
-    ) -> None:
+    def await_chunk(self, metrics: Any, evaluation: Any, state: Any, interrupted: Callable[[], int]) -> None:
         """Wait in polls for the running chunk: its metrics, then the
         evaluation after it (its seconds counted as evaluation, as `receive`
         counts them) and the state. A stop signal that the chunk does not
-        answer within STOP_WITHIN_SECONDS abandons it (`in_flight`: the
-        running chunk is the pending one)."""
-        self.await_ready(metrics, interrupted, in_flight)
+        answer within STOP_WITHIN_SECONDS abandons it."""
+        self.await_ready(metrics, interrupted)
         if evaluation:
-            self.timed("evaluation", self.await_ready, evaluation, interrupted, in_flight)
-        self.await_ready(state, interrupted, in_flight)
+            self.timed("evaluation", self.await_ready, evaluation, interrupted)
+        self.await_ready(state, interrupted)
         self.signalled_at = None
 
-    def await_ready(self, tree: Any, interrupted: Callable[[], int], in_flight: bool) -> None:
+    def await_ready(self, tree: Any, interrupted: Callable[[], int]) -> None:
         # Typed PRNG keys have no is_ready; the arrays of the same program do.
         leaves = [x for x in jax.tree.leaves(tree) if hasattr(x, "is_ready")]
         while leaves:
@@ -222,20 +217,17 @@ class ChunkLoop:
             if self.signalled_at is None and interrupted():
                 self.signalled_at = time.perf_counter()
             if self.signalled_at is not None and time.perf_counter() - self.signalled_at > STOP_WITHIN_SECONDS:
-                self.abandon(interrupted(), in_flight)
+                self.abandon(interrupted())
             time.sleep(POLL_SECONDS)
 
-    def abandon(self, signum: int, in_flight: bool) -> None:
-        """Stop without waiting for the running chunk: the chunk before it
-        is logged (if not yet; `in_flight`: the pending chunk is the running
-        one, dropped), the state before the running chunk saved from its
-        host copy, then `Interrupted` raised. A resumed run does the dropped
+    def abandon(self, signum: int) -> None:
+        """Stop without waiting for the running chunk: it is dropped (the
+        pending chunk, if any, is the running one: the chunk before it was
+        logged before the wait), the state before it saved from its host
+        copy, then `Interrupted` raised. A resumed run does the dropped
         chunk again, with the same bits. The chunk goes on on the device
         until the process ends (`harness.cli.console` ends it at once)."""
-        if in_flight:
-            self.pending = None
-        else:
-            self.receive()
+        self.pending = None
         if self.fallback is not None:
             snapshot, last = self.fallback
             if self.saved_through != last:

@@ -50,6 +50,11 @@ class Environment(NamedTuple):
     # Single-player tasks with an exact solver (jumanji Knapsack): the best
     # return any policy can get from a state just reset, `state -> []`.
     optimum: Callable[[Any], jax.Array] | None = None
+    # Envs whose transitions are deterministic: a step without auto-reset
+    # and without a key, `(state, action) -> (state, TimeStep)`, what a tree
+    # search steps its nodes with (below a terminal step nothing reaches
+    # the root, so no next game is needed there). None: searches use `step`.
+    search_step: Callable[[Any, jax.Array], tuple[Any, TimeStep]] | None = None
 
 
 def random_legal_action(key: PRNGKey, legal_action_mask: jax.Array) -> jax.Array:

@@ -78,3 +78,43 @@ def test_batched_is_for_gumbel_only():
     data = {**TINY_AZ, "hyperparameters": {**TINY_AZ["hyperparameters"], "search": "puct", "tree_search": "batched"}}
     with pytest.raises(spec_module.SpecError, match="hyperparameters: tree_search: batched is a Gumbel MuZero search"):
         spec_module.parse(data)
+
+
+def deep_searches(env, net, params, games, **hyperparameters):
+    """The batched search's (action, weights) on `games`, with and without
+    exploration, at the tiny spec's settings updated by `hyperparameters`."""
+    config = spec_module.parse({**TINY_AZ, "hyperparameters": {**TINY_AZ["hyperparameters"], "tree_search": "batched"}})
+    config = config.hyperparameters.model_copy(update=hyperparameters)
+    search = make_search(config, env, net)
+    keys = jax.random.split(jax.random.key(2), GAMES)
+    return [
+        jax.jit(lambda p, k, g, e=e: search(p, k, g, jnp.float32(0.0), e))(params, keys, games) for e in (True, False)
+    ]
+
+
+def test_what_lies_below_a_terminal_step_never_reaches_the_root():
+    """Late positions and enough simulations that paths run past the game's
+    end: stepping the nodes without keys or auto-reset (`search_step`), or
+    cutting paths at a depth beyond the game's length, gives the same
+    actions and policy targets, bit for bit, as the keyed step with its
+    next game drawn."""
+    plan = build.build(spec_module.parse(TINY_AZ))
+    env = plan.env
+    assert env.search_step is not None  # tic-tac-toe's step takes no key
+    net = make_az_network(plan.spec.network, env.num_actions, env.observation_shape)
+    games = positions(env, 3, 6)
+    params = jax.tree.map(lambda p: 3.0 * p, net.init(jax.random.key(1), games.timestep.observation[:1]))
+    reference = deep_searches(env._replace(search_step=None), net, params, games, num_simulations=48)
+    for found in (
+        deep_searches(env, net, params, games, num_simulations=48),
+        deep_searches(env, net, params, games, num_simulations=48, max_depth=10),
+    ):
+        for (action, weights), (want_action, want_weights) in zip(found, reference, strict=True):
+            np.testing.assert_array_equal(action, want_action)
+            np.testing.assert_array_equal(weights, want_weights)
+
+
+def test_only_deterministic_games_step_without_keys():
+    for env_id, keyless in (("tic_tac_toe", True), ("connect_four", True), ("2048", False)):
+        data = {**TINY_AZ, "env": {"suite": "pgx", "id": env_id}}
+        assert (build.build(spec_module.parse(data)).env.search_step is not None) is keyless

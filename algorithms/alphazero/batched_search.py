@@ -19,7 +19,10 @@ policy with the same arithmetic, in four batched stages per simulation:
 
 Per-game keys: game b's Gumbel noise and its env steps' keys come from
 `keys[b]` alone, as if it were searched by itself, so a game's search does
-not depend on the other games in the batch (or on the device).
+not depend on the other games in the batch (or on the device). A search
+whose steps take no key (`keyed_steps=False`: a deterministic game) splits
+no keys after the root's noise: on a CPU each split is a loop of small
+kernels, and in a small game they are a good part of a simulation.
 
 Shapes: B games, N = num_simulations + 1 nodes, A actions, D = max_depth.
 """
@@ -67,7 +70,7 @@ class SearchOutput(NamedTuple):
     tree: Tree
 
 
-# recurrent_fn(params, keys [B], action [B], embedding [B, ...]) -> (Step, embedding)
+# recurrent_fn(params, keys [B] or None, action [B], embedding [B, ...]) -> (Step, embedding)
 RecurrentFn = Callable[[Any, jax.Array, jax.Array, Any], tuple[Step, Any]]
 
 
@@ -302,11 +305,13 @@ def gumbel_muzero(
     max_depth: int | None = None,
     max_num_considered_actions: int = 16,
     gumbel_scale: float | jax.Array = 1.0,
+    keyed_steps: bool = True,
 ) -> SearchOutput:
     """Search B roots (`prior_logits [B, A]`, `value [B]`, `embedding [B,
     ...]`) with `num_simulations` simulations each; `keys [B]`, one per game.
     The action is the best of the most visited considered actions; the
-    weights are softmax(logits + completed Q), invalid actions masked."""
+    weights are softmax(logits + completed Q), invalid actions masked.
+    Without `keyed_steps`, `recurrent_fn` is given None for its keys."""
     max_depth = num_simulations if max_depth is None else max_depth
     batch, num_actions = prior_logits.shape
     split = jax.vmap(jax.random.split)(keys)
@@ -318,8 +323,10 @@ def gumbel_muzero(
 
     def simulation(sim, carry):
         keys, tree = carry
-        split = jax.vmap(lambda k: jax.random.split(k, 3))(keys)
-        keys, expand_keys = split[:, 0], split[:, 2]
+        expand_keys = None
+        if keyed_steps:
+            split = jax.vmap(lambda k: jax.random.split(k, 3))(keys)
+            keys, expand_keys = split[:, 0], split[:, 2]
         parent, action, nodes, actions, depth = _simulate(
             tree, gumbel, invalid_actions, num_considered, table, max_depth
         )

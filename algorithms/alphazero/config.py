@@ -42,7 +42,12 @@ class AlphaZeroConfig(Config):
         " algorithms.alphazero.batched_search, whose bookkeeping per simulation does not grow with the tree",
     )
     num_simulations: int = Field(default=32, gt=0, description="search simulations per move")
-    max_depth: int | None = Field(default=None, gt=0, description="search depth limit; null: num_simulations")
+    max_depth: int | None = Field(
+        default=None,
+        gt=0,
+        description="search depth limit (edges per simulation); null: num_simulations. Past a game's longest"
+        " length it changes nothing at the root, and it sizes the batched search's paths",
+    )
     max_num_considered_actions: int = Field(default=16, gt=0, description="gumbel: actions sampled at the root")
     gumbel_scale: float = Field(default=1.0, ge=0, description="gumbel: noise scale in self-play")
     dirichlet_alpha: float = Field(default=0.3, gt=0, description="puct: root noise concentration")

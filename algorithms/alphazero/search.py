@@ -113,15 +113,23 @@ def make_search(config: AlphaZeroConfig, env: Environment, net: Any):
 
     def search_batched(params, keys: jax.Array, games: Games, threshold: jax.Array, explore: bool):
         """Gumbel MuZero over all games at once (`batched_search`), each
-        game's noise and env keys from its own key, as when searched alone."""
+        game's noise and env keys from its own key, as when searched alone.
+        A deterministic game's nodes are stepped with `env.search_step`:
+        no keys, and no next game drawn after a terminal step (nothing
+        below one reaches the root, so the search's outputs are the same)."""
 
+        # A node keeps only what its children's steps read: the env state,
+        # the player to move and the return so far (the tree writes and
+        # reads every leaf of it at every simulation).
         def recurrent_fn(params, keys, action, embedding):
-            env_state, timestep, episode_return = embedding
-            mover = timestep.current_player
-            env_keys = jax.vmap(lambda k: jax.random.split(k, 1)[0])(keys)
-            env_state, next_ts = jax.vmap(env.step)(env_state, action, env_keys)
+            env_state, mover, episode_return = embedding
+            if env.search_step is None:
+                env_keys = jax.vmap(lambda k: jax.random.split(k, 1)[0])(keys)
+                env_state, next_ts = jax.vmap(env.step)(env_state, action, env_keys)
+            else:
+                env_state, next_ts = jax.vmap(env.search_step)(env_state, action)
             step, episode_return = transition(params, mover, next_ts, episode_return, threshold)
-            return step, (env_state, next_ts, episode_return)
+            return step, (env_state, next_ts.current_player, episode_return)
 
         logits, value = evaluate_position(params, games.timestep)
         out = batched_search.gumbel_muzero(
@@ -129,13 +137,14 @@ def make_search(config: AlphaZeroConfig, env: Environment, net: Any):
             keys,
             logits,
             value,
-            (games.env_state, games.timestep, games.episode_return),
+            (games.env_state, games.timestep.current_player, games.episode_return),
             recurrent_fn,
             num_simulations=config.num_simulations,
             invalid_actions=~games.timestep.legal_action_mask,
             max_depth=config.max_depth,
             max_num_considered_actions=config.max_num_considered_actions,
             gumbel_scale=config.gumbel_scale if explore else 0.0,
+            keyed_steps=env.search_step is None,
         )
         return out.action, out.action_weights
 

@@ -15,6 +15,26 @@ from harness.envs.errors import no_such_env
 from harness.envs.helpers import library_version, select_tree
 from harness.types import EnvInfo
 
+# The games whose step ignores its key (pgx 2.6: `del key` in each
+# `_step`); 2048, backgammon and the MinAtar games draw from it.
+DETERMINISTIC = frozenset(
+    {
+        "animal_shogi",
+        "chess",
+        "connect_four",
+        "gardner_chess",
+        "go_9x9",
+        "go_19x19",
+        "hex",
+        "kuhn_poker",
+        "leduc_holdem",
+        "othello",
+        "shogi",
+        "sparrow_mahjong",
+        "tic_tac_toe",
+    }
+)
+
 
 def make(env_id: str, kwargs: dict[str, Any]) -> tuple[Environment, EnvInfo]:
     """The adapter for pgx's `env_id`, made with `kwargs`; its version is
@@ -53,7 +73,19 @@ def make(env_id: str, kwargs: dict[str, Any]) -> tuple[Environment, EnvInfo]:
             current_player=jnp.where(done, restart.current_player, out.current_player),
         )
 
+    def search_step(state, action):
+        state = env.step(state, action)
+        return state, timestep(state, state.rewards, state.terminated, state.truncated)
+
     return (
-        Environment(reset, step, tuple(env.observation_shape), int(env.num_actions), int(env.num_players), True),
+        Environment(
+            reset,
+            step,
+            tuple(env.observation_shape),
+            int(env.num_actions),
+            int(env.num_players),
+            True,
+            search_step=search_step if env_id in DETERMINISTIC else None,
+        ),
         EnvInfo("pgx", env_id, library_version("pgx"), str(env.version)),
     )

@@ -115,3 +115,20 @@ def test_only_deterministic_games_step_without_keys():
     for env_id, keyless in (("tic_tac_toe", True), ("connect_four", True), ("2048", False)):
         data = {**TINY_AZ, "env": {"suite": "pgx", "id": env_id}}
         assert (build.build(spec_module.parse(data)).env.search_step is not None) is keyless
+
+
+def test_a_wrapper_changes_what_the_search_step_returns_too():
+    """A wrapped game's tree search must see the wrapped observations: the
+    wrapper maps `search_step`'s time steps as it maps `step`'s. Here it
+    hides the centre square (entries 8 and 9), where the move is played."""
+    wrapper = {"name": "mask_observation", "indices": [8, 9]}
+    plain = build.build(spec_module.parse(TINY_AZ)).env
+    env = build.build(spec_module.parse({**TINY_AZ, "env": {**TINY_AZ["env"], "wrappers": [wrapper]}})).env
+    state, _ = env.reset(jax.random.key(0))
+    centre = jnp.int32(4)
+    _, unwrapped = plain.search_step(state, centre)
+    _, stepped = env.step(state, centre, jax.random.key(1))
+    _, searched = env.search_step(state, centre)
+    assert float(unwrapped.observation.reshape(-1)[8:10].sum()) == 1.0
+    np.testing.assert_array_equal(searched.observation, stepped.observation)
+    assert float(searched.observation.reshape(-1)[8:10].sum()) == 0.0

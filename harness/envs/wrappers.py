@@ -25,7 +25,21 @@ def _map_timesteps(env: Environment, fn: Callable[[TimeStep], TimeStep]) -> Envi
         state, timestep = env.step(state, action, key)
         return state, fn(timestep)
 
-    return env._replace(reset=reset, step=step)
+    return env._replace(reset=reset, step=step, search_step=_map_search_step(env, lambda ts, action: fn(ts)))
+
+
+def _map_search_step(env: Environment, fn: Callable[[TimeStep, jax.Array], TimeStep]):
+    """`env.search_step` with `fn(timestep, action)` applied to what it
+    returns (None where the env has none): a wrapper changes the time steps
+    a tree search sees as it changes the others."""
+    if env.search_step is None:
+        return None
+
+    def search_step(state, action):
+        state, timestep = env.search_step(state, action)
+        return state, fn(timestep, action)
+
+    return search_step
 
 
 def mask_observation(env: Environment, indices: tuple[int, ...]) -> Environment:
@@ -83,7 +97,12 @@ def observe_previous_action_reward(env: Environment) -> Environment:
         state, timestep = env.step(state, action, key)
         return state, extend(timestep, action, timestep.reward[0])
 
-    return env._replace(reset=reset, step=step, observation_shape=(*shape[:-1], shape[-1] + 2))
+    return env._replace(
+        reset=reset,
+        step=step,
+        search_step=_map_search_step(env, lambda timestep, action: extend(timestep, action, timestep.reward[0])),
+        observation_shape=(*shape[:-1], shape[-1] + 2),
+    )
 
 
 def apply_wrappers(env: Environment, wrappers: tuple[Any, ...]) -> Environment:

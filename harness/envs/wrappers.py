@@ -93,14 +93,17 @@ def observe_previous_action_reward(env: Environment) -> Environment:
         state, timestep = env.reset(key)
         return state, extend(timestep, 0, jnp.float32(0.0))
 
+    def stepped(timestep: TimeStep, action: jax.Array) -> TimeStep:
+        return extend(timestep, action, timestep.reward[0])
+
     def step(state, action, key):
         state, timestep = env.step(state, action, key)
-        return state, extend(timestep, action, timestep.reward[0])
+        return state, stepped(timestep, action)
 
     return env._replace(
         reset=reset,
         step=step,
-        search_step=_map_search_step(env, lambda timestep, action: extend(timestep, action, timestep.reward[0])),
+        search_step=_map_search_step(env, stepped),
         observation_shape=(*shape[:-1], shape[-1] + 2),
     )
 

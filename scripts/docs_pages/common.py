@@ -106,7 +106,18 @@ def drawing(width: float, height: float) -> Iterator[Figure]:
 def svg(figure: Figure) -> bytes:
     buffer = io.BytesIO()
     figure.savefig(buffer, format="svg", metadata={"Date": None})
-    return buffer.getvalue()
+    return _numbered_ids(buffer.getvalue())
+
+
+def _numbered_ids(text: bytes) -> bytes:
+    """Matplotlib names each clip path by a hash of its coordinates at full
+    precision, which a last-bit difference in text extents (the fonts a
+    machine has) changes while the drawing stays the same: the names become
+    `clip0`, `clip1`, ... in the order they first appear."""
+    names: dict[bytes, bytes] = {}
+    for found in re.finditer(rb'<clipPath id="(p[0-9a-f]+)"', text):
+        names.setdefault(found.group(1), b"clip%d" % len(names))
+    return re.sub(rb'(id="|url\(#)(p[0-9a-f]+)(?=[")])', lambda m: m.group(1) + names.get(m.group(2), m.group(2)), text)
 
 
 def thinned(xs: list[float], ys: list[float], limit: int = 400) -> tuple[list[float], list[float]]:

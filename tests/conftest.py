@@ -109,6 +109,9 @@ TINY_AZ = {
         "train_steps": 2,
         "train_batch_size": 64,
         "capacity": 24,
+        # The published tic-tac-toe spec's search (mctx's, the default, is
+        # on tests/device_runs.py's layouts).
+        "tree_search": "batched",
         "evaluation": {"games": 4, "pool_size": 2},
     },
     "logging": {"interval": 3},
@@ -216,30 +219,36 @@ def tiny_az_runs() -> tuple[tuple[build.Plan, runner.RunResult], ...]:
 
 
 class Background:
-    """A module's slow fixture whose work is mostly subprocesses (device
-    layouts, a multi-process job), started in a thread when the session
-    starts so that it runs beside the in-process tests, whose compiles keep
-    one core busy at a time. `result()` waits for it (re-raising its error)."""
+    """The modules' slow fixtures whose work is mostly subprocesses (device
+    layouts, a multi-process job, a published spec on unseen seeds), done one
+    after another in a thread started when the session starts, beside the
+    in-process tests. One at a time: the machine's cores are shared with the
+    in-process tests, which starved while all of them ran at once.
+    `result(name)` waits for one (re-raising its error)."""
 
-    def __init__(self, name: str, work, tmp_path_factory: pytest.TempPathFactory):
-        self.name, self.value, self.error = name, None, None
-        self.thread = threading.Thread(target=self._run, args=(work, tmp_path_factory), name=name, daemon=True)
+    def __init__(self, works: dict, tmp_path_factory: pytest.TempPathFactory):
+        self.done = {name: threading.Event() for name in works}
+        self.values: dict[str, object] = {}
+        self.errors: dict[str, BaseException] = {}
+        self.thread = threading.Thread(target=self._run, args=(works, tmp_path_factory), name="background", daemon=True)
         self.thread.start()
 
-    def _run(self, work, tmp_path_factory) -> None:
-        try:
-            self.value = work(tmp_path_factory)
-        except BaseException as error:  # noqa: BLE001  (re-raised in the test that needs it)
-            self.error = error
+    def _run(self, works: dict, tmp_path_factory) -> None:
+        for name, work in works.items():
+            try:
+                self.values[name] = work(tmp_path_factory)
+            except BaseException as error:  # noqa: BLE001  (re-raised in the test that needs it)
+                self.errors[name] = error
+            self.done[name].set()
 
-    def result(self):
-        self.thread.join()
-        if self.error is not None:
-            raise self.error
-        return self.value
+    def result(self, name: str):
+        self.done[name].wait()
+        if name in self.errors:
+            raise self.errors[name]
+        return self.values[name]
 
 
-_BACKGROUND: dict[str, Background] = {}
+_BACKGROUND: list[Background] = []
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -252,24 +261,29 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session", autouse=True)
 def _background_work(request, tmp_path_factory):
     """Start the `BACKGROUND` work of the selected test modules (fixture
-    name -> work(tmp_path_factory)) that a selected test uses; the session
-    ends after it (no subprocess outlives the suite)."""
+    name -> work(tmp_path_factory)) that a selected test uses, in the order
+    the modules declare it; the session ends after it (no subprocess
+    outlives the suite)."""
     # The session's temporary folder is made here, once: threads that each
     # made it on their first `mktemp` raced (pytest's factory is not
     # thread-safe), and one failed with "not a normalized and relative path".
     tmp_path_factory.getbasetemp()
+    works = {}
     for item in request.session.items:
         for name, work in getattr(item.module, "BACKGROUND", {}).items():
-            if name in item.fixturenames and name not in _BACKGROUND:
-                _BACKGROUND[name] = Background(name, work, tmp_path_factory)
+            if name in item.fixturenames:
+                works.setdefault(name, work)
+    if works:
+        _BACKGROUND.append(Background(works, tmp_path_factory))
     yield
-    for work in _BACKGROUND.values():
-        work.thread.join()
+    for background in _BACKGROUND:
+        background.thread.join()
 
 
 def background_result(name: str):
     """The result of the background work `name` (waiting for it)."""
-    return _BACKGROUND[name].result()
+    (background,) = _BACKGROUND
+    return background.result(name)
 
 
 # ------------------------------------------------------------- the harness
@@ -374,11 +388,13 @@ class MlflowServer:
                 pytest.fail(f"mlflow server did not answer within {timeout} s")
             time.sleep(0.5)
 
-    def stop(self) -> None:
+    def stop(self, crash: bool = False) -> None:
+        """Shut it down (SIGTERM, its workers finishing their requests), or
+        with `crash`, kill it at once (SIGKILL: a server that goes away)."""
         if self.proc is None:
             return
         try:
-            os.killpg(self.proc.pid, signal.SIGTERM)
+            os.killpg(self.proc.pid, signal.SIGKILL if crash else signal.SIGTERM)
         except ProcessLookupError:
             pass
         try:

@@ -42,7 +42,11 @@ def _searcher(search: str):
     """tic-tac-toe, a network's parameters and the jitted search (compiled
     once per kind of search, for every position)."""
     env = tic_tac_toe()
-    config = AlphaZeroConfig(search=search, num_simulations=128)
+    # Gumbel with the batched search, the published specs' (it chooses as
+    # mctx's does: test_batched_search); PUCT with mctx's.
+    config = AlphaZeroConfig(
+        search=search, num_simulations=128, tree_search="batched" if search == "gumbel" else "mctx"
+    )
     net = make_az_network(NetworkSpec(kind="mlp", hidden_sizes=(16,)), env.num_actions, env.observation_shape)
     params = net.init(jax.random.key(0), jnp.zeros(env.observation_shape))
     return env, params, jax.jit(alphazero.make_search(config, env, net), static_argnames="explore")
@@ -144,14 +148,22 @@ def count_illegal(env: Environment) -> Environment:
         inner, timestep = env.step(inner, action, key)
         return (inner, timestep.legal_action_mask, illegal + (~mask[action]).astype(jnp.int32)), timestep
 
-    return env._replace(reset=reset, step=step)
+    def search_step(state, action):
+        # The search tree's moves (below the root, unmasked) never reach
+        # the games' states: only the self-play moves are counted.
+        inner, _, illegal = state
+        inner, timestep = env.search_step(inner, action)
+        return (inner, timestep.legal_action_mask, illegal), timestep
+
+    return env._replace(reset=reset, step=step, search_step=search_step)
 
 
 def test_self_play_never_plays_an_illegal_move():
     """On connect_four, where a full column's move is illegal mid-game (the
-    masking is the search's, the same for every pgx game)."""
+    masking is the search's, the same for every pgx game), with the batched
+    search, the published specs'."""
     env = count_illegal(envs.make("pgx", "connect_four")[0])
-    config = AlphaZeroConfig(num_envs=64, collection_steps=16, num_simulations=4, train_steps=1)
+    config = AlphaZeroConfig(num_envs=64, collection_steps=16, num_simulations=4, train_steps=1, tree_search="batched")
     algorithm = alphazero.make_alphazero(
         config, env, network=NetworkSpec(kind="mlp", hidden_sizes=(16,)), optimizer=optax.adam(1e-3)
     )
@@ -236,8 +248,9 @@ def test_resnet_forms_agree():
     search = net("matmul", for_gradients=False)
     train = {name: net(name, for_gradients=True) for name in ("matmul", "conv")}
     params = search.init(jax.random.key(0), jnp.zeros((6, 7, 2)))
+    outputs = jax.jit(search.apply)(params, obs)
     for form in train.values():
-        for a, b in zip(search.apply(params, obs), form.apply(params, obs), strict=True):
+        for a, b in zip(outputs, jax.jit(form.apply)(params, obs), strict=True):
             np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-5)
 
     def gradient(form):

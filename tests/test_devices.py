@@ -155,9 +155,9 @@ def test_seeds_differ_from_each_other(layouts_run):
 
 def test_single_player_knapsack_with_ranked_rewards(layouts_run):
     """AlphaZero on jumanji's Knapsack (one player, ranked rewards, the set
-    network), as the layouts trained it on one device, judged against each
-    evaluation instance's optimum."""
-    run = {name: np.asarray(values) for name, values in layouts_run["alphazero_knapsack"]["1x1"].items()}
+    network), as the exact layouts trained it (32 iterations), judged
+    against each evaluation instance's optimum."""
+    run = {name: np.asarray(values) for name, values in layouts_run["alphazero_knapsack_exact"]["plain"].items()}
     assert {"episode_return", "ranked_threshold"} <= set(run)
     assert {name for name in run if name.startswith("eval/")} == {
         "eval/eval_return",
@@ -171,8 +171,10 @@ def test_single_player_knapsack_with_ranked_rewards(layouts_run):
     # Knapsack episodes end when no item fits; returns are positive values.
     assert np.all(run["episode_return"][-1] > 0)
     assert np.all(run["eval/eval_greedy_return"] > 0)
-    # No packing beats the optimum; random play is far from it, greedy close.
-    assert np.all(run["eval/eval_optimum"] > run["eval/eval_greedy_return"])
+    # No packing beats the optimum (`eval_optimum` is that of the agent's
+    # instances; each player's gap is to its own); random play is far from
+    # it, greedy close.
+    assert np.all(run["eval/eval_optimum"] >= run["eval/eval_return"] - 1e-6)
     for who in ("", "random_", "greedy_"):
         gap = run[f"eval/eval_{who}optimality_gap"]
         assert np.all((gap >= -1e-6) & (gap < 1)), who
@@ -406,8 +408,8 @@ def _finish(processes: list[subprocess.Popen]) -> tuple[list[int], str]:
 
 def run_two_process_job(tmp_path_factory) -> Job:
     """The job interrupted by a SIGTERM to process 1 (not the one that logs
-    and writes checkpoints), then resumed; the job uninterrupted; and one
-    process with 4 devices."""
+    and writes checkpoints), then resumed (logging system metrics too); and
+    one process with 4 devices, uninterrupted."""
     job = Job(tmp_path_factory.mktemp("two-process"))
     first = job.two_processes()
     try:
@@ -429,8 +431,7 @@ def run_two_process_job(tmp_path_factory) -> Job:
     job.interrupted_status = {
         r.info.run_id: r.info.status for r in client.search_runs([directory.info["experiment_id"]])
     }
-    job.resumed = _finish(job.two_processes("--resume"))
-    job.whole = _finish(job.two_processes("--system-metrics-interval", "0.2", name="whole"))
+    job.resumed = _finish(job.two_processes("--resume", "--system-metrics-interval", "0.2"))
     alone = job.launch(
         "--tracking-uri",
         new_store(job.tmp, "alone.db"),
@@ -480,20 +481,19 @@ def _histories(uri: str, names) -> dict[tuple[str, str], list[tuple[int, float]]
 def test_two_processes_train_one_spec_together(two_process_job):
     """Two local processes with 2 simulated devices each join one job on
     127.0.0.1 and give the bits of one process with 4 devices (an exact
-    layout); only process 0 logs, as one parent run. Resumed after the
-    interrupt, the job is bit-identical to the job uninterrupted."""
+    layout), interrupted and resumed too; only process 0 logs, as one
+    parent run."""
     job = two_process_job
-    for codes, output in (job.resumed, job.whole):
-        assert codes == [0, 0], output[-6000:]
+    codes, output = job.resumed
+    assert codes == [0, 0], output[-6000:]
     resumed = f"resuming run {job.directory.run_id} from the checkpoint at iteration {job.journaled}"
     assert resumed in " ".join(job.resumed[1].split())
     codes, output = job.alone
     assert codes == [0], output[-6000:]
 
     job_record = json.loads((job.tmp / "job.json").read_text())
-    whole_record = json.loads((job.tmp / "whole.json").read_text())
     alone_record = json.loads((job.tmp / "alone.json").read_text())
-    assert job_record["curves"] == whole_record["curves"]
+    assert job_record["curves"] == alone_record["curves"]
     assert job_record["fingerprint"]["process_count"] == "2"
     assert job_record["fingerprint"]["device_count"] == "4"
     assert job_record["fingerprint"]["local_device_count"] == "2"
@@ -501,11 +501,11 @@ def test_two_processes_train_one_spec_together(two_process_job):
     assert job_record["per_seed_final"] == alone_record["per_seed_final"]
     # Every point of every metric in MLflow, not only the record's curves.
     names = list(alone_record["curves"]["metrics"])
-    whole = _histories(f"sqlite:///{job.tmp / 'whole.db'}", names)
+    resumed = _histories(job.uri, names)
     alone = _histories(f"sqlite:///{job.tmp / 'alone.db'}", names)
     assert len(alone) == 2 * len(names)
     assert all(len(points) == ITERATIONS for points in alone.values())
-    assert whole == alone
+    assert resumed == alone
 
     client = MlflowClient(tracking_uri=job.uri)
     runs = client.search_runs([job.directory.info["experiment_id"]])
@@ -523,14 +523,9 @@ def test_two_processes_train_one_spec_together(two_process_job):
     # Per-device speed is logged with the rest.
     assert parents[0].data.metrics["sps_per_device"] == pytest.approx(parents[0].data.metrics["sps"] / 4)
     # Each process logs its system metrics on the one parent, under its node id.
-    whole = MlflowClient(tracking_uri=f"sqlite:///{job.tmp / 'whole.db'}")
-    (parent,) = [
-        r
-        for r in whole.search_runs([e.experiment_id for e in whole.search_experiments()])
-        if "mlflow.parentRunId" not in r.data.tags
-    ]
     for process in ("process_0", "process_1"):
-        assert f"system/{process}/cpu_utilization_percentage" in parent.data.metrics, sorted(parent.data.metrics)
+        metrics = parents[0].data.metrics
+        assert f"system/{process}/cpu_utilization_percentage" in metrics, sorted(metrics)
 
 
 def test_a_job_whose_process_0_cannot_start_stops_every_process(tmp_path):

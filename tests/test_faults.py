@@ -128,7 +128,7 @@ def test_server_going_away_mid_run_loses_nothing(tmp_path, server):
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, "no metric reached the server"
             time.sleep(0.1)
-        server.stop()
+        server.stop(crash=True)
         out, err = proc.communicate(timeout=300)
     finally:
         proc.kill()

@@ -26,10 +26,10 @@ from harness.run import chunk_loop, runner
 from harness.run.programs import Programs
 from harness.sessions import run as session
 
-# Iterations per chunk: about 5 s here, so that chunk 2 is still running
-# when the host, having logged chunk 1 (the signal comes from its sink),
-# starts waiting for it, even on a loaded machine.
-INTERVAL = 400
+# Iterations per chunk: about 1.5 s here (15 times WAIT), so that chunk 2
+# is still running when the host, having logged chunk 1 (the signal comes
+# from its sink), starts waiting for it, even on a loaded machine.
+INTERVAL = 240
 WAIT = 0.1  # STOP_WITHIN_SECONDS for this test
 
 
@@ -87,7 +87,7 @@ def test_a_signal_does_not_wait_for_the_running_chunk(long_chunks):
     # dropped, the state saved is chunk 1's, the last logged, and the runs
     # end KILLED. The seconds from the signal to `Interrupted` include the
     # runs' closing (MLflow, the metric writer, the checkpoint's writing).
-    assert long_chunks["chunk_seconds"] > 4 * WAIT, "chunks too short for this test: raise INTERVAL"
+    assert long_chunks["chunk_seconds"] > 5 * WAIT, "chunks too short for this test: raise INTERVAL"
     assert long_chunks["interrupted"]["steps"] == [INTERVAL]
     assert long_chunks["interrupted"]["journaled"] == INTERVAL
     assert long_chunks["interrupted"]["status"] == "KILLED"

@@ -2,12 +2,12 @@
 their curves as JSON: `python tests/device_runs.py`. A layout is `plain`
 (plain jit, no mesh) or `SEEDxDATA`. Started by tests/test_devices.py in a
 subprocess with 4 simulated CPU devices (XLA_FLAGS must be set before JAX
-starts). Compiles dominate the time, so only PPO runs every layout; the
-others run on 1 and 4 devices (the GRU on the exact layouts). AlphaZero with mctx's search, the slowest
-to trace, runs the plain program and 1 device (and 2x2 on tic-tac-toe:
-seeds and data split), without evaluation games; the exact layouts, with
-the batched search, check self-play, training and evaluation on 4
-devices bit for bit."""
+starts). Compiles dominate the time, so each spec runs few layouts: PPO
+the most, the others 1 and 4 devices (the GRU on the exact layouts).
+AlphaZero with mctx's search, the slowest to trace, runs the plain
+program and 1 device (and 2x2 on tic-tac-toe: seeds and data split),
+without evaluation games; the exact layouts, with the batched search,
+check self-play, training and evaluation on 4 devices bit for bit."""
 
 from __future__ import annotations
 

@@ -382,11 +382,11 @@ class Job:
     def launch(self, *args: str, devices_per_process: int) -> subprocess.Popen:
         return start_harness("run", str(self.path), "--no-progress", *args, env=_env(devices_per_process), cwd=self.tmp)
 
-    def two_processes(self, *args: str, name: str = "job", main_args: tuple[str, ...] = ()) -> list[subprocess.Popen]:
-        """The job, logging to `name`.db and writing `name`.json (or, with
+    def two_processes(self, *args: str, main_args: tuple[str, ...] = ()) -> list[subprocess.Popen]:
+        """The job, logging to job.db and writing job.json (or, with
         `main_args`, process 0 run with those instead)."""
         port = free_port()
-        logs = ("--tracking-uri", new_store(self.tmp, f"{name}.db"), "--results-out", f"{self.tmp / name}.json")
+        logs = ("--tracking-uri", self.uri, "--results-out", str(self.tmp / "job.json"))
         return [
             self.launch(
                 *("--coordinator", f"127.0.0.1:{port}", "--num-processes", "2", "--process-id", str(i)),
@@ -523,8 +523,8 @@ def test_two_processes_train_one_spec_together(two_process_job):
     # Per-device speed is logged with the rest.
     assert parents[0].data.metrics["sps_per_device"] == pytest.approx(parents[0].data.metrics["sps"] / 4)
     # Each process logs its system metrics on the one parent, under its node id.
+    metrics = parents[0].data.metrics
     for process in ("process_0", "process_1"):
-        metrics = parents[0].data.metrics
         assert f"system/{process}/cpu_utilization_percentage" in metrics, sorted(metrics)
 
 

@@ -219,11 +219,12 @@ def tiny_az_runs() -> tuple[tuple[build.Plan, runner.RunResult], ...]:
 
 
 class Background:
-    """The modules' slow fixtures whose work is mostly subprocesses (device
-    layouts, a multi-process job, a published spec on unseen seeds), done one
-    after another in a thread started when the session starts, beside the
-    in-process tests. One at a time: the machine's cores are shared with the
-    in-process tests, which starved while all of them ran at once.
+    """The modules' slow fixtures whose work is mostly subprocesses (the
+    bench's tiny entry, signalled runs, device layouts, a multi-process job,
+    store faults, a published spec on unseen seeds), done one after another
+    in a thread started when the session starts, beside the in-process
+    tests. One at a time: the machine's cores are shared with the in-process
+    tests, which starved while all of them ran at once.
     `result(name)` waits for one (re-raising its error)."""
 
     def __init__(self, works: dict, tmp_path_factory: pytest.TempPathFactory):

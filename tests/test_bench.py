@@ -15,7 +15,7 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
-from conftest import TINY_SPEC, new_store, write_spec
+from conftest import TINY_SPEC, background_result, new_store, write_spec
 
 from benchmarks.machinery import measure as bench
 from benchmarks.machinery import report as bench_report
@@ -57,12 +57,21 @@ def run_bench(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     )
 
 
-@pytest.fixture(scope="module")
-def tiny_bench(tmp_path_factory):
+def run_tiny_bench(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
+    """The tiny entry benched in a subprocess, in the background (conftest's
+    BACKGROUND) while the session does other tests."""
     tmp = tmp_path_factory.mktemp("bench")
     spec = write_spec(tmp, TINY_BENCH, "tiny_bench.yaml")
     # --profile: the entry's second chunk is traced and left out of the repeats.
     return run_bench(tmp, "--spec", str(spec), "-k", "tiny_bench", "--profile"), tmp
+
+
+BACKGROUND = {"tiny_bench": run_tiny_bench}
+
+
+@pytest.fixture(scope="module")
+def tiny_bench():
+    return background_result("tiny_bench")
 
 
 def saved_run(tmp: Path) -> tuple[Path, dict]:

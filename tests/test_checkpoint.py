@@ -23,6 +23,7 @@ from conftest import (
     TINY_AZ,
     TINY_PENDULUM,
     TINY_SPEC,
+    background_result,
     new_store,
     programs_of,
     start_harness,
@@ -319,32 +320,57 @@ def test_nan_stops_the_run_failed_and_keeps_the_last_good_checkpoint(tmp_path, c
 # ------------------------------------------------------------------ signals
 
 
-@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["ctrl-c", "sigterm"])
-def test_a_signal_checkpoints_marks_runs_killed_and_exits(tmp_path, tiny_spec_data, signum, code):
-    """Ctrl-C and a scheduler's SIGTERM stop `harness run` between chunks:
-    a final checkpoint, KILLED runs, the shell's exit code, no traceback."""
-    tiny_spec_data["budget"]["env_steps"] = 10**9  # far more than the test waits for
-    tiny_spec_data["checkpoint"] = {"every": 1000, "keep": 2}
-    path = write_spec(tmp_path, tiny_spec_data)
-    uri = new_store(tmp_path)
+SIGNALS = {"ctrl-c": signal.SIGINT, "sigterm": signal.SIGTERM}
+
+
+def _signalled(tmp: Path, signum: signal.Signals) -> dict:
+    """`harness run` of the tiny spec, sent `signum` once it has trained."""
+    data = copy.deepcopy(TINY_SPEC)
+    data["budget"]["env_steps"] = 10**9  # far more than the test waits for
+    data["checkpoint"] = {"every": 1000, "keep": 2}
+    path = write_spec(tmp, data)
+    uri = new_store(tmp)
     proc = start_harness("run", str(path), "--tracking-uri", uri, "--no-progress")
-    root = tmp_path / "checkpoints"
+    root = tmp / "checkpoints"
     try:
         wait_for_training(root, [proc], timeout=240)
         proc.send_signal(signum)
         output = proc.communicate(timeout=120)[0]
     finally:
         proc.kill()
-    name = signal.Signals(signum).name
-    assert proc.returncode == code, output
+    return {"data": data, "uri": uri, "root": root, "output": output, "code": proc.returncode}
+
+
+def run_signalled(tmp_path_factory) -> dict[str, dict]:
+    """Each signal's run, in the background (conftest's BACKGROUND) while
+    the session does other tests: subprocesses that mostly wait."""
+    return {name: _signalled(tmp_path_factory.mktemp(name), signum) for name, signum in SIGNALS.items()}
+
+
+BACKGROUND = {"signalled": run_signalled}
+
+
+@pytest.fixture(scope="module")
+def signalled():
+    return background_result("signalled")
+
+
+@pytest.mark.parametrize("which, code", [("ctrl-c", 130), ("sigterm", 143)])
+def test_a_signal_checkpoints_marks_runs_killed_and_exits(signalled, which, code):
+    """Ctrl-C and a scheduler's SIGTERM stop `harness run` between chunks:
+    a final checkpoint, KILLED runs, the shell's exit code, no traceback."""
+    run = signalled[which]
+    output, data = run["output"], run["data"]
+    name = SIGNALS[which].name
+    assert run["code"] == code, output
     assert "Traceback" not in output and f"interrupted ({name})" in output
-    (directory,) = rundir.run_directories(root)
+    (directory,) = rundir.run_directories(run["root"])
     journaled = Journal(directory.path).logged_through()
     steps = rundir.saved_iterations(directory.state_dir)
     assert journaled >= 20 and steps == [journaled], "the final checkpoint is the last logged iteration"
     assert f"--resume {directory.run_id}" in " ".join(output.split())
-    client = MlflowClient(tracking_uri=uri)
-    runs = client.search_runs([client.get_experiment_by_name(tiny_spec_data["name"]).experiment_id])
+    client = MlflowClient(tracking_uri=run["uri"])
+    runs = client.search_runs([client.get_experiment_by_name(data["name"]).experiment_id])
     assert len(runs) == 3 and {r.info.status for r in runs} == {"KILLED"}
     assert {r.data.tags["error"] for r in runs} == {f"interrupted ({name})"}
     # What was trained before the interrupt reached the store: with a budget
@@ -352,7 +378,7 @@ def test_a_signal_checkpoints_marks_runs_killed_and_exits(tmp_path, tiny_spec_da
     # (harness.record.windows), and the open one is logged at the last.
     child = next(r for r in runs if r.data.tags.get("seed") == "0")
     history = client.get_metric_history(child.info.run_id, "loss")
-    steps_per_iteration = tiny_spec_data["hyperparameters"]["num_envs"] * tiny_spec_data["hyperparameters"]["num_steps"]
+    steps_per_iteration = data["hyperparameters"]["num_envs"] * data["hyperparameters"]["num_steps"]
     assert max(m.step for m in history) == journaled * steps_per_iteration
     assert client.get_metric_history(child.info.run_id, "window_max/loss")
     assert directory.info["status"] == "KILLED"

@@ -1,6 +1,7 @@
 """Tracking store faults, against real stores: a real `mlflow server` on
 127.0.0.1 that goes away in the middle of a run (and comes back for `harness
-sync`), and several `harness run` processes writing to one store at once."""
+sync`), and several `harness run` processes writing to one store at once.
+The processes run in the background while the session does other tests."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import TINY_SPEC, run_cli, train, write_spec
+from conftest import TINY_SPEC, MlflowServer, background_result, run_cli, write_spec
 from mlflow.tracking import MlflowClient
 
 from harness import cli
@@ -29,16 +30,6 @@ FAULT_SPEC = copy.deepcopy(TINY_SPEC) | {
     "network": {"kind": "mlp", "hidden_sizes": [16]},
 }
 STEPS = 4 * 8  # env steps per iteration
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _compiled():
-    """The spec's programs compiled once here, into the session's persistent
-    compilation cache, so that the `harness run` processes load them rather
-    than each compile them at once on the same cores."""
-    data = copy.deepcopy(FAULT_SPEC)
-    data["budget"] = {"env_steps": data["logging"]["interval"] * STEPS}
-    train(data)
 
 
 def _harness(*argv: str, cwd: Path) -> subprocess.Popen:
@@ -77,49 +68,39 @@ def _check_complete(
             assert sorted(history) == [i * steps for i in ends], (child.info.run_id, name)
 
 
-@pytest.mark.parametrize("store", ["sqlite", "server"])
-def test_concurrent_runs_into_one_store_all_complete(tmp_path, store, server):
-    """Three `harness run` processes at once, streaming metrics into one
-    store: a SQLite file none of them finds (so all three create it), or a
-    local server; the same experiment, created by whichever comes first."""
-    if store == "server":
-        uri = server.uri
-        name = "concurrent_server"
-    else:
-        uri = f"sqlite:///{tmp_path / 'shared.db'}"
-        name = "concurrent_sqlite"
-    data = copy.deepcopy(FAULT_SPEC) | {"name": name}
-    spec = write_spec(tmp_path, data)
+def _concurrent(tmp: Path, uri: str, name: str, processes: int) -> dict:
+    """`processes` `harness run`s of FAULT_SPEC at once into the store `uri`."""
+    spec = write_spec(tmp, copy.deepcopy(FAULT_SPEC) | {"name": name})
     procs = [
         _harness(
             *("run", str(spec), "--tracking-uri", uri, "--live-metrics", "--no-progress"),
-            *("--checkpoint-dir", str(tmp_path / "checkpoints")),
-            cwd=tmp_path,
+            *("--checkpoint-dir", str(tmp / "checkpoints")),
+            cwd=tmp,
         )
-        for _ in range(3)
+        for _ in range(processes)
     ]
-    outputs = [proc.communicate(timeout=600) for proc in procs]
-    for proc, (_, err) in zip(procs, outputs, strict=True):
-        assert proc.returncode == 0, err
-        assert "locked" not in err and "Traceback" not in err, err
-    _check_complete(MlflowClient(tracking_uri=uri), name, 80, STEPS, runs=3)
+    ended = [(proc.communicate(timeout=600)[1], proc.returncode) for proc in procs]
+    return {"uri": uri, "name": name, "processes": processes, "ended": ended}
 
 
-def test_server_going_away_mid_run_loses_nothing(tmp_path, server):
-    # The session's tiny spec (compiled already): its chunks take long enough
-    # for the server to go away while metrics are still on their way.
+# The session's tiny spec: its chunks take long enough for the server to go
+# away while metrics are still on their way.
+AWAY_ITERATIONS, AWAY_STEPS = 400, 16 * 32
+
+
+def _server_goes_away(tmp: Path, server: MlflowServer) -> dict:
+    """A run into `server` that loses it once a chunk reached it (killed),
+    to the run's end; then the server comes back, nothing synced yet."""
     data = copy.deepcopy(TINY_SPEC) | {"name": "server_goes_away"}
-    iterations, steps = 400, 16 * 32
-    data["budget"] = {"env_steps": iterations * steps}
-    spec = write_spec(tmp_path, data)
-    root = tmp_path / "checkpoints"
+    data["budget"] = {"env_steps": AWAY_ITERATIONS * AWAY_STEPS}
+    spec = write_spec(tmp, data)
+    root = tmp / "checkpoints"
     proc = _harness(
         *("run", str(spec), "--tracking-uri", server.uri, "--live-metrics", "--no-progress"),
         *("--checkpoint-dir", str(root)),
-        cwd=tmp_path,
+        cwd=tmp,
     )
     try:
-        # Once a chunk reached the server, it goes away.
         deadline = time.monotonic() + 240
         while (
             not list(root.glob("*/uploaded.json"))
@@ -129,41 +110,93 @@ def test_server_going_away_mid_run_loses_nothing(tmp_path, server):
             assert time.monotonic() < deadline, "no metric reached the server"
             time.sleep(0.1)
         server.stop(crash=True)
-        out, err = proc.communicate(timeout=300)
+        _, err = proc.communicate(timeout=300)
     finally:
         proc.kill()
-    err = " ".join(err.split())
-    # It trained to the end, but the record is incomplete until synced.
-    assert proc.returncode == cli.EXIT_INCOMPLETE == 3, err
-    assert "Traceback" not in err
     (run_dir,) = [p.parent for p in root.glob("*/run.json")]
+    journal = Journal(run_dir)
+    # What the run left before anything is synced.
+    left = {
+        "logged_through": journal.logged_through(),
+        "pending": bool(journal.pending()),
+        "status": json.loads((run_dir / "run.json").read_text())["status"],
+    }
+    server.start()  # the same port and store
+    return {"code": proc.returncode, "err": " ".join(err.split()), "root": root, "run_dir": run_dir, **left}
+
+
+def run_faults(tmp_path_factory) -> dict:
+    """The module's subprocess work, done in the background (conftest's
+    BACKGROUND) beside the in-process tests: concurrent runs into a SQLite
+    store and into a server of the module's own, then that server going
+    away mid-run and coming back. Its tests judge what was left."""
+    tmp = tmp_path_factory.mktemp("faults")
+    for folder in ("server", "sqlite", "server-runs", "away"):
+        (tmp / folder).mkdir()
+    server = MlflowServer(tmp / "server").start()
+    try:
+        return {
+            "sqlite": _concurrent(tmp / "sqlite", f"sqlite:///{tmp / 'sqlite' / 'shared.db'}", "concurrent_sqlite", 3),
+            "server": _concurrent(tmp / "server-runs", server.uri, "concurrent_server", 2),
+            "away": _server_goes_away(tmp / "away", server),
+            "mlflow_server": server,
+        }
+    except BaseException:
+        server.stop()
+        raise
+
+
+BACKGROUND = {"fault_runs": run_faults}
+
+
+@pytest.fixture(scope="module")
+def fault_runs():
+    runs = background_result("fault_runs")
+    yield runs
+    runs["mlflow_server"].stop(crash=True)
+
+
+@pytest.mark.parametrize("store", ["sqlite", "server"])
+def test_concurrent_runs_into_one_store_all_complete(fault_runs, store):
+    """`harness run` processes at once, streaming metrics into one store: a
+    SQLite file none of them finds (so all three create it), or a local
+    server (two clients; the server serialises what they send); the same
+    experiment, created by whichever comes first."""
+    found = fault_runs[store]
+    for err, code in found["ended"]:
+        assert code == 0, err
+        assert "locked" not in err and "Traceback" not in err, err
+    _check_complete(MlflowClient(tracking_uri=found["uri"]), found["name"], 80, STEPS, runs=found["processes"])
+
+
+def test_server_going_away_mid_run_loses_nothing(fault_runs):
+    away, server = fault_runs["away"], fault_runs["mlflow_server"]
+    err, root, run_dir = away["err"], away["root"], away["run_dir"]
+    # It trained to the end, but the record is incomplete until synced.
+    assert away["code"] == cli.EXIT_INCOMPLETE == 3, err
+    assert "Traceback" not in err
     run_id = run_dir.name
     assert "could not be reached" in err and f"harness sync {run_id}" in err
-    journal = Journal(run_dir)
-    assert journal.logged_through() == iterations, "training went on to the end"
-    assert journal.pending(), "what the server did not get is left in the journal"
-    assert json.loads((run_dir / "run.json").read_text())["status"] == "FINISHED"
+    assert away["logged_through"] == AWAY_ITERATIONS, "training went on to the end"
+    assert away["pending"], "what the server did not get is left in the journal"
+    assert away["status"] == "FINISHED"
 
-    # The server comes back (same port, same store); harness sync uploads the rest.
-    server.start()
-    try:
-        code, out, err = run_cli("sync", run_id, "--checkpoint-dir", str(root))
-        assert code == 0, err
-        assert f"run {run_id}:" in out and "uploaded" in out
-        assert not journal.__class__(run_dir).pending() and not (run_dir / "pending.json").exists()
-        client = MlflowClient(tracking_uri=server.uri)
-        # 400 iterations, at most 320 points: a point per 2 (harness.record.windows).
-        _check_complete(client, data["name"], iterations, steps, runs=1, window=2)
-        # Values too: each point is the mean of its window of what the journal holds.
-        info = json.loads((run_dir / "run.json").read_text())
-        child = info["child_run_ids"]["1"]
-        stored = {m.step: m.value for m in client.get_metric_history(child, "loss")}
-        rows = np.concatenate([unpack(e["metrics"]["loss"]) for e in journal.entries if e["kind"] == "iterations"])
-        for k in range(0, iterations, 2):
-            assert stored[(k + 2) * steps] == pytest.approx(float(rows[k : k + 2, 1].astype(np.float64).mean()))
-        # A second sync has nothing left to do.
-        code, out, err = run_cli("sync", "--checkpoint-dir", str(root), "--tracking-uri", server.uri)
-        assert code == 0 and "nothing to sync" in out, out + err
-    finally:
-        if server.proc is None:  # the session's server: left running
-            server.start()
+    # The server came back (same port, same store); harness sync uploads the rest.
+    journal = Journal(run_dir)
+    code, out, err = run_cli("sync", run_id, "--checkpoint-dir", str(root))
+    assert code == 0, err
+    assert f"run {run_id}:" in out and "uploaded" in out
+    assert not Journal(run_dir).pending() and not (run_dir / "pending.json").exists()
+    client = MlflowClient(tracking_uri=server.uri)
+    # 400 iterations, at most 320 points: a point per 2 (harness.record.windows).
+    _check_complete(client, "server_goes_away", AWAY_ITERATIONS, AWAY_STEPS, runs=1, window=2)
+    # Values too: each point is the mean of its window of what the journal holds.
+    info = json.loads((run_dir / "run.json").read_text())
+    child = info["child_run_ids"]["1"]
+    stored = {m.step: m.value for m in client.get_metric_history(child, "loss")}
+    rows = np.concatenate([unpack(e["metrics"]["loss"]) for e in journal.entries if e["kind"] == "iterations"])
+    for k in range(0, AWAY_ITERATIONS, 2):
+        assert stored[(k + 2) * AWAY_STEPS] == pytest.approx(float(rows[k : k + 2, 1].astype(np.float64).mean()))
+    # A second sync has nothing left to do.
+    code, out, err = run_cli("sync", "--checkpoint-dir", str(root), "--tracking-uri", server.uri)
+    assert code == 0 and "nothing to sync" in out, out + err

@@ -250,6 +250,15 @@ class Background:
 
 
 _BACKGROUND: list[Background] = []
+# What background work leaves running for its tests (a server of its own).
+_AT_SESSION_END: list = []
+
+
+def at_session_end(stop) -> None:
+    """Call `stop()` when the session ends, after its background work, also
+    when the session stops early: what a work leaves running for its tests
+    outlives none of them."""
+    _AT_SESSION_END.append(stop)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -279,6 +288,8 @@ def _background_work(request, tmp_path_factory):
     yield
     for background in _BACKGROUND:
         background.thread.join()
+    while _AT_SESSION_END:
+        _AT_SESSION_END.pop()()
 
 
 def background_result(name: str):

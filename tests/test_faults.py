@@ -6,6 +6,7 @@ The processes run in the background while the session does other tests."""
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import os
 import subprocess
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import TINY_SPEC, MlflowServer, background_result, run_cli, write_spec
+from conftest import TINY_SPEC, MlflowServer, at_session_end, background_result, run_cli, write_spec
 from mlflow.tracking import MlflowClient
 
 from harness import cli
@@ -122,7 +123,14 @@ def _server_goes_away(tmp: Path, server: MlflowServer) -> dict:
         "status": json.loads((run_dir / "run.json").read_text())["status"],
     }
     server.start()  # the same port and store
-    return {"code": proc.returncode, "err": " ".join(err.split()), "root": root, "run_dir": run_dir, **left}
+    return {
+        "name": data["name"],
+        "code": proc.returncode,
+        "err": " ".join(err.split()),
+        "root": root,
+        "run_dir": run_dir,
+        **left,
+    }
 
 
 def run_faults(tmp_path_factory) -> dict:
@@ -134,16 +142,13 @@ def run_faults(tmp_path_factory) -> dict:
     for folder in ("server", "sqlite", "server-runs", "away"):
         (tmp / folder).mkdir()
     server = MlflowServer(tmp / "server").start()
-    try:
-        return {
-            "sqlite": _concurrent(tmp / "sqlite", f"sqlite:///{tmp / 'sqlite' / 'shared.db'}", "concurrent_sqlite", 3),
-            "server": _concurrent(tmp / "server-runs", server.uri, "concurrent_server", 2),
-            "away": _server_goes_away(tmp / "away", server),
-            "mlflow_server": server,
-        }
-    except BaseException:
-        server.stop()
-        raise
+    at_session_end(functools.partial(server.stop, crash=True))
+    return {
+        "sqlite": _concurrent(tmp / "sqlite", f"sqlite:///{tmp / 'sqlite' / 'shared.db'}", "concurrent_sqlite", 3),
+        "server": _concurrent(tmp / "server-runs", server.uri, "concurrent_server", 2),
+        "away": _server_goes_away(tmp / "away", server),
+        "mlflow_server": server,
+    }
 
 
 BACKGROUND = {"fault_runs": run_faults}
@@ -151,9 +156,7 @@ BACKGROUND = {"fault_runs": run_faults}
 
 @pytest.fixture(scope="module")
 def fault_runs():
-    runs = background_result("fault_runs")
-    yield runs
-    runs["mlflow_server"].stop(crash=True)
+    return background_result("fault_runs")
 
 
 @pytest.mark.parametrize("store", ["sqlite", "server"])
@@ -189,7 +192,7 @@ def test_server_going_away_mid_run_loses_nothing(fault_runs):
     assert not Journal(run_dir).pending() and not (run_dir / "pending.json").exists()
     client = MlflowClient(tracking_uri=server.uri)
     # 400 iterations, at most 320 points: a point per 2 (harness.record.windows).
-    _check_complete(client, "server_goes_away", AWAY_ITERATIONS, AWAY_STEPS, runs=1, window=2)
+    _check_complete(client, away["name"], AWAY_ITERATIONS, AWAY_STEPS, runs=1, window=2)
     # Values too: each point is the mean of its window of what the journal holds.
     info = json.loads((run_dir / "run.json").read_text())
     child = info["child_run_ids"]["1"]

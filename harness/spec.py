@@ -43,6 +43,7 @@ from harness.spec_sections import (  # noqa: F401
     TrackingSpec,
     Wrapper,
     _Model,
+    check_name,
 )
 
 
@@ -80,7 +81,10 @@ def check_seeds(seeds: tuple[int, ...]) -> tuple[int, ...]:
 
 
 class _SpecBase(_Model):
-    name: str = Field(min_length=1, description="the experiment's name; also its MLflow experiment by default")
+    name: str = Field(
+        min_length=1,
+        description="the experiment's name, of letters, digits, _, - and .; also its MLflow experiment by default",
+    )
     env: EnvSpec = Field(description="the environment")
     seeds: tuple[int, ...] = Field(description="a list of seeds, or {count, base}; one independent run each")
     budget: BudgetSpec = Field(description="how long each seed trains")
@@ -100,6 +104,11 @@ class _SpecBase(_Model):
     claims: dict[ClaimName, Claim] = Field(
         default_factory=dict, description="what the spec claims of its runs, by name; checked on every run"
     )
+
+    @field_validator("name")
+    @classmethod
+    def _check_name(cls, name: str) -> str:
+        return check_name(name)
 
     @field_validator("seeds", mode="before")
     @classmethod

@@ -6,6 +6,7 @@ algorithm's `hyperparameters:` section is its own typed config, declared in
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -16,6 +17,19 @@ from algorithms.config import NetworkConfig
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# A spec's name becomes an MLflow experiment, a file name and part of a URL.
+_SAFE_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+
+
+def check_name(name: str) -> str:
+    """A spec's name: letters, digits, `_`, `-` and `.`, not dots alone."""
+    if not _SAFE_NAME.fullmatch(name) or not name.strip("."):
+        raise ValueError(
+            f"{name!r}: use letters, digits, _, - and . only (it names an MLflow experiment, files and URLs)"
+        )
+    return name
 
 
 class MaskObservation(_Model):
@@ -180,6 +194,8 @@ def _statistic(value: Any, plain: tuple[str, ...], valued: dict[str, str], what:
     if isinstance(value, dict) and len(value) == 1:
         ((name, number),) = value.items()
         if name in valued and isinstance(number, (int, float)) and not isinstance(number, bool):
+            if not math.isfinite(number):
+                raise ValueError(f"{name} takes a finite number, not {number}")
             return name, float(number)
     raise ValueError(f"not a statistic over {what}: {value!r}; one of {choices}")
 
@@ -243,8 +259,9 @@ class SeedStatistic(_Statistic):
         return {"name": name, "value": number}
 
 
-# A bound that must be a number: a string such as "400" is refused, not read.
-Number = Annotated[float, Field(strict=True)]
+# A bound that must be a finite number: a string such as "400" is refused,
+# not read, and so are .nan and .inf (no run could be held against them).
+Number = Annotated[float, Field(strict=True, allow_inf_nan=False)]
 
 BOUNDS = {"at_least": ">=", "at_most": "<=", "above": ">", "below": "<"}
 

@@ -114,6 +114,15 @@ BAD_CLAIMS = [
         5,
         "number",
     ),
+    ("    at_least: .nan\n", "claims.c.at_least", 4, "finite number (got nan)"),
+    ("    below: -.inf\n", "claims.c.below", 4, "finite number (got -inf)"),
+    (
+        "    at_least: 1\n    outside: {value: .inf, source: x, configuration: y}\n",
+        "claims.c.outside.value",
+        5,
+        "finite number (got inf)",
+    ),
+    ("    over_seeds: {fraction_above: .nan}\n    at_least: 1\n", "claims.c.over_seeds", 4, "finite number"),
 ]
 
 
@@ -126,6 +135,15 @@ def test_bad_claims_are_refused_with_file_key_and_line(body, key, line, message)
     rendered = str(error.value)
     assert rendered.startswith(f"spec.yaml: {key} (line {first + line}): "), rendered
     assert message in rendered
+
+
+def test_validate_refuses_a_nan_bound_in_one_message(tmp_path):
+    path = tmp_path / "nan.yaml"
+    path.write_text(SPEC_TEXT + "claims:\n  c: {metric: episode_return, at_least: .nan}\n")
+    code, out, err = run_cli("validate", str(path))
+    assert code == 2
+    assert err.count(str(path)) == 1 and "claims.c.at_least (line " in err and "finite number" in err, err
+    assert "Traceback" not in err + out and ".nan" not in out
 
 
 def test_a_claim_name_that_cannot_be_a_tag_is_refused():

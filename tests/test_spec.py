@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import yaml
+from conftest import run_cli
 from pydantic import ValidationError
 
 from harness import build
@@ -99,6 +102,28 @@ def test_errors_name_the_key_and_its_line():
         parse_text(text)
     message = str(info.value)
     assert "demo.yaml: hyperparameters.bogus (line 10): unknown key" in message
+
+
+@pytest.mark.parametrize("name", ["my run", "a/b", "../x", "..", "x:y", "caf\u00e9", "a\\b"])
+def test_a_name_that_is_not_a_safe_identifier_is_refused(name):
+    with pytest.raises(S.SpecError) as info:
+        parse_text(BASE.replace("name: demo", f"name: {json.dumps(name)}"))
+    assert str(info.value).startswith("demo.yaml: name (line 2): "), str(info.value)
+    assert "letters, digits, _, - and . only" in str(info.value)
+
+
+def test_a_safe_name_is_accepted_and_kept():
+    assert parse_text(BASE.replace("name: demo", "name: PPO_cartpole-v1.2")).name == "PPO_cartpole-v1.2"
+
+
+def test_validate_refuses_an_unsafe_name_in_one_message(tmp_path):
+    path = tmp_path / "spaced.yaml"
+    path.write_text(BASE.replace("name: demo", "name: my run"))
+    code, out, err = run_cli("validate", str(path))
+    assert code == 2
+    assert err.strip().endswith("(it names an MLflow experiment, files and URLs)"), err
+    assert f"{path}: name (line 2): 'my run'" in err and err.count(str(path)) == 1, err
+    assert "Traceback" not in err + out
 
 
 def test_batch_rules_are_the_algorithms_and_name_the_key_and_its_line():

@@ -13,7 +13,7 @@ from conftest import TINY_SPEC, new_store, record_of, run_cli, train, write_spec
 from mlflow.tracking import MlflowClient
 
 from harness import spec as S
-from harness.judge import references, reproduce
+from harness.judge import machines, references, reproduce
 
 # ------------------------------------------------------------------- judging
 
@@ -71,7 +71,7 @@ def test_the_host_name_does_not_matter(tiny_record):
     reference = tiny_record.model_copy(deep=True)
     reference.fingerprint["host"] = "another-box"
     verdict = reproduce.judge(reference, tiny_record, "reference.json")
-    assert verdict.mode == "exact" and verdict.speed.hardware == "same device kind"
+    assert verdict.mode == "exact" and verdict.speed.hardware == "same machine"
 
 
 def test_exact_layouts_are_judged_bit_for_bit_across_data_devices(tiny_record):
@@ -118,11 +118,82 @@ def test_speed_is_reported_with_both_devices_and_never_judged(tiny_record):
     reference.speed.sps = tiny_record.speed.sps * 100
     verdict = reproduce.judge(reference, tiny_record, "reference.json")
     assert verdict.passed, "a 100x slower reproduction is not a failure"
-    assert verdict.speed.hardware == "different hardware"
+    assert verdict.speed.hardware == "another machine: device_kind NVIDIA A100 -> cpu"
     text = verdict.speed.describe()
     assert "1x NVIDIA A100 on gpu-box" in text and "cpu (" in text and "0.01x" in text and "not judged" in text
     logged = reproduce.to_dict(verdict)["speed"]
     assert logged["judged"] is False and logged["ratio"] == pytest.approx(0.01)
+
+
+# The published CPU references' machine (a VM's "AMD EPYC", Zen 3) and a
+# Zen 4 that calls itself the same, with AVX-512.
+ZEN3_ISA = "AuthenticAMD family 25 model 1: adx avx avx2 bmi1 bmi2 f16c fma sha_ni sse sse2 sse4_1 sse4_2 ssse3 vaes"
+ZEN4_ISA = ZEN3_ISA.replace("model 1:", "model 17:") + " avx512bw avx512f avx512vl"
+ZEN3 = {
+    "platform": "cpu",
+    "device_kind": "cpu",
+    "device_count": "1",
+    "host": "vm",
+    "cpu": "x86_64",
+    "cpu_model": "AMD EPYC",
+    "cpu_isa": ZEN3_ISA,
+}
+
+
+def changed(**keys: str | None) -> dict[str, str]:
+    """ZEN3's fingerprint with `keys` set (None: left out)."""
+    out = {**ZEN3, **keys}
+    return {key: value for key, value in out.items() if value is not None}
+
+
+@pytest.mark.parametrize(
+    "reproduction,said",
+    [
+        (changed(host="another-vm", cpu="amd64"), "same machine"),
+        (changed(cpu_isa=ZEN4_ISA), "another machine: cpu_isa avx2 -> avx512"),
+        (
+            changed(cpu_isa=ZEN3_ISA.replace("model 1:", "model 17:")),
+            "another machine: cpu_isa family 25 model 1 -> family 25 model 17",
+        ),
+        (changed(cpu_isa=ZEN3_ISA + " gfni vpclmulqdq"), "another machine: cpu_isa +gfni +vpclmulqdq"),
+        (changed(cpu_isa=ZEN3_ISA.replace(" sha_ni", "") + " a b c"), "another machine: cpu_isa +a +b +c ..."),
+        (changed(device_count="4"), "another machine: device_count 1 -> 4"),
+        # Another model name says enough: its instruction set is not named too.
+        (
+            changed(cpu_model="Intel(R) Xeon(R) Processor", cpu_isa="GenuineIntel family 6 model 207: avx512f"),
+            "another machine: cpu_model AMD EPYC -> Intel(R) Xeon(R) Processor",
+        ),
+        (
+            changed(platform="gpu", device_kind="NVIDIA H100 80GB HBM3"),
+            "another machine: device_kind cpu -> NVIDIA H100 80GB HBM3",
+        ),
+        (changed(cpu_isa=None), "another machine: cpu_isa avx2 -> ?"),
+    ],
+)
+def test_same_machine_only_where_what_decides_speed_agrees(reproduction, said):
+    assert machines.same_machine(ZEN3, reproduction) == said
+
+
+def test_a_key_neither_records_is_not_taken_as_agreement():
+    assert (
+        machines.same_machine(changed(cpu_isa=None), changed(cpu_isa=None)) == "another machine: cpu_isa not recorded"
+    )
+
+
+def test_the_speed_line_names_another_cpu_generation():
+    speed = reproduce.Speed(
+        reference_sps=1000.0,
+        reproduction_sps=2100.0,
+        reference_seeds=8,
+        reproduction_seeds=8,
+        reference_compile_seconds=3.0,
+        reproduction_compile_seconds=2.0,
+        reference_device=machines.device_label(ZEN3),
+        reproduction_device=machines.device_label(changed(cpu_isa=ZEN4_ISA)),
+        hardware=machines.same_machine(ZEN3, changed(cpu_isa=ZEN4_ISA)),
+    )
+    assert "2.10x, another machine: cpu_isa avx2 -> avx512; compile" in speed.describe()
+    assert "same machine" not in speed.describe()
 
 
 def test_statistical_verdict_fails_when_the_learning_rate_is_broken(tiny_record):

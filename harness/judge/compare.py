@@ -21,7 +21,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from harness.judge import claims, stats
-from harness.judge.reproduce import LEARNING_METRICS, device_label
+from harness.judge.machines import device_label
+from harness.judge.reproduce import LEARNING_METRICS
 from harness.record import schema, tracking
 from harness.record.schema import EMPTY_CURVES, ClaimOutcome, Results
 from harness.spec import spec_differences

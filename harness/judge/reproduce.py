@@ -31,6 +31,7 @@ import json
 from typing import Any, NamedTuple
 
 from harness.judge import differences, stats
+from harness.judge.machines import device_label, same_machine
 from harness.judge.xla_flags import exact_problem, numerics_flags, without_host_device_count
 from harness.record.schema import Results
 
@@ -103,7 +104,7 @@ class Speed(NamedTuple):
     reproduction_compile_seconds: float
     reference_device: str
     reproduction_device: str
-    hardware: str  # "same machine", "same device kind" or "different hardware"
+    hardware: str  # "same machine", or "another machine: " and what differs (machines.same_machine)
 
     @property
     def ratio(self) -> float:
@@ -136,15 +137,6 @@ class Verdict(NamedTuple):
     @property
     def passed(self) -> bool:
         return all(m.passed for m in self.metrics if m.gates)
-
-
-def device_label(fingerprint: dict[str, str]) -> str:
-    """`1x cpu (AMD EPYC) on vm`, `8x TPU v4 on host`."""
-    count = fingerprint.get("device_count", "?")
-    kind = fingerprint.get("device_kind", "?")
-    if fingerprint.get("platform") == "cpu":
-        kind = f"cpu ({fingerprint.get('cpu_model') or fingerprint.get('cpu', '?')})"
-    return f"{count}x {kind} on {fingerprint.get('host', '?')}"
 
 
 def not_exact_because(reference: Results, record: Results) -> list[str]:
@@ -251,11 +243,6 @@ def judge(reference: Results, record: Results, source: str, every: tuple[dict, d
 
 def _speed(reference: Results, record: Results) -> Speed:
     ref_fp, new_fp = reference.fingerprint, record.fingerprint
-    devices = ("platform", "device_kind", "device_count", "cpu_model")
-    if all(ref_fp.get(k) == new_fp.get(k) for k in devices):
-        hardware = "same machine" if ref_fp.get("host") == new_fp.get("host") else "same device kind"
-    else:
-        hardware = "different hardware"
     return Speed(
         reference_sps=reference.speed.sps,
         reproduction_sps=record.speed.sps,
@@ -265,7 +252,7 @@ def _speed(reference: Results, record: Results) -> Speed:
         reproduction_compile_seconds=record.speed.compile_seconds,
         reference_device=device_label(ref_fp),
         reproduction_device=device_label(new_fp),
-        hardware=hardware,
+        hardware=same_machine(ref_fp, new_fp),
     )
 
 

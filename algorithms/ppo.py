@@ -30,6 +30,7 @@ from pydantic import Field
 from algorithms import base, parallel
 from algorithms.config import NetworkConfig, OnPolicyConfig
 from algorithms.networks import Policy, make_policy, unroll
+from algorithms.on_policy_registration import register
 from algorithms.returns import vtrace_gae
 from algorithms.rollout import (
     ActorState,
@@ -42,7 +43,6 @@ from algorithms.rollout import (
     make_algorithm,
     make_update,
     minibatch_indices,
-    register,
     shard_minibatches,
     standardized,
 )

@@ -33,6 +33,7 @@ from pydantic import Field
 from algorithms import base, parallel
 from algorithms.config import NetworkConfig, OnPolicyConfig
 from algorithms.networks import make_policy, unroll
+from algorithms.on_policy_registration import register
 from algorithms.returns import discounted_returns
 from algorithms.rollout import (
     ActorState,
@@ -45,7 +46,6 @@ from algorithms.rollout import (
     make_stages,
     make_update,
     minibatch_indices,
-    register,
     shard_minibatches,
     standardized,
 )

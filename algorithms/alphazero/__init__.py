@@ -2,12 +2,13 @@
 episode replay buffer, ranked rewards for single-player tasks, and
 evaluation against fixed opponents and a pool of earlier parameters.
 
-  buffer.py     the episode replay buffer
-  ranked.py     ranked rewards
-  search.py     mctx search over the real env
-  opponents.py  evaluation games, opponents, the Elo pool
-  config.py     its hyperparameters (`AlphaZeroConfig`)
-  factory.py    `make_alphazero` and its registration as "alphazero"
+  buffer.py      the episode replay buffer
+  ranked.py      ranked rewards
+  search.py      mctx search over the real env
+  opponents.py   evaluation games, opponents, the Elo pool
+  evaluation.py  `make_alphazero`'s evaluate: the agent against them
+  config.py      its hyperparameters (`AlphaZeroConfig`)
+  factory.py     `make_alphazero` and its registration as "alphazero"
 """
 
 from algorithms.alphazero.buffer import Buffer, buffer_add, buffer_end_episodes, buffer_init, buffer_sample

@@ -145,8 +145,6 @@ def over_seeds(fn: Callable, layout: Any) -> Callable:
     """`fn` of one seed over a run's state, for counting: vmapped over the
     seeds; on a mesh (`layout` not None) the state is `[seeds, data, ...]`,
     and each seed's shards are vmapped as its data axis."""
-    if layout is None:
-        return jax.vmap(fn)
-    from harness.run.devices import DATA
+    from harness.run.tracing import per_device
 
-    return jax.vmap(jax.vmap(fn, axis_name=DATA))
+    return jax.vmap(per_device(fn, layout))

@@ -125,6 +125,20 @@ def init_state(
     mesh, every leaf is `[num_seeds, data_axis, ...]`: one shard per device.
     `numbers` (a sweep's, `[num_runs]` float32 per name) go to
     `algorithm.init(key, numbers)` with each run's seed (algorithms.sweep)."""
+    inputs = devices.per_run((np.asarray(seeds, dtype=np.uint32), numbers), mesh)
+    start = time.perf_counter()
+    compiled = compile_once(
+        programs,
+        ("init", algorithm.init, mesh),
+        inputs,
+        lambda: _init_program(algorithm, mesh).lower(inputs).compile(),
+    )
+    compile_seconds = time.perf_counter() - start
+    return jax.block_until_ready(compiled(inputs)), compile_seconds
+
+
+def _init_program(algorithm: Algorithm, mesh: Mesh | None) -> Callable:
+    """The jitted initialisation over per-run inputs (`devices.per_run`)."""
 
     # lax.map, not vmap: seed-batched orthogonal initialisers become batched
     # LAPACK QR calls, which on jaxlib's CPU backend parallelise inside the
@@ -137,16 +151,18 @@ def init_state(
             return jax.lax.map(algorithm.init, keys)
         return jax.lax.map(lambda run: algorithm.init(*run), (keys, numbers))
 
-    inputs = devices.per_run((np.asarray(seeds, dtype=np.uint32), numbers), mesh)
-    start = time.perf_counter()
-    compiled = compile_once(
-        programs,
-        ("init", algorithm.init, mesh),
-        inputs,
-        lambda: jax.jit(devices.init_on_mesh(init, mesh)).lower(inputs).compile(),
-    )
-    compile_seconds = time.perf_counter() - start
-    return jax.block_until_ready(compiled(inputs)), compile_seconds
+    return jax.jit(devices.init_on_mesh(init, mesh))
+
+
+def lower_first_chunk(
+    algorithm: Algorithm, seeds: tuple[int, ...], chunk_iterations: int, mesh: Mesh | None = None
+) -> Any:
+    """The first chunk's program as `run` compiles it, traced and lowered
+    (not compiled, nothing run) from the initial state's shapes: everything
+    a run does before its first device work but XLA's compile."""
+    inputs = devices.per_run((np.asarray(seeds, dtype=np.uint32), None), mesh)
+    state = jax.eval_shape(_init_program(algorithm, mesh), inputs)
+    return make_chunk(algorithm.step, chunk_iterations, mesh, algorithm.map_seeds).lower(state)
 
 
 # Resuming: given the freshly initialised state (the template of structure,

@@ -17,7 +17,6 @@ import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import jax
 import yaml
 
 import harness
@@ -26,7 +25,7 @@ from harness.console import err_console, out_console, print_table
 from harness.judge import claims
 from harness.record import iterations, journal, rundir, tracking
 from harness.record.schema import Results
-from harness.run import checkpoint, cluster, determinism, profiling, provenance, runner
+from harness.run import checkpoint, cluster, determinism, profiling, provenance, runner, tracing
 from harness.sessions.options import RunOptions, system_metrics
 from harness.sessions.training import Program, TrainingSession
 from harness.types import Plan
@@ -203,14 +202,11 @@ def _train_and_log_main(plan: Plan, uri: str, options: RunOptions) -> Logged:
 def check_claims(plan: Plan, source: str, lines: dict[str, int] | None = None) -> None:
     """Refuse, as a spec error before anything runs, a claim on a metric the
     plan's algorithm does not produce: its metric names are found by tracing
-    (not running) its init, step and evaluation, as a sweep's --metric is."""
+    (not running) its init, step and evaluation as the plan's layout runs
+    them (harness.run.tracing), as a sweep's --metric is."""
     if not plan.spec.claims:
         return
-    algorithm = plan.algorithm
-    state = jax.eval_shape(algorithm.init, jax.random.key(0))
-    names = set(jax.eval_shape(algorithm.step, state)[1])
-    if algorithm.evaluate is not None:
-        names |= set(jax.eval_shape(algorithm.evaluate, state)[1])
+    names = tracing.metric_names(plan.algorithm, plan.layout)
     if problems := claims.unknown_metrics(plan.spec.claims, names):
         raise spec.SpecError(source, problems, lines)
 

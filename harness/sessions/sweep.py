@@ -28,7 +28,7 @@ from harness.judge import sweep_summary
 from harness.record import journal, rundir, tracking
 from harness.record.schema import Results
 from harness.record.schema import parse as parse_results
-from harness.run import provenance
+from harness.run import provenance, tracing
 from harness.run.cluster import DistributedError
 from harness.sessions.options import RunOptions
 from harness.sessions.run import run_tags
@@ -271,16 +271,8 @@ def _summarise(
 def check_metric(sweep: Sweep, metric: str, source: str) -> None:
     """Refuse a --metric the sweep's programs do not produce (found by
     tracing their first program's step and evaluation, not running them)."""
-    algorithm = sweep.groups[0].plan.algorithm
-    numbers = sweep.groups[0].numbers
-    key = jax.random.key(0)
-    if numbers is None:
-        state = jax.eval_shape(algorithm.init, key)
-    else:
-        state = jax.eval_shape(algorithm.init, key, {k: v[0] for k, v in numbers.items()})
-    names = set(jax.eval_shape(algorithm.step, state)[1])
-    if algorithm.evaluate is not None:
-        names |= set(jax.eval_shape(algorithm.evaluate, state)[1])
+    group = sweep.groups[0]
+    names = tracing.metric_names(group.plan.algorithm, group.plan.layout, group.numbers)
     if metric not in names:
         raise spec.SpecError(
             source, [("--metric", f"{metric!r} is not a metric of this sweep: {', '.join(sorted(names))}")]

@@ -1,0 +1,119 @@
+"""Every published spec on every layout the documentation names, up to its
+first chunk: `python tests/published_layouts.py LAYOUT...` prints, as JSON
+lines, what `harness run SPEC OPTIONS` does with each spec in experiments/
+before it trains (on one device: `harness validate SPEC`): the plan (the command line's device options applied and
+checked), the claims check, and for one spec of each algorithm and network
+kind, the first chunk's program traced and lowered (not compiled).
+
+Started by tests/test_published.py in subprocesses: the layouts of several
+devices with 4 simulated CPU devices (XLA_FLAGS set before JAX starts), and
+`--host-devices cores` without any, as a user runs it (the harness splits
+the CPU itself). Each line is one (spec, layout): `ok`, or `refused` with
+the user error `harness run` prints (a layout the spec cannot take, such as
+a seed axis that does not divide its seeds), or `crashed` with the
+exception: the test accepts no crash.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Command-line options of each layout, as the docs write them.
+LAYOUTS = {
+    "one_device": [],
+    "devices_2": ["--devices", "2"],
+    "devices_4": ["--devices", "4"],
+    "seed_axis_2x2": ["--devices", "4", "--seed-axis", "2"],
+    "host_devices_cores": ["--host-devices", "cores"],
+    # An exact layout (devices.shards, a spec key): 4 shards on 2 data devices.
+    "exact_4_shards": ["--devices", "2"],
+}
+SPEC_KEYS = {"exact_4_shards": {"shards": 4}}
+
+
+def published() -> list[Path]:
+    return sorted((ROOT / "experiments").glob("*.yaml"))
+
+
+def kind(loaded) -> tuple[str, str]:
+    """The algorithm and network kind: one spec of each is lowered."""
+    network = getattr(loaded, "network", None)
+    return loaded.algorithm, str(getattr(network, "kind", "default"))
+
+
+def validate(path: Path) -> dict:
+    """`harness validate SPEC`: its exit code and the spec hash it prints.
+    It does what `harness run SPEC` does on one device before training:
+    the plan and the claims check."""
+    import contextlib
+    import io
+
+    from harness import cli
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli.main(["validate", str(path)])
+    if code:
+        return {"status": "refused", "message": err.getvalue()}
+    printed = [line for line in out.getvalue().splitlines() if line.startswith("# spec_hash: ")]
+    return {"spec_hash": printed[0].removeprefix("# spec_hash: ") if printed else None}
+
+
+def check(path: Path, layout: str, lower: bool) -> dict:
+    from harness import build, cli, spec
+    from harness.cli_parser import parser
+    from harness.run import runner
+
+    loaded = spec.load(path)
+    if layout == "one_device":
+        out = validate(path)
+        if out.get("status") == "refused":
+            return out
+        plan = build.build(loaded, str(path))
+    else:
+        args = parser().parse_args(["run", str(path), *LAYOUTS[layout]])
+        if layout in SPEC_KEYS:
+            loaded = loaded.model_copy(update={"devices": loaded.devices.model_copy(update=SPEC_KEYS[layout])})
+        # What `harness run` does before it trains: the plan with the command
+        # line's devices, and the claims check (harness.cli._load_plan).
+        plan = cli._plan(loaded, str(path), spec.key_lines(path.read_text()), args)
+        out = {}
+    out.update(status="ok", layout=plan.layout.describe() if plan.layout else "plain", lowered=False)
+    if lower:
+        chunk = min(plan.spec.logging.interval, plan.num_iterations)
+        runner.lower_first_chunk(plan.algorithm, plan.spec.seeds, chunk, plan.mesh)
+        out["lowered"] = True
+    return out
+
+
+def main(layouts: list[str]) -> None:
+    from harness import cli, spec
+
+    lowered_kinds: dict[str, set] = {layout: set() for layout in layouts}
+    for path in published():
+        loaded = spec.load(path)
+        for layout in layouts:
+            lower = kind(loaded) not in lowered_kinds[layout]
+            start = time.perf_counter()
+            line = {"spec": path.stem, "options": layout}
+            try:
+                line.update(check(path, layout, lower))
+                if line.get("lowered"):
+                    lowered_kinds[layout].add(kind(loaded))
+            except cli.USER_ERRORS as error:
+                line.update(status="refused", message=str(error))
+            except Exception as error:  # noqa: BLE001  (reported: the test names it)
+                line.update(status="crashed", message=f"{type(error).__name__}: {error}"[:2000])
+                line["traceback"] = traceback.format_exc()[-3000:]
+            line["seconds"] = round(time.perf_counter() - start, 2)
+            print(json.dumps(line), flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:] or list(LAYOUTS))

@@ -1,0 +1,115 @@
+"""Every published spec starts on every layout the documentation names:
+`harness validate`, then what `harness run SPEC OPTIONS` does before its
+first chunk (the plan, the claims check, and for one spec of each algorithm
+and network kind the first chunk traced and lowered), on one device, on 2
+and 4 (simulated) devices, with a seed axis, with `--host-devices cores`
+and on an exact layout (tests/published_layouts.py, in subprocesses). A
+spec added to experiments/ is covered without editing this file."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import TEST_XLA_FLAGS, background_result
+from published_layouts import LAYOUTS, published
+
+from harness import spec as S
+
+ROOT = Path(__file__).resolve().parent.parent
+SPECS = published()
+# Layouts of several devices run with 4 simulated CPU devices; the CPU split
+# into cores is left to the harness, as a user's `--host-devices cores` is.
+SIMULATED = [layout for layout in LAYOUTS if layout != "host_devices_cores"]
+
+
+def _check(layouts: list[str], device_count: int | None) -> list[dict]:
+    env = dict(os.environ)
+    env["XLA_FLAGS"] = TEST_XLA_FLAGS + (
+        f" --xla_force_host_platform_device_count={device_count}" if device_count else ""
+    )
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "tests"), env.get("PYTHONPATH", "")])
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "published_layouts.py"), *layouts],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        cwd=ROOT,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+
+
+def run_published_layouts(tmp_path_factory) -> dict[tuple[str, str], dict]:
+    del tmp_path_factory
+    lines = _check(SIMULATED, 4) + _check(["host_devices_cores"], None)
+    return {(line["spec"], line["options"]): line for line in lines}
+
+
+BACKGROUND = {"published_layouts": run_published_layouts}
+
+
+@pytest.fixture(scope="module")
+def outcomes():
+    return background_result("published_layouts")
+
+
+def _seeds(path: Path) -> int:
+    return len(S.load(path).seeds)
+
+
+@pytest.mark.parametrize("path", SPECS, ids=[p.stem for p in SPECS])
+def test_harness_validate_accepts_every_published_spec(outcomes, path):
+    line = outcomes[(path.stem, "one_device")]
+    assert line["status"] == "ok", line.get("traceback", line.get("message"))
+    assert line["spec_hash"] == S.spec_hash(S.load(path))
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+@pytest.mark.parametrize("path", SPECS, ids=[p.stem for p in SPECS])
+def test_every_published_spec_starts_on_every_layout(outcomes, path, layout):
+    line = outcomes[(path.stem, layout)]
+    assert line["status"] != "crashed", line.get("traceback", line["message"])
+    seeds = _seeds(path)
+    if layout == "seed_axis_2x2" and seeds % 2:
+        assert line["status"] == "refused"
+        assert "devices.seed_axis" in line["message"]
+        return
+    if layout == "exact_4_shards" and line["status"] == "refused":
+        # Not every network has exact layouts; the refusal names the key.
+        assert "exact layouts (devices.shards)" in line["message"], line["message"]
+        return
+    assert line["status"] == "ok", line["message"]
+    expected = {
+        "one_device": "plain",
+        "devices_2": "seed=1,data=2",
+        "devices_4": "seed=1,data=4",
+        "seed_axis_2x2": "seed=2,data=2",
+        "exact_4_shards": "seed=1,data=2",
+    }
+    if layout in expected:
+        assert line["layout"] == expected[layout]
+    else:  # the seeds over as many host devices as this CPU's cores allow
+        assert line["layout"].endswith(",data=1") or line["layout"] == "plain"
+
+
+def test_one_spec_of_each_algorithm_and_network_kind_is_lowered_on_every_layout(outcomes):
+    from published_layouts import kind
+
+    kinds = {kind(S.load(p)) for p in SPECS}
+    for layout in LAYOUTS:
+        lowered = {kind(S.load(ROOT / "experiments" / f"{spec}.yaml")) for (spec, lay), line in outcomes.items()
+                   if lay == layout and line.get("lowered")}  # fmt: skip
+        refused_everywhere = {
+            kind(S.load(p))
+            for p in SPECS
+            if all(
+                outcomes[(q.stem, layout)]["status"] == "refused" for q in SPECS if kind(S.load(q)) == kind(S.load(p))
+            )
+        }
+        assert lowered == kinds - refused_everywhere, layout

@@ -15,7 +15,6 @@ import logging
 import os
 import signal
 import sys
-import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -32,7 +31,7 @@ from harness.judge.references import ReproduceError
 from harness.record import rundir, sync, tracking
 from harness.record.rundir import CheckpointError
 from harness.record.tracking import TrackingError
-from harness.run import cluster, compile_cache, determinism, host_devices, scaling
+from harness.run import cluster, compile_cache, determinism, host_devices, interrupts, scaling
 from harness.run.cluster import DistributedError
 from harness.run.interrupts import Interrupted
 from harness.run.runner import NonFiniteMetricError
@@ -296,19 +295,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.started_at = harness.STARTED if _commands_run == 0 else time.perf_counter()
     _commands_run += 1
 
-    def terminated(signum, frame):
-        raise Interrupted(signum)
-
     # SIGTERM (e.g. a scheduler's preemption) ends runs as Ctrl-C does; during
-    # training the runner acts on it between chunks, with a final checkpoint.
-    previous = (
-        signal.signal(signal.SIGTERM, terminated) if threading.current_thread() is threading.main_thread() else None
-    )
+    # training the runner acts on either between chunks, with a final
+    # checkpoint; once a program's training is over, its records are written
+    # whole first (harness.run.interrupts).
     try:
-        compile_cache.configure_from(args)
-        if hasattr(args, "coordinator"):
-            cluster.initialize(args.coordinator, args.num_processes, args.process_id, auto=args.cluster)
-        return COMMANDS[args.command](args)
+        with interrupts.stop_signals():
+            compile_cache.configure_from(args)
+            if hasattr(args, "coordinator"):
+                cluster.initialize(args.coordinator, args.num_processes, args.process_id, auto=args.cluster)
+            code = COMMANDS[args.command](args)
+            if signum := interrupts.noted():
+                return _finished_anyway(signum, code)
+            return code
     except USER_ERRORS as error:
         return _user_error(str(error))
     except NonFiniteMetricError as error:
@@ -317,13 +316,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAILED
     except KeyboardInterrupt as error:
         code = error.exit_code if isinstance(error, Interrupted) else EXIT_INTERRUPTED
-        name = error.args[0] if isinstance(error, Interrupted) else "Ctrl-C"
-        err_console.print(f"[bold yellow]interrupted[/] ({name}): MLflow runs marked KILLED")
+        name = error.args[0] if isinstance(error, Interrupted) else "SIGINT"
+        err_console.print(
+            f"[bold yellow]interrupted[/] ({name}) before its work finished: MLflow runs it had started are"
+            " marked KILLED",
+            soft_wrap=True,
+        )
         return code
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
         sys.stdout.flush()
+
+
+def _finished_anyway(signum: int, code: int) -> int:
+    """The exit of a command whose work finished after a stop signal came
+    (during its last chunk, or while it wrote its records): 128 + the
+    signal, so that `harness run A && harness run B` stops, and what it left."""
+    state = {
+        0: "its runs are complete and recorded",
+        EXIT_INCOMPLETE: "its runs are complete; their record waits for harness sync",
+    }.get(code, f"it would have exited {code}")
+    name = signal.Signals(signum).name
+    err_console.print(f"[bold yellow]interrupted[/] ({name}) after its work had finished: {state}", soft_wrap=True)
+    return 128 + signum
 
 
 def console() -> None:

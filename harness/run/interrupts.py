@@ -1,12 +1,28 @@
-"""Ctrl-C and SIGTERM during training: noted, and acted on between chunks
-(`interrupt_between_chunks`), or while a long chunk runs
-(harness.run.chunk_loop), then raised as `Interrupted`."""
+"""Ctrl-C and SIGTERM in a command: always answered, with exit 130 (143 for
+SIGTERM), never swallowed and never leaving a record half-written.
+
+A command (`stop_signals`) goes through three kinds of moment:
+- start-up, planning and compiling: a signal raises `Interrupted` at once
+  (the runs it had started end KILLED);
+- training: the chunk loop notes it and acts on it between chunks, or
+  within seconds when chunks are long (harness.run.chunk_loop), with a
+  final checkpoint (`interrupt_between_chunks`);
+- after a program's training, writing its records: the signal is noted
+  and the writing finishes. A signal that came during the last chunk is
+  noted the same way. The next program's training (a sweep's, a scale's
+  next size) stops before it starts (`before_training`); at the end the
+  command exits 130 all the same and says its work had finished
+  (`noted`).
+
+A second signal while one is noted raises at once.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import signal
 import threading
+from collections.abc import Iterator
 
 
 class Interrupted(KeyboardInterrupt):
@@ -26,13 +42,69 @@ class Interrupted(KeyboardInterrupt):
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
+class _Command:
+    """The running command's moment and the signal noted, if any."""
+
+    writing = False  # a program's training ended; its records are being written
+    noted = 0  # a signal that came while the work could not stop (0: none)
+
+
+_command = _Command()
+
+
+def _on_signal(signum, frame) -> None:
+    if not _command.writing:
+        raise Interrupted(signum)
+    if _command.noted:
+        raise Interrupted(_command.noted)
+    _command.noted = signum
+
+
+def _main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+@contextlib.contextmanager
+def stop_signals() -> Iterator[None]:
+    """One command's handling of SIGINT and SIGTERM (in the main thread;
+    elsewhere signals cannot be handled and are left as they are)."""
+    global _command
+    _command = _Command()
+    if not _main_thread():
+        yield
+        return
+    previous = {signum: signal.signal(signum, _on_signal) for signum in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def noted() -> int:
+    """The signal that came after the command's work could no longer stop
+    (its last chunk, the writing of its records), or 0: the command
+    finished its work and exits 128 + this number all the same."""
+    return _command.noted
+
+
+def before_training() -> None:
+    """The start of a program's training (compiling first): a signal noted
+    while the previous program's records were written stops here."""
+    _command.writing = False
+    if _command.noted:
+        raise Interrupted(_command.noted)
+
+
 @contextlib.contextmanager
 def interrupt_between_chunks():
     """While training, Ctrl-C (SIGINT) and SIGTERM are noted and acted on
     between chunks, where no lock or half-sent metric is held and the state
     can be checkpointed; a second one interrupts at once. Yields a function
-    that returns the signal number that came, or 0."""
-    if threading.current_thread() is not threading.main_thread():
+    that returns the signal number that came, or 0. When training ends
+    without acting on one (it came during the last chunk), it stays noted
+    for the command (`noted`), and what follows is writing."""
+    if not _main_thread():
         yield lambda: 0
         return
     received: list[int] = []
@@ -45,6 +117,8 @@ def interrupt_between_chunks():
     previous = {signum: signal.signal(signum, note) for signum in STOP_SIGNALS}
     try:
         yield lambda: received[0] if received else 0
+        _command.writing = True
+        _command.noted = _command.noted or (received[0] if received else 0)
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)

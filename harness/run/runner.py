@@ -29,7 +29,7 @@ import jax
 import numpy as np
 
 from algorithms.base import Algorithm
-from harness.run import devices, lowering
+from harness.run import devices, interrupts, lowering
 from harness.run.chunk_loop import Checkpointer, ChunkLoop, Compiled, NonFiniteMetricError  # noqa: F401  (raised by run)
 from harness.run.interrupts import Interrupted  # noqa: F401  (raised by run)
 from harness.run.programs import Programs, compile_once
@@ -235,6 +235,7 @@ def run(
       Interrupted: SIGINT or SIGTERM came; acted on between chunks, or
         within STOP_WITHIN_SECONDS of it when chunks are long.
     """
+    interrupts.before_training()
     state, compile_seconds = init_state(algorithm, seeds, mesh, programs, numbers)
     done = 0
     history: tuple[ChunkMetrics, ...] = ()

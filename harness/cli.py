@@ -3,8 +3,9 @@
 User errors (a bad spec, an unusable tracking store, a checkpoint that cannot
 be resumed) print one message and exit 2 without a traceback; nothing is
 logged to MLflow for a spec that does not validate. A run that fails (a NaN,
-a crash) exits 1; Ctrl-C exits 130 and SIGTERM 143, after a final
-checkpoint. A run that finished while its MLflow store could not be reached
+a crash) exits 1; Ctrl-C exits 130 and SIGTERM 143 at any moment, after a
+final checkpoint, or after the records are written whole when training had
+finished (harness.run.interrupts). A run that finished while its MLflow store could not be reached
 exits 3: its record is in the run directory, for `harness sync`.
 """
 
@@ -217,6 +218,8 @@ def cmd_scale(args: argparse.Namespace) -> int:
         sizes = scaling.ladder(args.start or defaults[0], args.stop or defaults[1])
     if not sizes or min(sizes) < 1 or args.timed_chunks < 1 or (args.chunk_iterations or 1) < 1:
         raise OptionError("--sizes, --start/--stop, --timed-chunks and --chunk-iterations must be at least 1")
+    if args.max_seconds is not None and not args.max_seconds > 0:
+        raise OptionError(f"--max-seconds must be positive, not {args.max_seconds}")
     loaded = spec.load(args.spec)
     uri = tracking.resolve_uri(args.tracking_uri, loaded.tracking.uri)
     options = scale_session.ScaleOptions(
@@ -227,6 +230,8 @@ def cmd_scale(args: argparse.Namespace) -> int:
         uri=uri,
         out=Path(args.out),
         measure_ceiling=not args.no_ceiling,
+        until_flat=not (args.sizes or args.stop),
+        max_seconds=args.max_seconds,
     )
     return scale_session.scale(args.spec, options)
 

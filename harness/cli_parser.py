@@ -211,7 +211,8 @@ def parser() -> argparse.ArgumentParser:
         description="Train the spec at a ladder of sizes (powers of two) of one number, each seed's envs or the "
         "seeds side by side, and measure at each: steady-state env steps/s, the share of the device's matmul "
         "ceiling, compile seconds and the memory the compiled program needs. Stops at the first size the spec "
-        "refuses or that does not compile or run. Prints the saturation point (the smallest size within 10% of "
+        "refuses or that does not compile or run, once the throughput has stopped growing (by default), or before "
+        "a size that would pass --max-seconds. Prints the saturation point (the smallest size within 10% of "
         "the best throughput) and draws throughput and % of the ceiling against size. Logged to MLflow: a "
         "parent run (tag harness.kind=scale) with the plot, and a child run per size.",
     )
@@ -219,9 +220,22 @@ def parser() -> argparse.ArgumentParser:
     sc.add_argument("--axis", choices=["envs", "seeds"], default="envs", help="what grows (default: envs)")
     sc.add_argument("--sizes", help="comma-separated sizes (default: powers of two from --start to --stop)")
     sc.add_argument("--start", type=int, help="smallest size (default: 16 envs, 1 seed)")
-    sc.add_argument("--stop", type=int, help="largest size (default: 4096 envs, 256 seeds)")
     sc.add_argument(
-        "--chunk-iterations", type=int, help="iterations per timed chunk (default: the spec's logging interval)"
+        "--stop",
+        type=int,
+        help="largest size (default: 4096 envs, 256 seeds; without --stop or --sizes the ladder ends once the"
+        " throughput has stopped growing: two sizes in a row below the best so far)",
+    )
+    sc.add_argument(
+        "--chunk-iterations",
+        type=int,
+        help="iterations per timed chunk (default: chunks of about 2 s at the last size's rate, at most the"
+        " spec's logging interval)",
+    )
+    sc.add_argument(
+        "--max-seconds",
+        type=float,
+        help="bound the whole command: no size is started that would end after this many seconds",
     )
     sc.add_argument("--timed-chunks", type=int, default=2, help="timed chunks after the warm-up (default 2)")
     sc.add_argument("--no-ceiling", action="store_true", help="skip measuring the device's matmul ceiling")

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # Top to bottom; a module may import its own layer or a lower one. The first
 # prefix that matches a module gives its layer.
 LAYERS = (
-    ("harness.cli", "harness.cli_parser", "harness.cli_options", "harness.__main__"),
+    ("harness.launch", "harness.cli", "harness.cli_parser", "harness.cli_options", "harness.__main__"),
     ("harness.sessions",),
     ("harness.sweep",),
     ("harness.build",),

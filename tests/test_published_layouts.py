@@ -55,7 +55,7 @@ BACKGROUND = {"published_layouts": run_published_layouts}
 
 
 @pytest.fixture(scope="module")
-def outcomes():
+def published_layouts():
     return background_result("published_layouts")
 
 
@@ -64,16 +64,16 @@ def _seeds(path: Path) -> int:
 
 
 @pytest.mark.parametrize("path", SPECS, ids=[p.stem for p in SPECS])
-def test_harness_validate_accepts_every_published_spec(outcomes, path):
-    line = outcomes[(path.stem, "one_device")]
+def test_harness_validate_accepts_every_published_spec(published_layouts, path):
+    line = published_layouts[(path.stem, "one_device")]
     assert line["status"] == "ok", line.get("traceback", line.get("message"))
     assert line["spec_hash"] == S.spec_hash(S.load(path))
 
 
 @pytest.mark.parametrize("layout", list(LAYOUTS))
 @pytest.mark.parametrize("path", SPECS, ids=[p.stem for p in SPECS])
-def test_every_published_spec_starts_on_every_layout(outcomes, path, layout):
-    line = outcomes[(path.stem, layout)]
+def test_every_published_spec_starts_on_every_layout(published_layouts, path, layout):
+    line = published_layouts[(path.stem, layout)]
     assert line["status"] != "crashed", line.get("traceback", line["message"])
     seeds = _seeds(path)
     if layout == "seed_axis_2x2" and seeds % 2:
@@ -98,7 +98,8 @@ def test_every_published_spec_starts_on_every_layout(outcomes, path, layout):
         assert line["layout"].endswith(",data=1") or line["layout"] == "plain"
 
 
-def test_one_spec_of_each_algorithm_and_network_kind_is_lowered_on_every_layout(outcomes):
+def test_one_spec_of_each_algorithm_and_network_kind_is_lowered_on_every_layout(published_layouts):
+    outcomes = published_layouts
     from published_layouts import kind
 
     kinds = {kind(S.load(p)) for p in SPECS}

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import copy
 import json
+import types
+from pathlib import Path
+from typing import NamedTuple
 
 import mlflow
 from conftest import TINY_PPO, new_store, run_cli, write_spec
 
 from harness.run import scaling
+from harness.sessions import scale as scale_session
 
 
 def test_the_ladder_and_the_saturation_point():
@@ -68,3 +72,53 @@ def test_scale_measures_each_size_and_stops_at_the_first_the_spec_refuses(tmp_pa
     assert document["stopped"]["size"] == 6
     # Steps per iteration grow with the envs; so does the program's memory.
     assert document["points"][1]["program_bytes"] > document["points"][0]["program_bytes"]
+
+
+def _point(size: int, rate: float, seconds: float = 10.0) -> scaling.SizePoint:
+    return scaling.SizePoint(size, rate, (rate,), 1.0, None, None, None, None, 1, seconds)
+
+
+def _options(**kwargs) -> scale_session.ScaleOptions:
+    fields = dict(axis="envs", sizes=[16, 32, 64, 128, 256], chunk_iterations=None, timed_chunks=2, uri="",
+                  out=Path("scale.png"), measure_ceiling=False)  # fmt: skip
+    return scale_session.ScaleOptions(**{**fields, **kwargs})
+
+
+def test_the_ladder_stops_once_the_throughput_has_stopped_growing():
+    # 136k, 169k, 116k, 157k: two sizes in a row below the best (169k at 32).
+    points = [_point(16, 136e3), _point(32, 169e3), _point(64, 116e3)]
+    assert not scaling.flat(points)
+    assert scaling.flat([*points, _point(128, 157e3)])
+    assert not scaling.flat([_point(16, 1.0), _point(32, 2.0), _point(64, 1.5), _point(128, 2.5)])
+    stop = scale_session._stop_after([*points, _point(128, 157e3)], _options(until_flat=True), 40.0)
+    assert stop.size == 256 and "stopped growing" in stop.reason
+    # Sizes or a stop given: the ladder goes on to its end.
+    assert scale_session._stop_after([*points, _point(128, 157e3)], _options(), 40.0) is None
+
+
+def test_max_seconds_starts_no_size_that_would_end_after_it():
+    points = [_point(16, 1e5, seconds=30.0)]
+    stop = scale_session._stop_after(points, _options(max_seconds=60.0), 40.0)
+    assert stop.size == 32 and "--max-seconds 60" in stop.reason
+    assert scale_session._stop_after(points, _options(max_seconds=100.0), 40.0) is None
+
+
+def test_the_ladder_is_said_before_and_its_time_after_the_first_size():
+    said = scale_session._ladder(_options(until_flat=True, max_seconds=300.0))
+    assert "envs = 16, 32, 64, 128, 256 (5 sizes" in said and "stopped growing" in said and "300 s" in said
+    assert "about 10 s a size; at most about 40 s for the 4 sizes left" in scale_session._estimate(
+        _point(16, 1e5), _options()
+    )
+
+
+def test_chunks_last_about_two_seconds_at_the_last_size_s_rate():
+    class Plan(NamedTuple):
+        spec: object
+        env_steps_per_iteration: int
+
+    spec = types.SimpleNamespace(logging=types.SimpleNamespace(interval=61), seeds=(0, 1))
+    plan = Plan(spec, 1000)
+    assert scaling.chunk_iterations(plan, None) == scaling.FIRST_CHUNK_ITERATIONS
+    assert scaling.chunk_iterations(plan, _point(16, 20e3)) == 20  # 2 s x 20k / (1000 x 2 seeds)
+    assert scaling.chunk_iterations(plan, _point(16, 1e9)) == 61  # at most the logging interval
+    assert scaling.chunk_iterations(plan, _point(16, 10.0)) == 1

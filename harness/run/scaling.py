@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import statistics
+import time
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
@@ -36,6 +37,8 @@ class SizePoint(NamedTuple):
     fraction_of_ceiling: float | None  # of the device's float32 matmul rate
     program_bytes: int | None  # the compiled programs' largest need (XLA's memory analysis)
     device_peak_bytes: int | None  # the device allocator's peak so far (GPU/TPU)
+    chunk_iterations: int = 0  # iterations per chunk at this size
+    seconds: float = 0.0  # the size's whole time: plan, compile, warm-up and timed chunks
 
 
 class Stop(NamedTuple):
@@ -114,7 +117,38 @@ def measure(plan: Any, chunk_iterations: int, timed_chunks: int, ceiling_gflops:
         fraction_of_ceiling=per_step * sps / (ceiling_gflops * 1e9) if ceiling_gflops else None,
         program_bytes=_program_bytes(programs),
         device_peak_bytes=_device_peak_bytes(),
+        chunk_iterations=chunk_iterations,
     )
+
+
+# Chunks of about this many seconds at each size: the work per iteration
+# grows with the size, so a fixed chunk would make the ladder's last sizes
+# take most of its time.
+CHUNK_SECONDS = 2.0
+# The first size's chunks, before any rate is known (at most the spec's interval).
+FIRST_CHUNK_ITERATIONS = 4
+# The ladder ends once this many sizes in a row are below the best before them.
+FLAT_SIZES = 2
+
+
+def chunk_iterations(plan: Any, previous: SizePoint | None) -> int:
+    """Iterations per chunk for `plan`'s size: about CHUNK_SECONDS at the
+    previous size's rate (the rate grows with the size until it saturates,
+    so the chunk comes out no longer), at most the spec's logging interval."""
+    interval = plan.spec.logging.interval
+    if previous is None:
+        return max(1, min(interval, FIRST_CHUNK_ITERATIONS))
+    per_iteration = plan.env_steps_per_iteration * len(plan.spec.seeds)
+    return max(1, min(interval, int(CHUNK_SECONDS * previous.env_steps_per_second / per_iteration)))
+
+
+def flat(points: list[SizePoint], run: int = FLAT_SIZES) -> bool:
+    """Whether the throughput has stopped growing: the last `run` sizes all
+    below the best size before them."""
+    if len(points) <= run:
+        return False
+    best = max(p.env_steps_per_second for p in points[:-run])
+    return all(p.env_steps_per_second < best for p in points[-run:])
 
 
 def saturation(points: list[SizePoint], within: float = 0.1) -> SizePoint | None:
@@ -158,6 +192,7 @@ def climb(
     plan is refused (`user_errors`: the spec does not allow it) or whose
     program fails to compile or run (out of memory)."""
     for size in sizes:
+        started = time.perf_counter()
         try:
             plan = plan_for(size)
         except user_errors as error:
@@ -168,4 +203,4 @@ def climb(
         except (jax.errors.JaxRuntimeError, MemoryError) as error:
             yield Stop(size, f"does not compile or run: {str(error).splitlines()[0][:200]}")
             return
-        yield point._replace(size=size)
+        yield point._replace(size=size, seconds=time.perf_counter() - started)

@@ -30,6 +30,8 @@ class ScaleOptions(NamedTuple):
     uri: str
     out: Path
     measure_ceiling: bool
+    until_flat: bool = False  # end the ladder once the throughput has stopped growing (scaling.flat)
+    max_seconds: float | None = None  # start no size that would end after this (from the command's start)
 
 
 def _mb(value: int | None) -> str:
@@ -99,6 +101,7 @@ def _record(point: scaling.SizePoint) -> dict[str, Any]:
 
 def scale(path: str, options: ScaleOptions) -> int:
     """Measure the spec at each size; 0 when at least one size ran."""
+    started = time.perf_counter()
     data = yaml.safe_load(Path(path).read_text())
     base = spec.load(path)
     fingerprint = provenance.fingerprint()
@@ -111,8 +114,10 @@ def scale(path: str, options: ScaleOptions) -> int:
     def plan_for(size: int):
         return build.build(spec.parse(scaling.resized(data, options.axis, size), source=path), path)
 
+    points: list[scaling.SizePoint] = []
+
     def measure_one(plan) -> scaling.SizePoint:
-        chunk = options.chunk_iterations or plan.spec.logging.interval
+        chunk = options.chunk_iterations or scaling.chunk_iterations(plan, points[-1] if points else None)
         return scaling.measure(plan, chunk, options.timed_chunks, top.matmul_gflops[0] if top else None)
 
     client = tracking.open_client(options.uri)
@@ -128,9 +133,9 @@ def scale(path: str, options: ScaleOptions) -> int:
         },
     )
     parent_id = parent.info.run_id
-    points: list[scaling.SizePoint] = []
     stop: scaling.Stop | None = None
     status = "KILLED"
+    out_console.print(_ladder(options), soft_wrap=True)
     try:
         for found in scaling.climb(options.sizes, plan_for, measure_one, (spec.SpecError, ValueError)):
             if isinstance(found, scaling.Stop):
@@ -141,8 +146,13 @@ def scale(path: str, options: ScaleOptions) -> int:
             _log_point(client, experiment, parent_id, options.axis, found)
             out_console.print(
                 f"{options.axis}={found.size}: {si(found.env_steps_per_second)} env steps/s, "
-                f"compiled in {found.compile_seconds:.1f} s"
+                f"compiled in {found.compile_seconds:.1f} s, {found.seconds:.0f} s in all"
             )
+            if stop := _stop_after(points, options, time.perf_counter() - started):
+                out_console.print(f"{options.axis}={stop.size}: not measured, {stop.reason}", soft_wrap=True)
+                break
+            if len(points) == 1 and len(options.sizes) > 1:
+                out_console.print(_estimate(points[0], options), soft_wrap=True)
         saturated = scaling.saturation(points)
         _finish(client, parent_id, points, stop, saturated, options, title)
         status = "FINISHED" if points else "FAILED"
@@ -156,6 +166,61 @@ def scale(path: str, options: ScaleOptions) -> int:
         f"{scaling.describe_saturation(points, options.axis)}; best {si(best)} env steps/s; plot: {options.out}"
     )
     return 0
+
+
+def _ladder(options: ScaleOptions) -> str:
+    """What the ladder will measure and when it ends, said before the first size."""
+    sizes = options.sizes
+    listed = ", ".join(map(str, sizes)) if len(sizes) <= 6 else f"{sizes[0]}, {sizes[1]}, ..., {sizes[-1]}"
+    ends = []
+    if options.until_flat:
+        ends.append(f"once the throughput has stopped growing ({scaling.FLAT_SIZES} sizes in a row below the best)")
+    if options.max_seconds:
+        ends.append(f"before a size that would end after {options.max_seconds:.0f} s")
+    chunks = (
+        f"chunks of {options.chunk_iterations} iterations"
+        if options.chunk_iterations
+        else f"chunks of about {scaling.CHUNK_SECONDS:.0f} s"
+    )
+    return (
+        f"ladder: {options.axis} = {listed} ({len(sizes)} sizes; a warm-up and {options.timed_chunks} timed {chunks}"
+        " each)" + (f", ending {' or '.join(ends)}" if ends else "") + "; time estimated after the first size"
+    )
+
+
+def _estimate(first: scaling.SizePoint, options: ScaleOptions) -> str:
+    """The ladder's time from its first size's: each later size compiles anew
+    and runs chunks of about the same seconds (given a fixed chunk, the work
+    grows with the size instead)."""
+    left = len(options.sizes) - 1
+    if options.chunk_iterations:
+        per_size = [first.seconds * size / first.size for size in options.sizes[1:]]
+    else:
+        per_size = [first.seconds] * left
+    return (
+        f"estimate: about {first.seconds:.0f} s a size; at most about {sum(per_size):.0f} s for the {left} sizes left"
+        + (" (fewer once the throughput stops growing)" if options.until_flat else "")
+    )
+
+
+def _stop_after(points: list[scaling.SizePoint], options: ScaleOptions, elapsed: float) -> scaling.Stop | None:
+    """Why the ladder ends after the sizes measured (None: it goes on)."""
+    following = options.sizes[len(points)] if len(points) < len(options.sizes) else None
+    if following is None:
+        return None
+    if options.until_flat and scaling.flat(points):
+        return scaling.Stop(
+            following, f"the throughput stopped growing ({scaling.FLAT_SIZES} sizes in a row below the best)"
+        )
+    if options.max_seconds is not None:
+        last = points[-1]
+        grows = following / last.size if options.chunk_iterations else 1.0
+        expected = elapsed + last.seconds * grows * 1.25
+        if expected > options.max_seconds:
+            return scaling.Stop(
+                following, f"--max-seconds {options.max_seconds:.0f}: it would end at about {expected:.0f} s"
+            )
+    return None
 
 
 def _log_point(client, experiment: str, parent_id: str, axis: str, point: scaling.SizePoint) -> None:

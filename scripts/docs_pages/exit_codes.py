@@ -32,8 +32,11 @@ EXIT_MEANINGS = {
         "`cmd_run`, `cmd_sweep`, `cmd_reproduce`",
     ),
     "EXIT_INTERRUPTED": (
-        "interrupted by Ctrl-C (SIGINT), after a final checkpoint; the MLflow runs are marked KILLED",
-        "`main` (`KeyboardInterrupt`)",
+        "interrupted by Ctrl-C (SIGINT) at any moment: while starting or compiling; while training, after a"
+        " final checkpoint (the MLflow runs are marked KILLED); or after the work finished (during the last"
+        " chunk, or while the records were written: they are written whole, the runs end FINISHED and the"
+        " message says so, and the exit is still 130)",
+        "`main` (`KeyboardInterrupt`, `_finished_anyway`), `harness.launch` (while starting)",
     ),
 }
 

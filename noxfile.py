@@ -3,22 +3,74 @@
 
 Every session installs the project with `constraints.txt`, the exact package
 versions the references in `results/` were made with, so that a fresh
-machine runs what the project was tested with.
+machine runs what the project was tested with; the sessions that run JAX
+add the build that fits the machine (harness/jax_build.py): the CUDA plugin
+where an NVIDIA driver is found, the TPU runtime on a TPU VM, or the one
+`-- --accelerator cpu|cuda12|tpu|system` names.
 """
+
+import importlib.util
+import tempfile
+from pathlib import Path
 
 import nox
 
 nox.options.sessions = ["tests"]
 nox.options.reuse_existing_virtualenvs = True
 
-INSTALL = ("-c", "constraints.txt", "-e", ".[test]")
+
+def _jax_build():
+    """harness/jax_build.py, loaded by its path (the project is not installed yet)."""
+    spec = importlib.util.spec_from_file_location("jax_build", Path(__file__).parent / "harness" / "jax_build.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _install(session: nox.Session, extras: str = "test") -> list[str]:
+    """Install the project with constraints.txt and the JAX build that fits
+    this machine (the CUDA plugin where an NVIDIA driver is found, the TPU
+    runtime on a TPU VM, else the CPU build), or the one `-- --accelerator
+    cpu|cuda12|tpu|system` names; `system` keeps the machine's own JAX and
+    runs in it (`nox --no-venv -s NAME -- --accelerator system`). Returns
+    the session's other arguments."""
+    build = _jax_build()
+    args = list(session.posargs)
+    requested = None
+    if "--accelerator" in args:
+        at = args.index("--accelerator")
+        if at + 1 == len(args):
+            session.error("--accelerator takes one of: " + ", ".join(build.PACKAGES))
+        requested = args[at + 1]
+        del args[at : at + 2]
+    try:
+        choice = build.choose(requested, driver=build.nvidia_driver(), tpu=build.tpu_present())
+    except ValueError as error:
+        session.error(str(error))
+    own = session.venv_backend == "none"
+    if own != (choice.build == "system"):
+        session.error(
+            "--accelerator system installs into the Python nox runs in: nox --no-venv -s "
+            f"{session.name} -- --accelerator system"
+        )
+    session.log(f"JAX build: {choice.build} ({choice.reason})")
+    session.env[build.ENV] = choice.build
+    if own:
+        kept = Path(tempfile.mkdtemp()) / "constraints.txt"
+        kept.write_text(build.without_jax(Path("constraints.txt").read_text()))
+        session.run("python", "-m", "pip", "install", "-c", str(kept), "-e", f".[{extras}]", external=True)
+        return args
+    others = [p.split("[")[0] for b, packages in build.PACKAGES.items() if b != choice.build for p in packages]
+    if others:  # a reused environment may hold another build's plugin
+        session.run("python", "-m", "pip", "uninstall", "--yes", "--quiet", *others, silent=True)
+    session.install("-c", "constraints.txt", "-e", f".[{extras}]", *build.requirements(choice.build))
+    return args
 
 
 @nox.session
 def tests(session: nox.Session) -> None:
     """The test suite (CPU; simulated devices where a test needs several)."""
-    session.install(*INSTALL)
-    session.run("pytest", *session.posargs)
+    session.run("pytest", *_install(session))
 
 
 @nox.session
@@ -33,7 +85,7 @@ def bench(session: nox.Session) -> None:
     `--tracking-uri URI`, `--fail-on-regression`; see
     benchmarks/machinery/plugin.py.
     """
-    session.install(*INSTALL)
+    args = _install(session)
     session.run(
         "pytest",
         "benchmarks",
@@ -42,7 +94,7 @@ def bench(session: nox.Session) -> None:
         "--benchmark-only",
         "--benchmark-json",
         ".bench/benchmark.json",
-        *session.posargs,
+        *args,
     )
 
 
@@ -69,11 +121,9 @@ def publish(session: nox.Session) -> None:
     then written to `results/` with `harness publish` (the reference of this
     machine's device class). `harness reproduce` on the same machine is then
     judged bit for bit."""
-    from pathlib import Path
-
-    session.install(*INSTALL)
+    args = _install(session)
     _require_clean_commit(session)
-    names = session.posargs or sorted(p.stem for p in Path("experiments").glob("*.yaml"))
+    names = args or sorted(p.stem for p in Path("experiments").glob("*.yaml"))
     missing = [n for n in names if not Path("experiments", f"{n}.yaml").exists()]
     if missing:
         session.error(f"no published spec {', '.join(missing)} in experiments/")
@@ -90,11 +140,10 @@ def unseen(session: nox.Session) -> None:
     its last, written to `results/unseen/<spec>.json` (the run's results,
     claims judged). Names after `--` check only those specs."""
     import json
-    from pathlib import Path
 
-    session.install(*INSTALL)
+    args = _install(session)
     _require_clean_commit(session)
-    names = session.posargs or sorted(p.stem for p in Path("experiments").glob("*.yaml"))
+    names = args or sorted(p.stem for p in Path("experiments").glob("*.yaml"))
     for name in names:
         reference = Path("results", f"{name}.json")
         if not reference.exists():

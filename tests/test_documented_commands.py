@@ -22,7 +22,7 @@ import pytest
 from conftest import background_result
 from documented_commands import ROOT, Files, argv_of, documented, runnable
 
-from harness import cli
+from harness import cli, jax_build
 from harness.cli_parser import parser
 
 COMMANDS = documented()
@@ -84,6 +84,11 @@ def test_each_documented_nox_command_names_a_session_and_its_options(command):
     session = words[words.index("-s") + 1] if "-s" in words else "tests"
     assert session in _nox_sessions(), f"{command.where}: no nox session {session}"
     posargs = words[words.index("--") + 1 :] if "--" in words else []
+    if "--accelerator" in posargs:  # the JAX build (noxfile.py), taken before the session's own
+        at = posargs.index("--accelerator")
+        assert session in ("tests", "bench", "publish", "unseen"), f"{command.where}: nox -s {session} installs no JAX"
+        assert posargs[at + 1] in jax_build.PACKAGES, f"{command.where}: no JAX build {posargs[at + 1]}"
+        posargs = posargs[:at] + posargs[at + 2 :]
     if session == "bench":
         unknown = {w for w in posargs if w.startswith("-")} - _bench_options()
         assert not unknown, f"{command.where}: the bench has no option {', '.join(sorted(unknown))}"

@@ -60,6 +60,7 @@ __all__ = [
     "pytest_collection_modifyitems",
     "pytest_configure",
     "pytest_generate_tests",
+    "pytest_report_header",
     "pytest_sessionfinish",
     "pytest_terminal_summary",
 ]
@@ -176,6 +177,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if len(kept) < len(items):
         config.hook.pytest_deselected(items=[item for item in items if item not in kept])
         items[:] = kept
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    """Before the first entry: the platform and devices the bench measures."""
+    bench = config.stash.get(KEY, None)
+    return None if bench is None else selection.describe(bench.device)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

@@ -5,6 +5,7 @@ name, device or spec file is a usage error, not a failed entry."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -144,6 +145,26 @@ def device(platform: str | None):
         return jax.devices(platform)[0]
     except RuntimeError as error:
         present = sorted({d.platform for d in jax.devices()})
+        why = ""
+        if platform in ("gpu", "cuda"):
+            from harness import jax_build
+
+            why = "; " + jax_build.gpu_missing(present, os.environ.get(jax_build.ENV), jax_build.nvidia_driver())
         raise pytest.UsageError(
-            f"--device {platform}: no such device here ({error}); this machine has: {', '.join(present)}"
+            f"--device {platform}: no such device here ({error}); this machine has: {', '.join(present)}{why}"
         ) from None
+
+
+def describe(device) -> str:
+    """What the bench measures, said before its first entry: the platform,
+    its devices and how JAX was installed."""
+    import jax
+
+    from harness import jax_build
+
+    count = len(jax.devices(device.platform))
+    build = os.environ.get(jax_build.ENV, "own environment")
+    return (
+        f"harness bench: measuring {device.platform}: {count} x {device.device_kind}"
+        f" (jax {jax.__version__}, JAX build: {build})"
+    )

@@ -13,6 +13,8 @@ from typing import Any
 
 import jax
 
+from harness import jax_build
+
 PACKAGES = (
     *("jax", "jaxlib", "flax", "optax", "pgx", "jumanji", "gymnax", "xminigrid", "mctx"),
     *("mlflow", "orbax-checkpoint"),
@@ -120,4 +122,7 @@ def fingerprint(layout: Any = None, device: Any = None, shards: int | None = Non
         "mesh": "none" if layout is None else layout.describe(),
         "devices_used": "1" if layout is None else str(layout.count),
         "shards": "none" if shards is None else str(shards),
+        # How JAX was installed: the nox sessions' choice (harness.jax_build),
+        # or the user's own environment.
+        "jax_build": os.environ.get(jax_build.ENV, "own environment"),
     }

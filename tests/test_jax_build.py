@@ -1,0 +1,173 @@
+"""The JAX build the nox sessions install (harness/jax_build.py, noxfile.py):
+detection stood in for by files and a stand-in session, the choice and the
+install it leads to checked for each kind of machine."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+import pytest
+
+from harness import jax_build
+from harness.run import provenance
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _driver_file(tmp_path: Path, version: str) -> Path:
+    path = tmp_path / "version"
+    path.write_text(f"NVRM version: NVIDIA UNIX x86_64 Kernel Module  {version}  Release Build  (dvs-builder)\n")
+    return path
+
+
+def test_the_driver_is_read_from_the_kernel_module(tmp_path):
+    found = jax_build.nvidia_driver(_driver_file(tmp_path, "580.159.04"), which=lambda name: None)
+    assert found == "580.159.04"
+    assert jax_build.nvidia_driver(tmp_path / "absent", which=lambda name: None) is None
+
+
+def test_a_tpu_vm_is_told_by_its_chips_or_its_runtime(tmp_path):
+    assert not jax_build.tpu_present(tmp_path, environ={})
+    assert jax_build.tpu_present(tmp_path, environ={"TPU_ACCELERATOR_TYPE": "v5litepod-8"})
+    (tmp_path / "accel0").touch()
+    assert jax_build.tpu_present(tmp_path, environ={})
+
+
+@pytest.mark.parametrize(
+    ("driver", "tpu", "build"),
+    [("580.159.04", False, "cuda12"), ("470.82.01", False, "cpu"), (None, False, "cpu"), (None, True, "tpu")],
+)
+def test_the_build_fits_what_is_found(driver, tpu, build):
+    assert jax_build.detect(driver, tpu).build == build
+
+
+def test_an_explicit_choice_overrides_detection():
+    assert jax_build.choose("cpu", driver="580.159.04").build == "cpu"
+    assert jax_build.choose("system").build == "system"
+    with pytest.raises(ValueError, match="--accelerator rocm: one of cpu, cuda12, tpu, system"):
+        jax_build.choose("rocm")
+
+
+def test_every_package_a_build_adds_is_pinned_at_the_jax_version():
+    pins = dict(line.split("==") for line in (ROOT / "constraints.txt").read_text().split() if "==" in line)
+    for build in jax_build.PACKAGES:
+        for package in jax_build.requirements(build):
+            name = package.split("[")[0]
+            assert name in pins, f"{name} ({build}) is not pinned in constraints.txt"
+    assert pins["jax-cuda12-plugin"] == pins["jax-cuda12-pjrt"] == pins["jax"] == pins["jaxlib"]
+
+
+def test_a_system_install_keeps_the_machine_s_jax():
+    kept = jax_build.without_jax("jax==0.10.2\njax-tqdm==0.4.0\njaxlib==0.10.2\nlibtpu==0.0.42.1\noptax==0.2.6\n")
+    assert kept.split() == ["jax-tqdm==0.4.0", "optax==0.2.6"]
+
+
+def test_a_missing_gpu_names_its_cause_and_the_command_that_mends_it():
+    assert "no NVIDIA driver" in jax_build.gpu_missing(["cpu"], "cpu", None)
+    cpu_build = jax_build.gpu_missing(["cpu"], "cpu", "580.159.04")
+    assert "CPU build" in cpu_build and "nox -s bench -- --accelerator cuda12" in cpu_build
+    assert "CUDA plugin's error" in jax_build.gpu_missing(["cpu"], "cuda12", "580.159.04")
+
+
+def test_runs_record_how_jax_was_installed(monkeypatch):
+    monkeypatch.setenv(jax_build.ENV, "cuda12")
+    assert provenance.fingerprint()["jax_build"] == "cuda12"
+    monkeypatch.delenv(jax_build.ENV)
+    assert provenance.fingerprint()["jax_build"] == "own environment"
+
+
+# ------------------------------------------------------- the nox sessions
+
+
+class Session:
+    """What noxfile's install step asks of a nox session, recorded."""
+
+    def __init__(self, posargs: list[str], backend: str = "virtualenv"):
+        self.posargs, self.venv_backend, self.name = posargs, backend, "bench"
+        self.env: dict[str, str] = {}
+        self.installed: list[tuple] = []
+        self.ran: list[tuple] = []
+        self.logged: list[str] = []
+
+    def install(self, *args):
+        self.installed.append(args)
+
+    def run(self, *args, **kwargs):
+        self.ran.append(args)
+
+    def log(self, message):
+        self.logged.append(message)
+
+    def error(self, message):
+        raise SystemExit(message)
+
+
+@pytest.fixture(scope="module")
+def loaded_noxfile():
+    """noxfile.py, loaded once (nox registers its sessions on loading)."""
+    spec = importlib.util.spec_from_file_location("noxfile_under_test", ROOT / "noxfile.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def noxfile(loaded_noxfile, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    return loaded_noxfile
+
+
+def _with_machine(monkeypatch, noxfile, driver: str | None, tpu: bool = False):
+    """The stand-in for detection: this machine's driver and TPU."""
+    real = noxfile._jax_build
+
+    def stood_in():
+        module = real()
+        module.nvidia_driver = lambda: driver
+        module.tpu_present = lambda: tpu
+        return module
+
+    monkeypatch.setattr(noxfile, "_jax_build", stood_in)
+
+
+def test_a_gpu_machine_gets_the_cuda_plugin(noxfile, monkeypatch):
+    _with_machine(monkeypatch, noxfile, "580.159.04")
+    session = Session(["-k", "ppo"])
+    assert noxfile._install(session) == ["-k", "ppo"]
+    (installed,) = session.installed
+    assert installed[:4] == ("-c", "constraints.txt", "-e", ".[test]")
+    assert installed[4:] == ("jax-cuda12-plugin[with-cuda]", "jax-cuda12-pjrt")
+    assert session.env[jax_build.ENV] == "cuda12"
+    assert "JAX build: cuda12 (NVIDIA driver 580.159.04)" in session.logged
+
+
+def test_a_cpu_machine_gets_the_cpu_build_and_loses_a_reused_plugin(noxfile, monkeypatch):
+    _with_machine(monkeypatch, noxfile, None)
+    session = Session([])
+    noxfile._install(session)
+    assert session.installed == [("-c", "constraints.txt", "-e", ".[test]")]
+    assert any("uninstall" in args and "jax-cuda12-plugin" in args for args in session.ran)
+    assert session.env[jax_build.ENV] == "cpu"
+
+
+def test_the_accelerator_option_overrides_and_is_not_passed_on(noxfile, monkeypatch):
+    _with_machine(monkeypatch, noxfile, "580.159.04")
+    session = Session(["--accelerator", "cpu", "-k", "ppo"])
+    assert noxfile._install(session) == ["-k", "ppo"]
+    assert session.env[jax_build.ENV] == "cpu"
+    with pytest.raises(SystemExit, match="nox --no-venv -s bench -- --accelerator system"):
+        noxfile._install(Session(["--accelerator", "system"]))
+
+
+def test_the_system_build_installs_around_the_machine_s_jax(noxfile, monkeypatch):
+    _with_machine(monkeypatch, noxfile, "580.159.04")
+    session = Session(["--accelerator", "system"], backend="none")
+    noxfile._install(session)
+    assert not session.installed
+    (ran,) = session.ran
+    constraints = Path(ran[ran.index("-c") + 1]).read_text()
+    assert "jax==" not in constraints and "optax==" in constraints
+    assert os.path.basename(ran[0]) == "python" and ran[-1] == ".[test]"
+    assert session.env[jax_build.ENV] == "system"

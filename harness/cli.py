@@ -5,8 +5,9 @@ be resumed) print one message and exit 2 without a traceback; nothing is
 logged to MLflow for a spec that does not validate. A run that fails (a NaN,
 a crash) exits 1; Ctrl-C exits 130 and SIGTERM 143 at any moment, after a
 final checkpoint, or after the records are written whole when training had
-finished (harness.run.interrupts). A run that finished while its MLflow store could not be reached
-exits 3: its record is in the run directory, for `harness sync`.
+finished (harness.run.interrupts). A run that finished while its MLflow
+store could not be reached exits 3: its record is in the run directory, for
+`harness sync`.
 """
 
 from __future__ import annotations

@@ -37,6 +37,29 @@ LAYOUTS = {
 SPEC_KEYS = {"exact_4_shards": {"shards": 4}}
 
 
+# The metric names of each per-device program traced so far, by (spec,
+# data axis, shards, mesh or not): a layout that differs from one already
+# checked only in its seed axis runs the same program on each device (the
+# seed axis changes the mesh, not what a device computes), so its claims
+# check uses the names found then instead of tracing that program again.
+_TRACED: dict[tuple, set[str]] = {}
+_current: list = [None]
+
+
+def _remember_traces() -> None:
+    from harness.run import tracing
+
+    trace = tracing.metric_names
+
+    def metric_names(algorithm, layout, numbers=None):
+        key = (_current[0], layout.data_axis if layout else None, layout is not None)
+        if key not in _TRACED:
+            _TRACED[key] = trace(algorithm, layout, numbers)
+        return _TRACED[key]
+
+    tracing.metric_names = metric_names
+
+
 def published() -> list[Path]:
     return sorted((ROOT / "experiments").glob("*.yaml"))
 
@@ -71,6 +94,7 @@ def check(path: Path, layout: str, lower: bool) -> dict:
     from harness.run import runner
 
     loaded = spec.load(path)
+    _current[0] = (path.stem, SPEC_KEYS.get(layout, {}).get("shards"))
     if layout == "one_device":
         out = validate(path)
         if out.get("status") == "refused":
@@ -95,6 +119,7 @@ def check(path: Path, layout: str, lower: bool) -> dict:
 def main(layouts: list[str]) -> None:
     from harness import cli, spec
 
+    _remember_traces()
     lowered_kinds: dict[str, set] = {layout: set() for layout in layouts}
     # gymnax's specs first: the kind they share with others is lowered on
     # them, the fastest to trace.

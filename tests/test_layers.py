@@ -25,7 +25,7 @@ LAYERS = (
     ("harness.envs",),
     ("harness.spec", "harness.spec_sections"),
     ("harness.record",),
-    ("harness.types", "harness.console", "harness.deferred_imports"),
+    ("harness.types", "harness.console", "harness.deferred_imports", "harness.jax_build"),
     ("algorithms",),
 )
 

@@ -33,6 +33,12 @@ MIN_CUDA12_DRIVER = 525
 JAX_PACKAGES = ("jax", "jaxlib", "jax-cuda12-plugin", "jax-cuda12-pjrt", "libtpu")
 
 
+def current() -> str:
+    """The build this process runs with: the nox session's choice (ENV),
+    or `own environment` outside nox."""
+    return os.environ.get(ENV, "own environment")
+
+
 class Choice(NamedTuple):
     build: str  # a key of PACKAGES
     reason: str  # why, in a few words: what was found or asked for

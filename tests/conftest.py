@@ -309,6 +309,19 @@ def run_cli(*argv: str) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
+def device_env(device_count: int | None) -> dict[str, str]:
+    """The environment of a subprocess that runs the repository's code on
+    `device_count` simulated CPU devices (None: as many as JAX starts with,
+    which a command may still split itself, `--host-devices`), compiled as
+    the suite compiles (TEST_XLA_FLAGS)."""
+    env = dict(os.environ)
+    count = f" --xla_force_host_platform_device_count={device_count}" if device_count else ""
+    env["XLA_FLAGS"] = TEST_XLA_FLAGS + count
+    root = Path(__file__).resolve().parent.parent
+    env["PYTHONPATH"] = os.pathsep.join([str(root), str(root / "tests"), env.get("PYTHONPATH", "")])
+    return env
+
+
 # XLA_FLAGS that `fresh_process` starts with: a user's flag, which the
 # harness's own flags are added to.
 USER_XLA_FLAGS = "--xla_cpu_multi_thread_eigen=true"

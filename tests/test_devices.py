@@ -7,7 +7,6 @@ happen in subprocesses."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -16,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import (
-    TEST_XLA_FLAGS,
     background_result,
+    device_env,
     free_port,
     new_store,
     start_harness,
@@ -41,13 +40,6 @@ ROOT = Path(__file__).resolve().parent.parent
 RTOL, ATOL = 1e-5, 1e-6
 
 
-def _env(device_count: int) -> dict[str, str]:
-    env = dict(os.environ)
-    env["XLA_FLAGS"] = f"{TEST_XLA_FLAGS} --xla_force_host_platform_device_count={device_count}"
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "tests"), env.get("PYTHONPATH", "")])
-    return env
-
-
 # ------------------------------------------------------------ invariance
 
 
@@ -57,7 +49,7 @@ def run_layouts(tmp_path_factory) -> dict:
     del tmp_path_factory
     out = subprocess.run(
         [sys.executable, str(ROOT / "tests" / "device_runs.py")],
-        env=_env(4),
+        env=device_env(4),
         capture_output=True,
         text=True,
         # About 11 minutes alone on a 2-core CPU, compiles mostly; beside the
@@ -393,7 +385,9 @@ class Job:
         self.root = tmp / "checkpoints"
 
     def launch(self, *args: str, devices_per_process: int) -> subprocess.Popen:
-        return start_harness("run", str(self.path), "--no-progress", *args, env=_env(devices_per_process), cwd=self.tmp)
+        return start_harness(
+            "run", str(self.path), "--no-progress", *args, env=device_env(devices_per_process), cwd=self.tmp
+        )
 
     def two_processes(self, *args: str, main_args: tuple[str, ...] = ()) -> list[subprocess.Popen]:
         """The job, logging to job.db and writing job.json (or, with

@@ -9,13 +9,12 @@ spec added to experiments/ is covered without editing this file."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import TEST_XLA_FLAGS, background_result
+from conftest import background_result, device_env
 from published_layouts import LAYOUTS, published
 
 from harness import spec as S
@@ -28,14 +27,9 @@ SIMULATED = [layout for layout in LAYOUTS if layout != "host_devices_cores"]
 
 
 def _check(layouts: list[str], device_count: int | None) -> list[dict]:
-    env = dict(os.environ)
-    env["XLA_FLAGS"] = TEST_XLA_FLAGS + (
-        f" --xla_force_host_platform_device_count={device_count}" if device_count else ""
-    )
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "tests"), env.get("PYTHONPATH", "")])
     out = subprocess.run(
         [sys.executable, str(ROOT / "tests" / "published_layouts.py"), *layouts],
-        env=env,
+        env=device_env(device_count),
         capture_output=True,
         text=True,
         timeout=1800,

@@ -163,8 +163,7 @@ def describe(device) -> str:
     from harness import jax_build
 
     count = len(jax.devices(device.platform))
-    build = os.environ.get(jax_build.ENV, "own environment")
     return (
         f"harness bench: measuring {device.platform}: {count} x {device.device_kind}"
-        f" (jax {jax.__version__}, JAX build: {build})"
+        f" (jax {jax.__version__}, JAX build: {jax_build.current()})"
     )

@@ -124,5 +124,5 @@ def fingerprint(layout: Any = None, device: Any = None, shards: int | None = Non
         "shards": "none" if shards is None else str(shards),
         # How JAX was installed: the nox sessions' choice (harness.jax_build),
         # or the user's own environment.
-        "jax_build": os.environ.get(jax_build.ENV, "own environment"),
+        "jax_build": jax_build.current(),
     }

@@ -1,5 +1,5 @@
-"""Sessions: `nox` (= tests), `nox -s bench`, `nox -s lint`, `nox -s docs`, `nox -s publish`,
-`nox -s unseen`.
+"""Sessions: `nox` (= tests), `nox -s bench`, `nox -s peers`, `nox -s lint`, `nox -s docs`,
+`nox -s publish`, `nox -s unseen`.
 
 Every session installs the project with `constraints.txt`, the exact package
 versions the references in `results/` were made with, so that a fresh
@@ -19,12 +19,17 @@ nox.options.sessions = ["tests"]
 nox.options.reuse_existing_virtualenvs = True
 
 
-def _jax_build():
-    """harness/jax_build.py, loaded by its path (the project is not installed yet)."""
-    spec = importlib.util.spec_from_file_location("jax_build", Path(__file__).parent / "harness" / "jax_build.py")
+def _load(name: str, *parts: str):
+    """A standard-library-only module of the project, loaded by its path
+    (the project is not installed yet)."""
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).parent.joinpath(*parts))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _jax_build():
+    return _load("jax_build", "harness", "jax_build.py")
 
 
 def _install(session: nox.Session, extras: str = "test") -> list[str]:
@@ -82,10 +87,12 @@ def bench(session: nox.Session) -> None:
     Results go to the git-ignored `.bench/` folder (JSON per device, table,
     chart, MLflow store) and to MLflow's experiment `bench`. Options after
     `--`: `--full` (the published specs instead), `-k NAME`, `--device gpu`,
-    `--tracking-uri URI`, `--fail-on-regression`; see
+    `--tracking-uri URI`, `--fail-on-regression`, `--against PEER`; see
     benchmarks/machinery/plugin.py.
     """
-    args = _install(session)
+    # The side-by-side entries import the peers' code, which needs a few
+    # packages of its own (the `peers` extra).
+    args = _install(session, "test,peers" if "--against" in session.posargs else "test")
     session.run(
         "pytest",
         "benchmarks",
@@ -96,6 +103,33 @@ def bench(session: nox.Session) -> None:
         ".bench/benchmark.json",
         *args,
     )
+
+
+@nox.session(venv_backend="none")
+def peers(session: nox.Session) -> None:
+    """Clone the peers the side-by-side entries run (PureJaxRL,
+    xland-minigrid, pgx) into the git-ignored `.peers/`, each at the commit
+    its entries were checked against; then `nox -s bench -- --against all`.
+    `-- --from DIR` clones from local mirrors (DIR/purejaxrl, ...) instead of
+    GitHub; names after `--` clone only those."""
+    checkouts = _load("peer_checkouts", "benchmarks", "machinery", "peer_checkouts.py")
+    args = list(session.posargs)
+    source = None
+    if "--from" in args:
+        at = args.index("--from")
+        if at + 1 == len(args):
+            session.error("--from takes a folder of mirrors")
+        source = args[at + 1]
+        del args[at : at + 2]
+    unknown = [name for name in args if name not in checkouts.CHECKOUTS]
+    if unknown:
+        session.error(f"no peer {', '.join(unknown)}; the peers are: {', '.join(checkouts.CHECKOUTS)}")
+    for name in args or list(checkouts.CHECKOUTS):
+        for command in checkouts.clone_commands(name, Path(__file__).parent, source):
+            session.run(*command, external=True)
+        session.log(
+            f"{name}: {checkouts.folder(Path(__file__).parent) / name} at {checkouts.CHECKOUTS[name].commit[:10]}"
+        )
 
 
 @nox.session

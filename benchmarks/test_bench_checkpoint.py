@@ -92,6 +92,7 @@ def test_checkpoint_cost(entry, tmp_path, name):
     )
 
 
+@pytest.mark.full_only  # two minutes a case on a 2-core CPU
 @pytest.mark.parametrize("name", list(CASES))
 def test_checkpoint_overhead(entry, tmp_path, name):
     plan = _plan(name)

@@ -42,14 +42,24 @@ def compile_timed(fn, *args):
     return compiled, time.perf_counter() - start
 
 
+# An entry's timed rounds take about this long at most: a call slower than
+# TIMED_SECONDS / rounds gets fewer rounds, never under MIN_ROUNDS.
+TIMED_SECONDS = 8.0
+MIN_ROUNDS = 4
+
+
 def timed_rounds(entry, call, rounds: int) -> list[float]:
-    """pytest-benchmark's rounds of `call` (after one untimed call); each
-    call ends with `block_until_ready`."""
+    """pytest-benchmark's rounds of `call` (after one untimed call): `rounds`,
+    or fewer where the calls are long (TIMED_SECONDS); each call ends with
+    `block_until_ready`."""
 
     def waited():
         jax.block_until_ready(call())
 
+    start = time.perf_counter()
     waited()
+    first = time.perf_counter() - start
+    rounds = max(MIN_ROUNDS, min(rounds, int(TIMED_SECONDS / max(first, 1e-9))))
     entry.benchmark.pedantic(waited, rounds=rounds, iterations=1, warmup_rounds=0)
     return list(entry.benchmark.stats.stats.data)
 

@@ -4,9 +4,9 @@ sizes (`harness scale`'s measurement, `harness.run.scaling`), one seed.
 The entry's rate is the best size's steady env steps/s; its config holds
 every size's rate, the share of the matmul ceiling and the program's
 memory, and the saturation point (the smallest size within 10% of the
-best). The plot goes to the bench directory (`scaling-<entry>.png`). A
-short ladder for PPO CartPole and AlphaZero tic-tac-toe in the default
-suite; longer ones, and seeds as the axis, with --full."""
+best). The plot goes to the bench directory (`scaling-<entry>.png`).
+With --full only: the default suite's `filled[...]` entries run each
+workload at its saturation point instead (benchmarks/test_bench_filled.py)."""
 
 from __future__ import annotations
 
@@ -24,8 +24,7 @@ from harness.run.ceiling import spread
 from harness.sessions import scale as scale_session
 
 LADDERS = [
-    ("ppo_cartpole-envs", "ppo_cartpole.yaml", "envs", [4, 16, 64, 256], 2, False),
-    ("alphazero_tic_tac_toe-envs", "alphazero_tic_tac_toe.yaml", "envs", [16, 64, 256], 1, False),
+    ("alphazero_tic_tac_toe-envs", "alphazero_tic_tac_toe.yaml", "envs", [16, 64, 256], 1, True),
     ("ppo_cartpole-envs-long", "ppo_cartpole.yaml", "envs", scaling.ladder(4, 4096), 2, True),
     ("ppo_minatar_breakout-envs", "ppo_minatar_breakout.yaml", "envs", scaling.ladder(4, 1024), 2, True),
     ("ppo_cartpole-seeds", "ppo_cartpole.yaml", "seeds", scaling.ladder(1, 64), 2, True),

@@ -264,8 +264,9 @@ def _missing_platform() -> str:
         (["--full", "no_such_spec"], "--full: no published spec 'no_such_spec'"),
         (["--device", _missing_platform()], "no such device here"),
         (["--spec", "no/such/spec.yaml"], "no/such/spec.yaml: no such file"),
+        (["--against", "no/such/checkout"], "--against no/such/checkout: not a PureJaxRL checkout"),
     ],
-    ids=["k-matches-nothing", "unknown-full-spec", "missing-device", "missing-spec-file"],
+    ids=["k-matches-nothing", "unknown-full-spec", "missing-device", "missing-spec-file", "unknown-peer"],
 )
 def test_bad_input_gets_one_clear_message_and_a_nonzero_exit(tmp_path, args, message):
     proc = run_bench(tmp_path, *args)

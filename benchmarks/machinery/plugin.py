@@ -17,11 +17,15 @@ Options (after `nox -s bench --`):
   --bench-dir DIR       where results go (default: .bench/ in the repository)
   --fail-on-regression  exit 1 when an entry is more than 10% slower than
                         its last run on this device
-  --against PATH        a local checkout of a peer (PureJaxRL, xland-minigrid
-                        or pgx): also run its side-by-side entries
+  --against PEER        a peer (purejaxrl, xland-minigrid or pgx, as cloned
+                        into .peers/ by `nox -s peers`; `all`: every one of
+                        them; or the PATH of a checkout): also run its side-by-side entries
                         (`against_*`), its training and the project's at the
                         same configuration, alternately in one process;
                         repeatable
+  --fill-seconds S      the bound on each probe for the size that fills the
+                        device (`filled[...]` entries of a workload with no
+                        record for this machine in results/scale/; default 60)
   --profile             trace one steady-state chunk of each spec entry with
                         JAX's profiler into <bench dir>/profiles/
 and pytest's own `-k NAME` to select entries.
@@ -87,8 +91,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--against",
         action="append",
         default=[],
-        metavar="PATH",
-        help="a PureJaxRL, xland-minigrid or pgx checkout: run its side-by-side entries too; repeatable",
+        metavar="PEER",
+        help="purejaxrl, xland-minigrid, pgx (cloned by `nox -s peers`), all, or a checkout's PATH: "
+        "run its side-by-side entries too; repeatable",
+    )
+    group.addoption(
+        "--fill-seconds",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="bound on each probe for a device-filling size (filled[...] entries without a record; default 60)",
     )
     group.addoption(
         "--profile", action="store_true", help="trace one steady-state chunk of each spec entry (bench dir, profiles/)"
@@ -98,7 +110,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "full_only: a long benchmark that runs with --full only")
     config.addinivalue_line(
-        "markers", "against(peer): a side-by-side entry that runs with --against PATH (that peer's checkout) only"
+        "markers", "against(peer): a side-by-side entry that runs with --against PEER (that peer's checkout) only"
     )
     if config.option.help:
         return
@@ -139,14 +151,14 @@ def pytest_configure(config: pytest.Config) -> None:
     except tracking.TrackingError as error:
         raise pytest.UsageError(str(error)) from None
     config.stash[KEY] = BenchSession(config, device, mode, entries, uri, bench_dir)
-    if paths := config.getoption("against"):
-        from benchmarks.machinery import peers
+    if values := config.getoption("against"):
+        from benchmarks.machinery import peer_checkouts, peers
 
         try:
-            for path in paths:
+            for path in [path for value in values for path in peer_checkouts.resolve(value, config.rootpath)]:
                 name, folder = peers.check(path)
                 config.stash[KEY].against[name] = folder
-        except peers.PeerError as error:
+        except (peers.PeerError, peer_checkouts.MissingCheckout) as error:
             raise pytest.UsageError(str(error)) from None
 
 
@@ -162,7 +174,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if session is None:
         return
     # Spec entries first: they are the suite's point, and the table's top.
-    order = {"test_bench_specs.py": 0, "test_bench_micro.py": 1}
+    order = {"test_bench_specs.py": 0, "test_bench_filled.py": 1, "test_bench_micro.py": 2}
     items.sort(key=lambda item: order.get(item.path.name, 2))
     session.all_names = [entry_name(item) for item in items]
     left_out = {"full_only"} if session.mode != "full" else set()
@@ -191,7 +203,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     keyword = session.config.option.keyword
     what = f"-k {keyword!r} matches no benchmark entry" if keyword else "no benchmark entry selected"
-    only = " or ".join([*([] if bench.mode == "full" else ["--full"]), *([] if bench.against else ["--against PATH"])])
+    only = " or ".join([*([] if bench.mode == "full" else ["--full"]), *([] if bench.against else ["--against PEER"])])
     raise pytest.UsageError(
         f"{what}{f' (some run with {only} only)' if only else ''}; the entries are: {', '.join(bench.all_names)}"
     )

@@ -45,6 +45,26 @@ class BenchSession:
         self.errors: list[str] = []
         self.regressions: list[str] = []
         self.against: dict[str, Path] = {}  # peer name -> its checkout's folder (--against)
+        self.fills: dict = {}  # published spec -> filling.Fill, found once per session
+        self.fill_seconds = config.getoption("fill_seconds")
+
+    def fill(self, stem: str):
+        """The size that fills this device for the published spec `stem`
+        (`benchmarks.machinery.filling`), found once per session."""
+        if stem not in self.fills:
+            from benchmarks.machinery import filling
+            from benchmarks.machinery.paths import PUBLISHED_SPECS, ROOT
+            from harness.run import provenance
+
+            machine = filling.machine(provenance.fingerprint(device=self.device))
+            probes = self.bench_dir / "scale"
+            found = filling.recorded([ROOT / "results" / "scale", probes], machine, stem)
+            if found is None:
+                ceiling = self.ceiling.matmul_gflops[0] if self.ceiling else None
+                record = probes / f"{machine}-{stem}-{filling.AXIS}.json"
+                found = filling.probe(PUBLISHED_SPECS / f"{stem}.yaml", self.fill_seconds, ceiling, record)
+            self.fills[stem] = found
+        return self.fills[stem]
 
     def profile_dir(self, name: str) -> Path | None:
         """Where an entry's trace goes with --profile; None without."""

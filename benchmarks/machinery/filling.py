@@ -1,0 +1,138 @@
+"""The size at which a workload fills the device, for the `filled[...]`
+entries: a published spec trained with its seeds at the number of envs per
+seed where its throughput stops growing on this machine.
+
+That size comes from the machine's record in `results/scale/` (what
+`harness scale` writes, `<machine>-<spec>-envs.json`), else from a record an
+earlier bench session's probe left in the bench folder, else from a probe
+now: the spec at its own envs, then 4, 16, ... times as many, until the
+throughput grows by less than 10% or the probe's time is spent. The probe's
+record, in `harness scale`'s format, is kept in `<bench dir>/scale/` for the
+next session on this machine (copy it to `results/scale/` to publish it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from harness.run import scaling
+
+AXIS = "envs"
+GROWTH = 4  # the probe's ladder: the spec's envs times 1, 4, 16, ...
+LARGEST = 1 << 16  # envs per seed the probe never passes
+GROWING = 1.1  # a size counts as growing when at least this much faster than the best before it
+TIMED_CHUNKS = 3  # after a warm-up chunk, at the filling size
+
+
+class Fill(NamedTuple):
+    size: int  # envs per seed
+    source: str  # where the size comes from: a record's path, or "probe"
+    saturated: bool  # False: the throughput still grew at the largest size tried (a lower bound)
+    point: scaling.SizePoint | None  # measured at `size` in this session (the probe's), else None
+    ladder: list[dict[str, Any]]  # the record's or probe's points: size and env steps/s
+
+
+def machine(fingerprint: dict[str, str]) -> str:
+    """The machine's name in `results/scale/` file names: a CPU by its model
+    and core count (`cpu-amd-epyc-2core`), an accelerator by its device
+    class (`gpu-nvidia-h100-80gb-hbm3`). A record's name may stop short of
+    the whole class (`gpu-nvidia-h100` matches it)."""
+    from harness.judge import references
+
+    if fingerprint.get("platform") == "cpu":
+        name = f"cpu {fingerprint.get('cpu_model') or fingerprint.get('cpu', '')} {os.cpu_count()}core"
+    else:
+        name = references.device_class(fingerprint)
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
+def _saturation(points: list[dict[str, Any]]) -> tuple[int, bool]:
+    """The smallest size within 10% of the best, and whether the best grew
+    no more at the larger sizes (False when the largest size is it)."""
+    best = max(p["env_steps_per_second"] for p in points)
+    size = next(p["size"] for p in points if p["env_steps_per_second"] >= best / GROWING)
+    return size, not (len(points) > 1 and size == points[-1]["size"])
+
+
+def recorded(folders: list[Path], machine_name: str, stem: str) -> Fill | None:
+    """The saturation size in the first record of this machine and spec
+    found in `folders` (the envs axis)."""
+    suffix = f"-{stem}-{AXIS}.json"
+    for folder in folders:
+        for path in sorted(Path(folder).glob(f"*{suffix}")):
+            prefix = path.name.removesuffix(suffix)
+            if machine_name != prefix and not machine_name.startswith(prefix + "-"):
+                continue
+            points = json.loads(path.read_text()).get("points") or []
+            if points:
+                size, saturated = _saturation(points)
+                ladder = [{"size": p["size"], "env_steps_per_second": p["env_steps_per_second"]} for p in points]
+                return Fill(size, str(path), saturated, None, ladder)
+    return None
+
+
+def plan_at(spec_path: Path, size: int):
+    """The spec at `spec_path` built with `size` envs per seed (the same
+    iterations: its budget grows with the envs)."""
+    import yaml
+
+    from harness import build
+    from harness import spec as spec_module
+
+    data = yaml.safe_load(Path(spec_path).read_text())
+    return build.build(spec_module.parse(scaling.resized(data, AXIS, size), source=str(spec_path)), str(spec_path))
+
+
+def probe(spec_path: Path, seconds: float, ceiling_gflops: float | None, record: Path) -> Fill:
+    """Climb the ladder for the spec at `spec_path` until the throughput
+    stops growing, a size fails (out of memory) or `seconds` would pass;
+    write the points to `record` in `harness scale`'s format."""
+    from harness import spec as spec_module
+
+    own = spec_module.load(spec_path).hyperparameters.num_envs
+    sizes = [own * GROWTH**i for i in range(32) if own * GROWTH**i <= LARGEST]
+    started = time.perf_counter()
+    points: list[scaling.SizePoint] = []
+    stopped = None
+
+    def plan_for(size: int):
+        return plan_at(spec_path, size)
+
+    def measure_one(plan):
+        chunk = scaling.chunk_iterations(plan, points[-1] if points else None)
+        return scaling.measure(plan, chunk, 2, ceiling_gflops)
+
+    for found in scaling.climb(sizes, plan_for, measure_one, (spec_module.SpecError, ValueError)):
+        if isinstance(found, scaling.Stop):
+            stopped = found
+            break
+        points.append(found)
+        best_before = max((p.env_steps_per_second for p in points[:-1]), default=0.0)
+        following = sizes[len(points)] if len(points) < len(sizes) else None
+        if len(points) > 1 and found.env_steps_per_second < GROWING * best_before:
+            stopped = scaling.Stop(following or found.size, "the throughput grew by less than 10%")
+            break
+        if following and time.perf_counter() - started + 1.25 * found.seconds > seconds:
+            stopped = scaling.Stop(following, f"the probe's {seconds:.0f} s would pass")
+            break
+    if not points:
+        raise RuntimeError(f"{spec_path}: no size of the probe ran ({stopped.reason if stopped else 'none tried'})")
+    ladder = [{"size": p.size, "env_steps_per_second": p.env_steps_per_second} for p in points]
+    size, saturated = _saturation(ladder)
+    record.parent.mkdir(parents=True, exist_ok=True)
+    document = {
+        "axis": AXIS,
+        "sizes": sizes,
+        "points": [p._asdict() for p in points],
+        "stopped": stopped._asdict() if stopped else None,
+        "saturation": size,
+        "made_by": "the bench's probe (benchmarks/machinery/filling.py)",
+    }
+    record.write_text(json.dumps(document, indent=1) + "\n")
+    point = next(p for p in points if p.size == size)
+    return Fill(size, "probe", saturated, point, ladder)

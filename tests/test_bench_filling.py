@@ -1,0 +1,96 @@
+"""The bench's device-filling sizes (benchmarks/machinery/filling.py) and
+the peers' checkouts (benchmarks/machinery/peer_checkouts.py): where a size
+is read from, the probe that finds one, and how `--against NAME` finds a
+peer cloned by `nox -s peers`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from benchmarks.machinery import filling, peer_checkouts
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _record(path: Path, rates: dict[int, float]) -> None:
+    points = [{"size": size, "env_steps_per_second": rate} for size, rate in rates.items()]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"axis": "envs", "points": points}))
+
+
+def test_machine_names_match_the_records_of_their_class():
+    cpu = {"platform": "cpu", "device_kind": "cpu", "cpu_model": "AMD EPYC"}
+    assert filling.machine(cpu).startswith("cpu-amd-epyc-") and filling.machine(cpu).endswith("core")
+    h100 = {"platform": "gpu", "device_kind": "NVIDIA H100 80GB HBM3"}
+    assert filling.machine(h100) == "gpu-nvidia-h100-80gb-hbm3"
+
+
+def test_a_record_gives_its_saturation_and_a_shorter_machine_name_matches(tmp_path):
+    _record(tmp_path / "gpu-nvidia-h100-ppo_x-envs.json", {16: 1e6, 64: 3e6, 256: 3.2e6, 1024: 3.1e6})
+    _record(tmp_path / "gpu-nvidia-h200-ppo_x-envs.json", {16: 1.0})
+    fill = filling.recorded([tmp_path], "gpu-nvidia-h100-80gb-hbm3", "ppo_x")
+    assert (fill.size, fill.saturated) == (64, True)  # the smallest within 10% of the best
+    assert fill.point is None and fill.source.endswith("gpu-nvidia-h100-ppo_x-envs.json")
+    assert filling.recorded([tmp_path], "gpu-nvidia-h100-80gb-hbm3", "ppo_y") is None
+    assert filling.recorded([tmp_path], "gpu-nvidia-h10", "ppo_x") is None  # a prefix of a name is no match
+    _record(tmp_path / "cpu-amd-epyc-2core-ppo_x-envs.json", {16: 1.0, 64: 2.0})
+    still = filling.recorded([tmp_path], "cpu-amd-epyc-2core", "ppo_x")
+    assert (still.size, still.saturated) == (64, False)  # the largest size is the best: a lower bound
+
+
+def test_the_probe_climbs_until_its_time_is_spent_and_leaves_a_record(tmp_path):
+    data = yaml.safe_load((ROOT / "experiments" / "reinforce_cartpole.yaml").read_text())
+    data.update(seeds=[0], budget={"env_steps": 40 * 4 * 64})
+    data["hyperparameters"]["num_envs"] = 4
+    data["logging"] = {"interval": 4}
+    data.pop("claims")
+    spec = tmp_path / "tiny.yaml"
+    spec.write_text(yaml.safe_dump(data))
+    record = tmp_path / "scale" / "cpu-x-tiny-envs.json"
+    fill = filling.probe(spec, seconds=0.0, ceiling_gflops=None, record=record)
+    # No time: the first size only, measured, which is then the size.
+    assert fill.size == 4 and fill.source == "probe" and fill.point.size == 4
+    assert fill.point.env_steps_per_second > 0 and len(fill.point.rates) == 2
+    written = json.loads(record.read_text())
+    assert written["saturation"] == 4 and "probe's 0 s" in written["stopped"]["reason"]
+    # The next session on this machine reads the probe's record.
+    again = filling.recorded([tmp_path / "scale"], "cpu-x", "tiny")
+    assert again.size == 4 and again.point is None
+
+
+def test_against_a_peer_name_finds_its_checkout_in_the_peers_folder(tmp_path):
+    (tmp_path / ".peers" / "purejaxrl").mkdir(parents=True)
+    assert peer_checkouts.resolve("purejaxrl", tmp_path) == [tmp_path / ".peers" / "purejaxrl"]
+    assert peer_checkouts.resolve("some/path", tmp_path) == [Path("some/path")]
+    with pytest.raises(peer_checkouts.MissingCheckout, match=r"--against all: no checkout of xland-minigrid, pgx"):
+        peer_checkouts.resolve("all", tmp_path)
+    with pytest.raises(peer_checkouts.MissingCheckout, match=r"`nox -s peers` clones the peers there"):
+        peer_checkouts.resolve("pgx", tmp_path)
+
+
+def test_nox_peers_clones_each_peer_at_its_commit_from_a_mirror(tmp_path):
+    """`nox -s peers -- --from DIR` with a local git repository standing in
+    for PureJaxRL's: cloned into .peers/ and checked out at the pinned commit."""
+    mirror = tmp_path / "mirrors" / "purejaxrl"
+    mirror.mkdir(parents=True)
+    git = ["git", "-C", str(mirror), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(mirror)], check=True)
+    (mirror / "ppo.py").write_text("# first\n")
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "first"], check=True)
+    pinned = subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
+    (mirror / "ppo.py").write_text("# later\n")
+    subprocess.run([*git, "commit", "-qam", "later"], check=True)
+    commands = peer_checkouts.clone_commands("purejaxrl", tmp_path / "repo", str(tmp_path / "mirrors"))
+    assert commands[0][:2] == ["git", "clone"] and commands[-1][-1] == peer_checkouts.CHECKOUTS["purejaxrl"].commit
+    commands[-1][-1] = pinned  # the stand-in's commit for the real one
+    for command in commands:
+        subprocess.run(command, check=True)
+    assert (tmp_path / "repo" / ".peers" / "purejaxrl" / "ppo.py").read_text() == "# first\n"
+    # Run again over an existing checkout: no second clone.
+    assert [c[:2] for c in peer_checkouts.clone_commands("purejaxrl", tmp_path / "repo")] == [["git", "-C"]]

@@ -221,6 +221,29 @@ def test_each_entry_is_set_against_the_matmul_ceiling_of_the_dtype_it_computes_i
     assert "not compared" in bench_report.ceiling_change(ceiling, smaller)
 
 
+def test_the_lowest_side_by_side_ratio_is_the_line_above_the_table():
+    def against(name, ours, peer):
+        ratio = float(np.median(ours) / np.median(peer))
+        extra = {"our_rates": ours, "peer_rates": peer, "ratio": ratio}
+        return bench.Result(name, "micro", {}, bench.ENV_STEPS, (1.0, 1.0, 1.0), 3, extra=extra)
+
+    assert bench_report.against_summary([record_result()]) is None  # no side-by-side entry: no line
+    fast = against("against_a", [12.0, 11.0, 13.0], [10.0, 10.0, 10.0])
+    close = against("against_b", [9.5, 9.8, 10.4], [10.0, 10.1, 9.9])
+    slow = against("against_c", [8.0, 8.1, 8.2], [10.0, 10.0, 10.1])
+    assert "at least as fast as every peer" in bench_report.against_summary([fast])
+    line = bench_report.against_summary([fast, close])
+    assert line.startswith(
+        "against peers: lowest ratio 0.98x, against_b (below 1.0x, within its rounds' spread 0.94-1.05)"
+    )
+    assert "2 side-by-side entries, 0.98x-1.20x" in line
+    assert "0.81x, against_c (SLOWER than the peer: 0.79-0.82" in bench_report.against_summary([fast, close, slow])
+
+
+def record_result() -> bench.Result:
+    return bench.Result("spec[x]", "spec", {}, bench.ENV_STEPS, (1.0, 1.0, 1.0), 3)
+
+
 def test_runs_are_saved_and_found_by_device(tmp_path):
     fingerprint = {"platform": "cpu", "device_kind": "cpu", "cpu_model": "X", "host": "a"}
     key = bench_report.device_key(fingerprint)

@@ -303,6 +303,30 @@ def header(info: dict[str, Any], ceiling: Ceiling | None, previous_ceiling: dict
     return lines
 
 
+def against_summary(results: list[Result]) -> str | None:
+    """One line above the table for the side-by-side entries (`--against`):
+    the lowest ratio of the project's rate to the peer's, its entry, and
+    whether its range over the rounds (the project's slowest over the
+    peer's fastest, to the other way round) holds 1.0."""
+    ratios = [(r.extra["ratio"], r) for r in results if "ratio" in r.extra and r.extra.get("peer_rates")]
+    if not ratios:
+        return None
+    ratio, lowest = min(ratios, key=lambda pair: pair[0])
+    ours, peer = lowest.extra["our_rates"], lowest.extra["peer_rates"]
+    low, high = min(ours) / max(peer), max(ours) / min(peer)
+    if ratio >= 1.0:
+        verdict = "at least as fast as every peer"
+    elif high >= 1.0:
+        verdict = f"below 1.0x, within its rounds' spread {low:.2f}-{high:.2f}"
+    else:
+        verdict = f"SLOWER than the peer: {low:.2f}-{high:.2f} over its rounds"
+    spread_all = f"{min(r for r, _ in ratios):.2f}x-{max(r for r, _ in ratios):.2f}x"
+    return (
+        f"against peers: lowest ratio {ratio:.2f}x, {lowest.name} ({verdict}); "
+        f"{len(ratios)} side-by-side entries, {spread_all}"
+    )
+
+
 def _matmuls(ceiling: Ceiling) -> str:
     """`167.1 GFLOP/s float32, 160.3 bfloat16`."""
     text = f"{ceiling.matmul_gflops[0]:.1f} GFLOP/s float32"

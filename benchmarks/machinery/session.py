@@ -136,8 +136,10 @@ class BenchSession:
         title = f"harness bench ({self.mode}), {self.started:%Y-%m-%d %H:%M} UTC"
         previous_ceiling = runs[-1]["harness"].get("ceiling") if runs else None
         started = {c.previous_started for c in changes.values() if c.previous_started}
+        summary = bench_report.against_summary(self.results)
         text = bench_report.render(
             *bench_report.header(self.info, self.ceiling, previous_ceiling),
+            *([summary] if summary else []),
             bench_report.table(self.results, changes, self.ceiling, title),
             *bench_report.notes(self.results, self.ceiling, started, key),
             *notes,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 import typing
 from pathlib import Path
 from typing import Any
@@ -99,11 +100,83 @@ def performance_plot(benches: list[Bench]) -> bytes:
         return svg(figure)
 
 
+def _matmul_share(entry: dict[str, Any], ceiling: dict[str, Any]) -> str:
+    gflops = entry.get("gflops_per_second")
+    key = "matmul_bf16_gflops" if entry.get("compute_dtype") == "bfloat16" else "matmul_gflops"
+    if gflops is None or not ceiling.get(key):
+        return "-"
+    return f"{100 * gflops / ceiling[key][0]:.2g}%"
+
+
+def workloads_section(bench: Bench) -> str:
+    """Each workload at the size that fills this machine (`filled[...]`),
+    its share of the matmul ceiling, and the small configuration beside it
+    (`spec[<workload>-1seed]`)."""
+    entries = bench.entries()
+    filled = {name[len("filled[") : -1]: e for name, e in entries.items() if name.startswith("filled[")}
+    if not filled:
+        return ""
+    ceiling = bench.harness.get("ceiling") or {}
+    rows = []
+    for workload, entry in filled.items():
+        small = entries.get(f"spec[{workload}-1seed]")
+        fill = (entry.get("extra") or {}).get("fill") or {}
+        size = f"{entry['config'].get('num_envs')} x {entry['config'].get('seeds')}"
+        rows.append(
+            [
+                f"`{workload}`",
+                size + ("" if fill.get("saturated", True) else " (still growing)"),
+                f"{si(rate(entry))}",
+                _matmul_share(entry, ceiling),
+                "-" if small is None else si(rate(small)),
+                "-" if small is None else f"{rate(entry) / rate(small):.3g}x",
+            ]
+        )
+    return (
+        "Each workload at the size that fills this machine (`filled[...]`: the published spec, its seeds, "
+        "at the envs per seed where its throughput stops growing), against the small configuration "
+        "of the same workload (`spec[...-1seed]`: the benchmark spec, one seed). Env steps/s; "
+        "% matmul: the counted FLOPs at that rate over the machine's matmul ceiling.\n\n"
+        + table(
+            ["Workload", "Envs x seeds", "Filled", "% matmul", "Small (1 seed)", "Filled / small"],
+            rows,
+            ["l", "r", "r", "r", "r", "r"],
+        )
+        + "\n"
+    )
+
+
+def peers_section(bench: Bench) -> str:
+    """The side-by-side entries (`against_*`) of this machine: each peer's
+    rate and the project's at the peer's configuration, on this device."""
+    rows = []
+    for name, entry in bench.entries().items():
+        extra = entry.get("extra") or {}
+        if not name.startswith("against_") or "ratio" not in extra:
+            continue
+        peer = statistics.median(extra["peer_rates"])
+        low, high = (
+            min(extra["our_rates"]) / max(extra["peer_rates"]),
+            max(extra["our_rates"]) / min(extra["peer_rates"]),
+        )
+        rows.append([f"`{name}`", si(rate(entry)), si(peer), f"{extra['ratio']:.2f}x", f"{low:.2f}-{high:.2f}"])
+    if not rows:
+        return ""
+    return (
+        "Side by side with the peers on this machine (`--against`): each peer's own training code and the "
+        "project's at the peer's configuration, alternating in one process. Env steps/s, medians; ratio: "
+        "the project's over the peer's, with its range over the rounds.\n\n"
+        + table(["Entry", "Project", "Peer", "Ratio", "Range"], rows, ["l", "r", "r", "r", "r"])
+        + "\n"
+    )
+
+
 def performance(benches: list[Bench], curves: list[ScaleCurve]) -> str:
     out = [header("results/bench/*.json and results/scale/*.json"), "# Performance\n\n"]
     out.append(
         "The bench (`nox -s bench`, `benchmarks/`) measures the harness's parts, each entry a rate over all "
-        "seeds: the env steps, searches and training iterations per second of small fixed configurations. "
+        "seeds: each workload at the size that fills the machine, and the env steps, searches and training "
+        "iterations per second of small fixed configurations. "
         f"These are its records in `results/bench/`, {len(benches)} machines. Rate: the median over "
         "repeats, with the slowest and fastest; compile: seconds to compile the entry's program; GFLOP/s: "
         "achieved, from the program's counted FLOPs per call.\n\n"
@@ -146,6 +219,8 @@ def performance(benches: list[Bench], curves: list[ScaleCurve]) -> str:
             )
         out.append(table(["Entry", "Rate (median)", "Min-max", "Compile", "GFLOP/s"], rows, ["l", "r", "r", "r", "r"]))
         out.append("\n")
+        out.append(workloads_section(bench))
+        out.append(peers_section(bench))
     if len(benches) > 1:
         base = benches[0]
         shared = [n for n in base.entries() if sum(n in b.entries() for b in benches) > 1]

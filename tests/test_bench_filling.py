@@ -41,6 +41,8 @@ def test_a_record_gives_its_saturation_and_a_shorter_machine_name_matches(tmp_pa
     _record(tmp_path / "cpu-amd-epyc-2core-ppo_x-envs.json", {16: 1.0, 64: 2.0})
     still = filling.recorded([tmp_path], "cpu-amd-epyc-2core", "ppo_x")
     assert (still.size, still.saturated) == (64, False)  # the largest size is the best: a lower bound
+    _record(tmp_path / "cpu-amd-epyc-2core-ppo_z-envs.json", {16: 1.0})
+    assert not filling.recorded([tmp_path], "cpu-amd-epyc-2core", "ppo_z").saturated  # one size: unknown
 
 
 def test_the_probe_climbs_until_its_time_is_spent_and_leaves_a_record(tmp_path):

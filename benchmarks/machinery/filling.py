@@ -26,7 +26,7 @@ AXIS = "envs"
 GROWTH = 4  # the probe's ladder: the spec's envs times 1, 4, 16, ...
 LARGEST = 1 << 16  # envs per seed the probe never passes
 GROWING = 1.1  # a size counts as growing when at least this much faster than the best before it
-TIMED_CHUNKS = 3  # after a warm-up chunk, at the filling size
+TIMED_CHUNKS = 2  # after a warm-up chunk, at the filling size (as `harness scale`)
 
 
 class Fill(NamedTuple):
@@ -53,10 +53,11 @@ def machine(fingerprint: dict[str, str]) -> str:
 
 def _saturation(points: list[dict[str, Any]]) -> tuple[int, bool]:
     """The smallest size within 10% of the best, and whether the best grew
-    no more at the larger sizes (False when the largest size is it)."""
+    no more at the larger sizes (False when it is the largest size, or the
+    only one measured)."""
     best = max(p["env_steps_per_second"] for p in points)
     size = next(p["size"] for p in points if p["env_steps_per_second"] >= best / GROWING)
-    return size, not (len(points) > 1 and size == points[-1]["size"])
+    return size, len(points) > 1 and size != points[-1]["size"]
 
 
 def recorded(folders: list[Path], machine_name: str, stem: str) -> Fill | None:

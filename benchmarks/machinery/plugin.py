@@ -23,9 +23,10 @@ Options (after `nox -s bench --`):
                         (`against_*`), its training and the project's at the
                         same configuration, alternately in one process;
                         repeatable
-  --fill-seconds S      the bound on each probe for the size that fills the
-                        device (`filled[...]` entries of a workload with no
-                        record for this machine in results/scale/; default 60)
+  --fill-seconds S      the time all probes for the size that fills the
+                        device share (`filled[...]` entries of workloads with
+                        no record for this machine in results/scale/;
+                        default 240)
   --profile             trace one steady-state chunk of each spec entry with
                         JAX's profiler into <bench dir>/profiles/
 and pytest's own `-k NAME` to select entries.
@@ -98,9 +99,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--fill-seconds",
         type=float,
-        default=60.0,
+        default=240.0,
         metavar="S",
-        help="bound on each probe for a device-filling size (filled[...] entries without a record; default 60)",
+        help="the time the probes for device-filling sizes share (filled[...] entries without a record; default 240)",
     )
     group.addoption(
         "--profile", action="store_true", help="trace one steady-state chunk of each spec entry (bench dir, profiles/)"
@@ -186,6 +187,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return not any(item.get_closest_marker(m) for m in left_out)
 
     kept = [item for item in items if kept_item(item)]
+    session.filled_stems = [item.callspec.params["stem"] for item in kept if item.path.name == "test_bench_filled.py"]
     if len(kept) < len(items):
         config.hook.pytest_deselected(items=[item for item in items if item not in kept])
         items[:] = kept

@@ -46,11 +46,14 @@ class BenchSession:
         self.regressions: list[str] = []
         self.against: dict[str, Path] = {}  # peer name -> its checkout's folder (--against)
         self.fills: dict = {}  # published spec -> filling.Fill, found once per session
-        self.fill_seconds = config.getoption("fill_seconds")
+        self.fill_seconds_left = config.getoption("fill_seconds")  # what the probes have left
+        self.filled_stems: list[str] = []  # the workloads of the filled[...] entries selected
 
     def fill(self, stem: str):
         """The size that fills this device for the published spec `stem`
-        (`benchmarks.machinery.filling`), found once per session."""
+        (`benchmarks.machinery.filling`), found once per session. The
+        probes of the workloads with no record share `--fill-seconds`: each
+        gets what is left over the workloads still to probe."""
         if stem not in self.fills:
             from benchmarks.machinery import filling
             from benchmarks.machinery.paths import PUBLISHED_SPECS, ROOT
@@ -58,11 +61,18 @@ class BenchSession:
 
             machine = filling.machine(provenance.fingerprint(device=self.device))
             probes = self.bench_dir / "scale"
-            found = filling.recorded([ROOT / "results" / "scale", probes], machine, stem)
+            folders = [ROOT / "results" / "scale", probes]
+            found = filling.recorded(folders, machine, stem)
             if found is None:
                 ceiling = self.ceiling.matmul_gflops[0] if self.ceiling else None
+                waiting = [
+                    s for s in self.filled_stems if s not in self.fills and not filling.recorded(folders, machine, s)
+                ]
+                seconds = self.fill_seconds_left / max(1, len(waiting))
                 record = probes / f"{machine}-{stem}-{filling.AXIS}.json"
-                found = filling.probe(PUBLISHED_SPECS / f"{stem}.yaml", self.fill_seconds, ceiling, record)
+                started = time.perf_counter()
+                found = filling.probe(PUBLISHED_SPECS / f"{stem}.yaml", seconds, ceiling, record)
+                self.fill_seconds_left = max(0.0, self.fill_seconds_left - (time.perf_counter() - started))
             self.fills[stem] = found
         return self.fills[stem]
 

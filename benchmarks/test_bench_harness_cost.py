@@ -32,7 +32,7 @@ from benchmarks.machinery.paths import PUBLISHED_SPECS
 
 SPEC = "reinforce_cartpole"
 CASES = [
-    pytest.param(1, 320, id="x1-320points"),
+    pytest.param(1, 320, id="x1-320points", marks=pytest.mark.full_only),
     pytest.param(1, 0, id="x1-every", marks=pytest.mark.full_only),
     pytest.param(10, 320, id="x10-320points", marks=pytest.mark.full_only),
     pytest.param(10, 0, id="x10-every", marks=pytest.mark.full_only),
@@ -98,11 +98,11 @@ def test_harness_cost(entry, tmp_path, times, points):
 
 
 WRITING_CASES = [
-    pytest.param(1, 320, id="x1-320points"),
+    pytest.param(1, 320, id="x1-320points", marks=pytest.mark.full_only),
     pytest.param(1, 0, id="x1-every", marks=pytest.mark.full_only),
     pytest.param(10, 320, id="x10-320points", marks=pytest.mark.full_only),
     pytest.param(10, 0, id="x10-every", marks=pytest.mark.full_only),
-    pytest.param(100, 320, id="x100-320points"),
+    pytest.param(100, 320, id="x100-320points", marks=pytest.mark.full_only),
 ]
 
 

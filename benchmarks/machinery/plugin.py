@@ -110,6 +110,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "full_only: a long benchmark that runs with --full only")
+    config.addinivalue_line("markers", "off_cpu: measures what acts on accelerators only; left out on a CPU")
     config.addinivalue_line(
         "markers", "against(peer): a side-by-side entry that runs with --against PEER (that peer's checkout) only"
     )
@@ -179,6 +180,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: order.get(item.path.name, 2))
     session.all_names = [entry_name(item) for item in items]
     left_out = {"full_only"} if session.mode != "full" else set()
+    if session.device.platform == "cpu":
+        left_out.add("off_cpu")
 
     def kept_item(item: pytest.Item) -> bool:
         against = item.get_closest_marker("against")

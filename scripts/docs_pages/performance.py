@@ -135,7 +135,8 @@ def workloads_section(bench: Bench) -> str:
     return (
         "Each workload at the size that fills this machine (`filled[...]`: the published spec, its seeds, "
         "at the envs per seed where its throughput stops growing), against the small configuration "
-        "of the same workload (`spec[...-1seed]`: the benchmark spec, one seed). Env steps/s; "
+        "of the same env and algorithm (`spec[...-1seed]`: the benchmark spec, one seed, whose network, "
+        "search or rollout may differ from the published spec's, so that a step's work may too). Env steps/s; "
         "% matmul: the counted FLOPs at that rate over the machine's matmul ceiling.\n\n"
         + table(
             ["Workload", "Envs x seeds", "Filled", "% matmul", "Small (1 seed)", "Filled / small"],

@@ -10,6 +10,7 @@ where an NVIDIA driver is found, the TPU runtime on a TPU VM, or the one
 """
 
 import importlib.util
+import sys
 import tempfile
 from pathlib import Path
 
@@ -30,6 +31,12 @@ def _load(name: str, *parts: str):
 
 def _jax_build():
     return _load("jax_build", "harness", "jax_build.py")
+
+
+def _python(session: nox.Session, module: str) -> list[str]:
+    """`python -m MODULE` in the session's environment: its venv's, or with
+    `--no-venv` the very Python nox runs in (not whichever is first on PATH)."""
+    return [sys.executable if session.venv_backend == "none" else "python", "-m", module]
 
 
 def _install(session: nox.Session, extras: str = "test") -> list[str]:
@@ -63,7 +70,7 @@ def _install(session: nox.Session, extras: str = "test") -> list[str]:
     if own:
         kept = Path(tempfile.mkdtemp()) / "constraints.txt"
         kept.write_text(build.without_jax(Path("constraints.txt").read_text()))
-        session.run("python", "-m", "pip", "install", "-c", str(kept), "-e", f".[{extras}]", external=True)
+        session.run(sys.executable, "-m", "pip", "install", "-c", str(kept), "-e", f".[{extras}]", external=True)
         return args
     others = [p.split("[")[0] for b, packages in build.PACKAGES.items() if b != choice.build for p in packages]
     if others:  # a reused environment may hold another build's plugin
@@ -75,7 +82,8 @@ def _install(session: nox.Session, extras: str = "test") -> list[str]:
 @nox.session
 def tests(session: nox.Session) -> None:
     """The test suite (CPU; simulated devices where a test needs several)."""
-    session.run("pytest", *_install(session))
+    args = _install(session)
+    session.run(*_python(session, "pytest"), *args, external=True)
 
 
 @nox.session
@@ -94,7 +102,7 @@ def bench(session: nox.Session) -> None:
     # packages of its own (the `peers` extra).
     args = _install(session, "test,peers" if "--against" in session.posargs else "test")
     session.run(
-        "pytest",
+        *_python(session, "pytest"),
         "benchmarks",
         "-p",
         "no:cacheprovider",
@@ -102,6 +110,7 @@ def bench(session: nox.Session) -> None:
         "--benchmark-json",
         ".bench/benchmark.json",
         *args,
+        external=True,
     )
 
 
@@ -163,8 +172,8 @@ def publish(session: nox.Session) -> None:
         session.error(f"no published spec {', '.join(missing)} in experiments/")
     for name in names:
         spec = f"experiments/{name}.yaml"
-        session.run("harness", "run", spec, "--no-progress")
-        session.run("harness", "publish", spec, "--random-baseline")
+        session.run(*_python(session, "harness"), "run", spec, "--no-progress", external=True)
+        session.run(*_python(session, "harness"), "publish", spec, "--random-baseline", external=True)
 
 
 @nox.session
@@ -186,8 +195,9 @@ def unseen(session: nox.Session) -> None:
         seeds = [str(seed) for seed in range(max(used) + 1, max(used) + 1 + len(used))]
         out = f"results/unseen/{name}.json"
         session.run(
-            "harness", "run", f"experiments/{name}.yaml", "--no-progress", "--results-out", out, "--seeds", *seeds
-        )
+            *_python(session, "harness"), "run", f"experiments/{name}.yaml", "--no-progress", "--results-out", out,
+            "--seeds", *seeds, external=True,
+        )  # fmt: skip
 
 
 def _require_clean_commit(session: nox.Session) -> None:

@@ -83,6 +83,10 @@ def test_nox_peers_clones_each_peer_at_its_commit_from_a_mirror(tmp_path):
     git = ["git", "-C", str(mirror), "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run(["git", "init", "-q", str(mirror)], check=True)
     (mirror / "ppo.py").write_text("# first\n")
+    (mirror / "purejaxrl").mkdir()
+    (mirror / "purejaxrl" / "ppo.py").write_text("# the entries' file\n")
+    (mirror / "docs").mkdir()
+    (mirror / "docs" / "big.md").write_text("not imported\n")
     subprocess.run([*git, "add", "."], check=True)
     subprocess.run([*git, "commit", "-qm", "first"], check=True)
     pinned = subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
@@ -93,6 +97,9 @@ def test_nox_peers_clones_each_peer_at_its_commit_from_a_mirror(tmp_path):
     commands[-1][-1] = pinned  # the stand-in's commit for the real one
     for command in commands:
         subprocess.run(command, check=True)
-    assert (tmp_path / "repo" / ".peers" / "purejaxrl" / "ppo.py").read_text() == "# first\n"
+    checkout = tmp_path / "repo" / ".peers" / "purejaxrl"
+    assert (checkout / "ppo.py").read_text() == "# first\n"
+    # Only the folders the entries import (and the root's files).
+    assert (checkout / "purejaxrl" / "ppo.py").exists() and not (checkout / "docs").exists()
     # Run again over an existing checkout: no second clone.
-    assert [c[:2] for c in peer_checkouts.clone_commands("purejaxrl", tmp_path / "repo")] == [["git", "-C"]]
+    assert all(c[:2] == ["git", "-C"] for c in peer_checkouts.clone_commands("purejaxrl", tmp_path / "repo"))

@@ -17,15 +17,20 @@ from typing import NamedTuple
 class Checkout(NamedTuple):
     url: str
     commit: str  # the commit the entries and their shims were checked against
+    folders: tuple[str, ...]  # what the entries import: the only folders checked out (with the root's files)
 
 
 FOLDER = ".peers"
 CHECKOUTS = {
-    "purejaxrl": Checkout("https://github.com/luchris429/purejaxrl", "31756b197773a52db763fdbe6d635e4b46522a73"),
-    "xland-minigrid": Checkout(
-        "https://github.com/dunnolab/xland-minigrid", "0d306d1414dcb6e451358d94e7d9a91879462ee1"
+    "purejaxrl": Checkout(
+        "https://github.com/luchris429/purejaxrl", "31756b197773a52db763fdbe6d635e4b46522a73", ("purejaxrl",)
     ),
-    "pgx": Checkout("https://github.com/sotetsuk/pgx", "079b2d730e3845c25d49d99e0ccf9a374dd04cb9"),
+    "xland-minigrid": Checkout(
+        "https://github.com/dunnolab/xland-minigrid", "0d306d1414dcb6e451358d94e7d9a91879462ee1", ("training",)
+    ),
+    "pgx": Checkout(
+        "https://github.com/sotetsuk/pgx", "079b2d730e3845c25d49d99e0ccf9a374dd04cb9", ("examples/alphazero",)
+    ),
 }
 ALL = "all"
 
@@ -56,12 +61,14 @@ def resolve(value: str, root: Path) -> list[Path]:
 def clone_commands(name: str, root: Path, source: str | None = None) -> list[list[str]]:
     """The git commands that put peer `name` at its commit in `.peers/NAME`:
     cloned from its URL (or from `source/NAME`, a local mirror for a machine
-    without network) unless already there, then checked out at the commit."""
+    without network) unless already there, then checked out at the commit,
+    only the folders its entries import (a sparse checkout)."""
     checkout = CHECKOUTS[name]
     target = folder(root) / name
     commands = []
     if not (target / ".git").exists():
         origin = str(Path(source) / name) if source else checkout.url
         commands.append(["git", "clone", "--quiet", "--no-checkout", origin, str(target)])
+    commands.append(["git", "-C", str(target), "sparse-checkout", "set", *checkout.folders])
     commands.append(["git", "-C", str(target), "checkout", "--quiet", "--detach", checkout.commit])
     return commands

@@ -31,7 +31,10 @@ class Bench(typing.NamedTuple):
         device = references.device_class(fingerprint) if fingerprint else self.path.stem
         cpu = (self.data.get("machine_info") or {}).get("cpu") or {}
         model = fingerprint.get("cpu_model") or cpu.get("brand_raw")
-        return f"{device} ({model}, {cpu.get('count')} cores)" if device == "cpu" and model else device
+        label = f"{device} ({model}, {cpu.get('count')} cores)" if device == "cpu" and model else device
+        names = list(self.entries())
+        # A record of the side-by-side entries alone (`-k against`): the same machine, another run.
+        return f"{label}, side by side" if names and all(n.startswith("against_") for n in names) else label
 
     def entries(self) -> dict[str, dict[str, Any]]:
         out = {}

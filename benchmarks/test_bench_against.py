@@ -327,6 +327,27 @@ def test_against_purejaxrl_ppo(entry, bench, case, num_seeds, cores, shuffle):
     _side_by_side(entry, *ours, *peer, num_seeds, iterations, "PureJaxRL", {"peer": f"purejaxrl/{peer_file}.py"})
 
 
+@pytest.mark.against("purejaxrl")
+@pytest.mark.parametrize("case", ["cartpole", "minatar_breakout"], ids=["filled", "minatar_breakout-filled"])
+def test_against_purejaxrl_ppo_filled(entry, bench, case):
+    """Both sides at the size that fills this device: the published spec's
+    seeds (PureJaxRL's vmapped, as its README runs them) and the envs per
+    seed of the workload's `filled[...]` entry (`bench.fill`), PureJaxRL's
+    `NUM_ENVS` set to the same; about as many env steps per call as the
+    small entry's, at least one iteration."""
+    spec_name, peer_file, config, iterations = CASES[case]
+    fill = bench.fill(spec_name)
+    num_seeds = len(spec_module.load(PUBLISHED_SPECS / f"{spec_name}.yaml").seeds)
+    iterations = max(1, iterations * config["NUM_ENVS"] // (fill.size * num_seeds))
+    make_train = peers.load_purejaxrl_ppo(bench.against["purejaxrl"], peer_file)
+    ours = _ours(PUBLISHED_SPECS / f"{spec_name}.yaml", num_seeds, iterations, None, {"num_envs": fill.size})
+    peer = _peer(make_train, dict(config, NUM_ENVS=fill.size), num_seeds, iterations)
+    _side_by_side(
+        entry, *ours, *peer, num_seeds, iterations, "PureJaxRL",
+        {"peer": f"purejaxrl/{peer_file}.py", "num_envs": fill.size, "fill": fill.source},
+    )  # fmt: skip
+
+
 @pytest.mark.against("xminigrid")
 def test_against_xminigrid_ppo(entry, bench):
     """`against_xminigrid_ppo`: 2 iterations (16,384 env steps) per call."""

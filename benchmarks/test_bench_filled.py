@@ -82,10 +82,7 @@ def _chunk(plan, fill: filling.Fill) -> int:
     from harness.run import scaling
 
     rate = next((p["env_steps_per_second"] for p in fill.ladder if p["size"] == fill.size), None)
-    per_iteration = plan.env_steps_per_iteration * len(plan.spec.seeds)
-    if rate is None:
-        return max(1, min(plan.spec.logging.interval, scaling.FIRST_CHUNK_ITERATIONS))
-    return max(1, min(plan.spec.logging.interval, int(scaling.CHUNK_SECONDS * rate / per_iteration)))
+    return scaling.iterations_at(plan, rate)
 
 
 def _source(fill: filling.Fill) -> str:

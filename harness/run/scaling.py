@@ -135,11 +135,18 @@ def chunk_iterations(plan: Any, previous: SizePoint | None) -> int:
     """Iterations per chunk for `plan`'s size: about CHUNK_SECONDS at the
     previous size's rate (the rate grows with the size until it saturates,
     so the chunk comes out no longer), at most the spec's logging interval."""
+    return iterations_at(plan, None if previous is None else previous.env_steps_per_second)
+
+
+def iterations_at(plan: Any, env_steps_per_second: float | None) -> int:
+    """Iterations per chunk for `plan`: about CHUNK_SECONDS at that rate (all
+    seeds), or FIRST_CHUNK_ITERATIONS without one; at most the spec's
+    logging interval."""
     interval = plan.spec.logging.interval
-    if previous is None:
+    if env_steps_per_second is None:
         return max(1, min(interval, FIRST_CHUNK_ITERATIONS))
     per_iteration = plan.env_steps_per_iteration * len(plan.spec.seeds)
-    return max(1, min(interval, int(CHUNK_SECONDS * previous.env_steps_per_second / per_iteration)))
+    return max(1, min(interval, int(CHUNK_SECONDS * env_steps_per_second / per_iteration)))
 
 
 def flat(points: list[SizePoint], run: int = FLAT_SIZES) -> bool:

@@ -88,6 +88,12 @@ class NetworkConfig(Config):
         description="how training differentiates the 3x3 convolutions (kind: resnet): as matmuls over"
         " neighbourhoods (the published references') or as native-layout convolutions (faster on CPU)",
     )
+    normalization: Literal["layer", "batch"] = Field(
+        default="layer",
+        description="the normalisation before each activation (kind: resnet): per position over the channels"
+        " (layer, the published references'), or per channel over the batch (batch: batch statistics in training,"
+        " their running averages in search, as the AlphaZero paper's and pgx's networks)",
+    )
     # kind: grid_gru (the xland-minigrid baseline's agent; see algorithms.networks.GridGRUActorCritic)
     # and kind: grid (its encoder without memory, e.g. for MinAtar; GridActorCritic)
     id_channels: int = Field(default=3, ge=0, description="leading channels of ids, each embedded (grid_gru)")
@@ -117,6 +123,8 @@ class NetworkConfig(Config):
     def _initialization_of_mlps(self) -> NetworkConfig:
         if self.initialization != "orthogonal" and self.kind != "mlp":
             raise ValueError(f"initialization: {self.initialization} is for kind mlp, not {self.kind}")
+        if self.normalization != "layer" and self.kind != "resnet":
+            raise ValueError(f"normalization: {self.normalization} is for kind resnet, not {self.kind}")
         return self
 
     @model_serializer(mode="wrap")
@@ -132,6 +140,9 @@ class NetworkConfig(Config):
         # default it is left out, so that their hashes stay.
         if data.get("conv_gradient") == "matmul":
             del data["conv_gradient"]
+        # So did normalization.
+        if data.get("normalization") == "layer":
+            del data["normalization"]
         # So did initialization: at its default it is left out too.
         if data.get("initialization") == "orthogonal":
             del data["initialization"]
@@ -139,7 +150,7 @@ class NetworkConfig(Config):
 
 
 _KIND_KEYS = {
-    "resnet": ("num_blocks", "num_channels", "conv_gradient"),
+    "resnet": ("num_blocks", "num_channels", "conv_gradient", "normalization"),
     "grid_gru": (
         "id_channels",
         "vocabulary",

@@ -69,15 +69,21 @@ SEEDS_OVER_CORES = {"host_devices": "cores"}
 ENVS_OVER_CORES = {"host_devices": "cores", "count": "all"}
 
 
-def _ours(spec_path, num_seeds: int, iterations: int, devices: dict | None = None, hyperparameters: dict | None = None):
+def _ours(
+    spec_path,
+    num_seeds: int,
+    iterations: int,
+    devices: dict | None = None,
+    hyperparameters: dict | None = None,
+    network: dict | None = None,
+):
     """The project's side: one runner chunk of `iterations` per call, the
     seeds vmapped on one device, or on the layout `devices` asks for; the
-    spec's `hyperparameters` changed by those given."""
+    spec's `hyperparameters` and `network` changed by those given."""
     loaded = spec_module.load(spec_path).model_copy(update={"seeds": tuple(range(num_seeds))})
-    if hyperparameters:
-        loaded = loaded.model_copy(
-            update={"hyperparameters": loaded.hyperparameters.model_copy(update=hyperparameters)}
-        )
+    for section, changes in (("hyperparameters", hyperparameters), ("network", network)):
+        if changes:
+            loaded = loaded.model_copy(update={section: getattr(loaded, section).model_copy(update=changes)})
     if devices is not None:
         loaded = build.with_devices(loaded, devices)
     plan = build.build(loaded)
@@ -357,25 +363,39 @@ def test_against_xminigrid_ppo(entry, bench):
     _side_by_side(entry, *ours, *peer, 1, 2, "xland-minigrid", {"peer": "xland-minigrid/training/train_single_task.py"})
 
 
-def _against_pgx(entry, bench, cores: bool) -> None:
+# The project's network: pgx's (batch norm, the bench spec's), or the
+# published specs' (layer norm), which computes each position's statistics
+# at every evaluation in search where batch norm scales and shifts.
+NORMALIZATIONS = pytest.mark.parametrize("normalization", ["batch", "layer"], ids=["batch_norm", "layer_norm"])
+
+
+def _against_pgx(entry, bench, cores: bool, normalization: str) -> None:
     module = peers.load_pgx_alphazero(
         bench.against["pgx"], peers.PGX_ALPHAZERO_CONNECT_FOUR, devices=None if cores else 1
     )
-    ours = _ours(BENCH_SPECS / "against" / "alphazero_connect_four_pgx.yaml", 1, 1, ENVS_OVER_CORES if cores else None)
+    ours = _ours(
+        BENCH_SPECS / "against" / "alphazero_connect_four_pgx.yaml", 1, 1, ENVS_OVER_CORES if cores else None,
+        network={"normalization": normalization},
+    )  # fmt: skip
     peer = _pgx_peer(module, 1)
-    _side_by_side(entry, *ours, *peer, 1, 1, "pgx's AlphaZero example", {"peer": "pgx/examples/alphazero/train.py"})
+    _side_by_side(
+        entry, *ours, *peer, 1, 1, "pgx's AlphaZero example",
+        {"peer": "pgx/examples/alphazero/train.py", "normalization": normalization},
+    )  # fmt: skip
 
 
 @pytest.mark.against("pgx")
-def test_against_pgx_alphazero(entry, bench):
+@NORMALIZATIONS
+def test_against_pgx_alphazero(entry, bench, normalization):
     """`against_pgx_alphazero`: 1 iteration (256 games x 64 moves = 16,384
     frames, then 4 updates of 4,096) per call, both on one device."""
-    _against_pgx(entry, bench, cores=False)
+    _against_pgx(entry, bench, False, normalization)
 
 
 @pytest.mark.against("pgx")
-def test_against_pgx_alphazero_cores(entry, bench):
+@NORMALIZATIONS
+def test_against_pgx_alphazero_cores(entry, bench, normalization):
     """`against_pgx_alphazero_cores`: the same, both on every host device:
     pgx's example `pmap`s over them (as it does on its own in a process that
     has them), the project's seed is data-parallel over them."""
-    _against_pgx(entry, bench, cores=True)
+    _against_pgx(entry, bench, True, normalization)

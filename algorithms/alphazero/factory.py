@@ -82,6 +82,20 @@ class AlphaZeroState(NamedTuple):
     evaluations: jax.Array  # [] int32, evaluations done
 
 
+def trainable(variables: Any) -> tuple[Any, Any]:
+    """The network's variables as what training differentiates and the
+    batch statistics' running averages that it updates (None without batch
+    norm: then the first is all of them)."""
+    if "batch_stats" not in variables:
+        return variables, None
+    return {k: v for k, v in variables.items() if k != "batch_stats"}, variables["batch_stats"]
+
+
+def with_stats(weights: Any, batch_stats: Any) -> Any:
+    """`trainable`'s inverse."""
+    return weights if batch_stats is None else {**weights, "batch_stats": batch_stats}
+
+
 def make_alphazero(
     config: AlphaZeroConfig,
     env: Environment,
@@ -117,7 +131,8 @@ def make_alphazero(
     The state, for one seed, with B = num_envs / D games on this shard of D,
     C = capacity, A = num_actions, M = ranked_reward.memory and P =
     evaluation.pool_size:
-      params, opt_state: the network's and the optimizer's (replicated).
+      params, opt_state: the network's variables (with batch norm, its
+        statistics' running averages too) and the optimizer's (replicated).
       games: B games in progress (env states, time steps, [B] returns, [B]
         lengths).
       buffer: [B, C, *observation_shape] observations, [B, C, A] search
@@ -134,7 +149,9 @@ def make_alphazero(
     """
     align = 1 if shards is None else ROW_STABLE_WIDTH
     net = make_az_network(network, env.num_actions, env.observation_shape, align=align)
-    train_net = make_az_network(network, env.num_actions, env.observation_shape, for_gradients=True, align=align)
+    train_net = make_az_network(
+        network, env.num_actions, env.observation_shape, for_gradients=True, align=align, axis_name=axis_name
+    )
     search = make_search(config, env, net)
     single_player = env.num_players == 1
     evaluation = config.evaluation
@@ -147,7 +164,7 @@ def make_alphazero(
         zero = jnp.zeros((), jnp.float32)
         return AlphaZeroState(
             params=params,
-            opt_state=optimizer.init(params),
+            opt_state=optimizer.init(trainable(params)[0]),
             games=start_games(env, games_key, config.num_envs, axis_name),
             buffer=buffer_init(local_envs, config.capacity, env.observation_shape, env.num_actions),
             ranked=ranked_memory_init(local_envs, config.ranked_reward.memory),
@@ -205,12 +222,19 @@ def make_alphazero(
     def l2_of(params) -> jax.Array:
         return 0.5 * sum(jnp.sum(p**2) for p in jax.tree.leaves(params))
 
-    def loss_fn(params, observation, policy, value, weight, total, with_l2=True):
+    def loss_fn(params, batch_stats, observation, policy, value, weight, total, with_l2=True):
         """This shard's part of the minibatch's loss: sums over its draws,
         divided by the weight `total` of all of them, so that the shards'
         losses (and gradients) add up to the minibatch's (with its share of
-        the L2 term, unless not `with_l2`)."""
-        logits, predicted = train_net.apply(params, observation)
+        the L2 term, unless not `with_l2`); and the network's batch
+        statistics' new running averages (None without batch norm)."""
+        if batch_stats is None:
+            (logits, predicted), batch_stats = train_net.apply(params, observation), None
+        else:
+            (logits, predicted), updated = train_net.apply(
+                {**params, "batch_stats": batch_stats}, observation, mutable=["batch_stats"]
+            )
+            batch_stats = updated["batch_stats"]
         policy_loss = jnp.sum(weight * optax.softmax_cross_entropy(logits, policy)) / total
         value_loss = jnp.sum(weight * (predicted - value) ** 2) / total
         loss = policy_loss + config.value_coef * value_loss
@@ -219,35 +243,39 @@ def make_alphazero(
             if parallel.size(axis_name) > 1:
                 l2 = l2 / parallel.size(axis_name)
             loss = loss + config.l2_coef * l2
-        return loss, {"loss": loss, "policy_loss": policy_loss, "value_loss": value_loss}
+        return loss, ({"loss": loss, "policy_loss": policy_loss, "value_loss": value_loss}, batch_stats)
 
-    def gradient(params, batch, total):
-        """The minibatch's gradient and loss figures, the same on every device."""
+    def gradient(params, batch_stats, batch, total):
+        """The minibatch's gradient and loss figures, the same on every
+        device, and the new averages of the batch statistics (batch norm's
+        are over the devices already)."""
         if shards is None:
-            grads, aux = jax.grad(loss_fn, has_aux=True)(params, *batch, total)
-            return parallel.psum((grads, aux), axis_name)
+            grads, (aux, batch_stats) = jax.grad(loss_fn, has_aux=True)(params, batch_stats, *batch, total)
+            return (*parallel.psum((grads, aux), axis_name), batch_stats)
         # Exact: this device's draws as its logical shards, one after another,
         # added in shard order over all devices; the L2 term once, after.
         local = parallel.local_shards(shards, axis_name)
         parts = jax.tree.map(lambda x: x.reshape(local, x.shape[0] // local, *x.shape[1:]), batch)
 
         def one(carry, part):
-            return carry, jax.grad(lambda *a: loss_fn(*a, with_l2=False), has_aux=True)(params, *part, total)
+            grads, (aux, _) = jax.grad(lambda *a: loss_fn(*a, with_l2=False), has_aux=True)(params, None, *part, total)
+            return carry, (grads, aux)
 
         _, parts = parallel.opaque_scan(one, (), parts)
         grads, aux = parallel.fold_sum(parts, axis_name)
         grads = jax.tree.map(lambda g, p: g + config.l2_coef * p, grads, params)
-        return grads, dict(aux, loss=aux["loss"] + config.l2_coef * l2_of(params))
+        return grads, dict(aux, loss=aux["loss"] + config.l2_coef * l2_of(params)), None
 
     def train(params, opt_state, buffer: Buffer, key: jax.Array, apply: jax.Array):
         def update(carry, key):
             params, opt_state = carry
             batch = buffer_sample(buffer, key, config.train_batch_size, axis_name)
             total = jnp.maximum(parallel.psum(batch[-1].sum(), axis_name), 1.0)  # a count: exact
-            grads, aux = gradient(params, batch, total)
+            weights, batch_stats = trainable(params)
+            grads, aux, batch_stats = gradient(weights, batch_stats, batch, total)
             aux = dict(aux, grad_norm=optax.global_norm(grads))
-            updates, new_opt_state = optimizer.update(grads, opt_state, params)
-            new = (optax.apply_updates(params, updates), new_opt_state)
+            updates, new_opt_state = optimizer.update(grads, opt_state, weights)
+            new = (with_stats(optax.apply_updates(weights, updates), batch_stats), new_opt_state)
             # Warm-up: measured, not applied.
             return jax.tree.map(lambda n, o: jnp.where(apply, n, o), new, (params, opt_state)), aux
 

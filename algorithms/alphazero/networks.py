@@ -114,15 +114,40 @@ class Conv3x3(nn.Module):
         return y + bias
 
 
+# Batch normalisation's running averages, as pgx's AlphaZero network (haiku's
+# BatchNorm with decay 0.9 and its default epsilon).
+BATCH_NORM_MOMENTUM = 0.9
+BATCH_NORM_EPSILON = 1e-5
+
+
+def normalization(batch_norm: bool, training: bool, axis_name: str | None) -> nn.Module:
+    """Layer normalisation (per position, over the channels), or batch
+    normalisation (per channel): over the batch, and over the devices of
+    `axis_name`, when `training` (its running averages updated in the
+    `batch_stats` collection); by those running averages otherwise. Made
+    inside the caller's compact method, so that it is the caller's child."""
+    if not batch_norm:
+        return nn.LayerNorm()
+    return nn.BatchNorm(
+        use_running_average=not training,
+        momentum=BATCH_NORM_MOMENTUM,
+        epsilon=BATCH_NORM_EPSILON,
+        axis_name=axis_name if training else None,
+    )
+
+
 class ResidualBlock(nn.Module):
     channels: int
     as_matmul: bool = False
+    batch_norm: bool = False
+    training: bool = False
+    axis_name: str | None = None
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
-        y = nn.relu(nn.LayerNorm()(x))
+        y = nn.relu(normalization(self.batch_norm, self.training, self.axis_name)(x))
         y = Conv3x3(self.channels, self.as_matmul)(y)
-        y = nn.relu(nn.LayerNorm()(y))
+        y = nn.relu(normalization(self.batch_norm, self.training, self.axis_name)(y))
         y = Conv3x3(self.channels, self.as_matmul)(y)
         return x + y
 
@@ -130,8 +155,15 @@ class ResidualBlock(nn.Module):
 class AZResNet(nn.Module):
     """The AlphaZero network: a 3x3 conv stem, `num_blocks` residual blocks
     of `num_channels`, a policy head (1x1 conv, dense to the actions) and a
-    value head (1x1 conv, dense, tanh). LayerNorm stands in for batch norm so
-    that the network has no batch statistics to carry or synchronise.
+    value head (1x1 conv, dense, tanh).
+
+    Each block normalises before its activations: LayerNorm by default, so
+    that the network has no batch statistics to carry or synchronise; with
+    `batch_norm`, batch normalisation (`normalization`), whose running
+    averages are the `batch_stats` collection, updated by the network built
+    with `training` (the one differentiated) and read by the one without (the
+    one search evaluates). In search it is a per-channel scale and shift,
+    where LayerNorm computes each position's statistics.
 
     Input `[..., H, W, C]`; returns logits `[..., A]` and value `[...]` in [-1, 1].
     """
@@ -140,6 +172,9 @@ class AZResNet(nn.Module):
     num_blocks: int
     num_channels: int
     as_matmul: bool = False  # convolutions as matmuls (network.conv_gradient: matmul, to differentiate)
+    batch_norm: bool = False  # network.normalization: batch
+    training: bool = False  # batch_norm: the batch's statistics, and update the running averages
+    axis_name: str | None = None  # batch_norm, training: the statistics over this data-parallel axis too
 
     @nn.compact
     def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -147,8 +182,8 @@ class AZResNet(nn.Module):
         x = obs.reshape(-1, *obs.shape[-3:])
         x = Conv3x3(self.num_channels, self.as_matmul)(x)
         for _ in range(self.num_blocks):
-            x = ResidualBlock(self.num_channels, self.as_matmul)(x)
-        x = nn.relu(nn.LayerNorm()(x))
+            x = ResidualBlock(self.num_channels, self.as_matmul, self.batch_norm, self.training, self.axis_name)(x)
+        x = nn.relu(normalization(self.batch_norm, self.training, self.axis_name)(x))
         # 1x1 convolutions are dense layers over the channel axis.
         p = nn.relu(nn.Dense(2)(x)).reshape(x.shape[0], -1)
         logits = nn.Dense(self.num_actions)(p)
@@ -220,14 +255,24 @@ def make_az_network(
     *,
     for_gradients: bool = False,
     align: int = 1,
+    axis_name: str | None = None,
 ) -> nn.Module:
     """The AlphaZero network for the spec's `network:` section (`kind: resnet
     | mlp | item_set`). `for_gradients` picks the form to differentiate (the
     ResNet's `conv_gradient`); it has the same parameters and outputs.
-    `align` > 1: row-stable dense layers (mlp and item_set; exact layouts)."""
+    `align` > 1: row-stable dense layers (mlp and item_set; exact layouts).
+    With `normalization: batch`, the one `for_gradients` normalises by the
+    batch's statistics over `axis_name` too, and updates their averages."""
     if network.kind == "resnet":
-        as_matmul = for_gradients and network.conv_gradient == "matmul"
-        return AZResNet(num_actions, network.num_blocks, network.num_channels, as_matmul=as_matmul)
+        return AZResNet(
+            num_actions,
+            network.num_blocks,
+            network.num_channels,
+            as_matmul=for_gradients and network.conv_gradient == "matmul",
+            batch_norm=network.normalization == "batch",
+            training=for_gradients,
+            axis_name=axis_name if for_gradients else None,
+        )
     if network.kind == "mlp":
         return AZMLP(
             num_actions,

@@ -228,13 +228,10 @@ def make_alphazero(
         losses (and gradients) add up to the minibatch's (with its share of
         the L2 term, unless not `with_l2`); and the network's batch
         statistics' new running averages (None without batch norm)."""
-        if batch_stats is None:
-            (logits, predicted), batch_stats = train_net.apply(params, observation), None
-        else:
-            (logits, predicted), updated = train_net.apply(
-                {**params, "batch_stats": batch_stats}, observation, mutable=["batch_stats"]
-            )
-            batch_stats = updated["batch_stats"]
+        (logits, predicted), updated = train_net.apply(
+            with_stats(params, batch_stats), observation, mutable=["batch_stats"]
+        )
+        batch_stats = updated.get("batch_stats")
         policy_loss = jnp.sum(weight * optax.softmax_cross_entropy(logits, policy)) / total
         value_loss = jnp.sum(weight * (predicted - value) ** 2) / total
         loss = policy_loss + config.value_coef * value_loss

@@ -10,6 +10,7 @@ where an NVIDIA driver is found, the TPU runtime on a TPU VM, or the one
 """
 
 import importlib.util
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -67,6 +68,15 @@ def _install(session: nox.Session, extras: str = "test") -> list[str]:
         )
     session.log(f"JAX build: {choice.build} ({choice.reason})")
     session.env[build.ENV] = choice.build
+    if own and os.environ.get("PIP_NO_INDEX"):
+        # No package index (scripts/accelerator-run --wheels): the packages
+        # the machine lacks were installed from the wheels as they are; the
+        # project goes in beside them, without resolving anything.
+        session.log("no package index (PIP_NO_INDEX): the project only, around the packages installed")
+        session.run(
+            sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "-e", ".", external=True
+        )
+        return args
     if own:
         kept = Path(tempfile.mkdtemp()) / "constraints.txt"
         kept.write_text(build.without_jax(Path("constraints.txt").read_text()))

@@ -111,6 +111,8 @@ def bench(session: nox.Session) -> None:
     # The side-by-side entries import the peers' code, which needs a few
     # packages of its own (the `peers` extra).
     args = _install(session, "test,peers" if "--against" in session.posargs else "test")
+    # Some pytest-benchmark versions open --benchmark-json while parsing options.
+    Path(".bench").mkdir(exist_ok=True)
     session.run(
         *_python(session, "pytest"),
         "benchmarks",

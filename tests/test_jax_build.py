@@ -172,3 +172,14 @@ def test_the_system_build_installs_around_the_machine_s_jax(noxfile, monkeypatch
     # The Python nox runs in, not whichever `python` is first on PATH.
     assert ran[0] == sys.executable and ran[1:3] == ("-m", "pip") and ran[-1] == ".[test]"
     assert session.env[jax_build.ENV] == "system"
+
+
+def test_without_a_package_index_the_system_build_installs_the_project_alone(noxfile, monkeypatch):
+    # scripts/accelerator-run --wheels on a machine without network: the
+    # wheels went in as they are; nothing is resolved.
+    _with_machine(monkeypatch, noxfile, "580.159.04")
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    session = Session(["--accelerator", "system", "-k", "ppo"], backend="none")
+    assert noxfile._install(session) == ["-k", "ppo"]
+    (ran,) = session.ran
+    assert ran[0] == sys.executable and "--no-deps" in ran and "-c" not in ran and ran[-1] == "."

@@ -34,7 +34,7 @@ from mlflow.tracking import MlflowClient
 
 from harness import build, cli
 from harness import spec as S
-from harness.record import rundir, tracking
+from harness.record import rundir, tracking, windows
 from harness.record.journal import Journal
 from harness.run import checkpoint, chunk_loop, runner
 from harness.run.programs import Programs
@@ -56,6 +56,10 @@ SESSION_RUNS = {
 for name, data in SPECS.items():
     data["name"] = f"ckpt_{name}"
     data["checkpoint"] = {"every": data["logging"]["interval"], "keep": 3}
+# Points per curve for the interrupted, resumed and uninterrupted runs: windows
+# of 3, 3 and 4 iterations, so that the interruption (iteration 40, 40 and 6)
+# falls inside a window.
+POINTS = {"reinforce": 30, "ppo_pendulum": 20, "alphazero": 3}
 
 
 def _expected(result: runner.RunResult, seeds, steps_per_iteration: int) -> dict[str, dict]:
@@ -66,6 +70,29 @@ def _expected(result: runner.RunResult, seeds, steps_per_iteration: int) -> dict
             name: [((i + 1) * steps_per_iteration, float(v)) for i, v in enumerate(values[:, s])]
             for name, values in result.metrics.items()
         }
+        for name, values in result.evaluation.items():
+            curves[name] = [
+                (it * steps_per_iteration, float(v))
+                for it, v in zip(result.evaluation_iterations, values[:, s], strict=True)
+            ]
+        out[str(seed)] = curves
+    return out
+
+
+def _windowed(result: runner.RunResult, seeds, steps_per_iteration: int, window: int) -> dict[str, dict]:
+    """Per seed, what an uninterrupted run logs with `window` iterations per
+    point: each window's mean, min and max at the step of its last iteration
+    (harness.record.windows), computed here from the arrays."""
+    out = {}
+    for s, seed in enumerate(seeds):
+        curves: dict[str, list] = {}
+        for name, values in result.metrics.items():
+            count = len(values)
+            for start in range(0, count, window):
+                rows = np.asarray(values[start : start + window]).astype(np.float64)
+                step = min(start + window, count) * steps_per_iteration
+                for prefix, summary in (("", np.nanmean), ("window_min/", np.nanmin), ("window_max/", np.nanmax)):
+                    curves.setdefault(prefix + name, []).append((step, float(summary(rows, axis=0)[s])))
         for name, values in result.evaluation.items():
             curves[name] = [
                 (it * steps_per_iteration, float(v))
@@ -138,7 +165,7 @@ def trained(request, tmp_path_factory):
     # (test_interrupts checks that), and this test is of the one that ends.
     with pytest.raises(runner.Interrupted), pytest.MonkeyPatch.context() as patch:
         patch.setattr(chunk_loop, "STOP_WITHIN_SECONDS", 600.0)
-        t.train(on_chunk=interrupt)
+        t.train(on_chunk=interrupt, metric_points=POINTS[request.param])
     t.interrupted_id = max(rundir.run_directories(t.root), key=lambda d: d.info["created"]).run_id
     t.interrupted = {
         "status": {
@@ -147,7 +174,9 @@ def trained(request, tmp_path_factory):
         "steps": rundir.saved_iterations(t.root / t.interrupted_id / "state"),
         "journaled": Journal(t.root / t.interrupted_id).logged_through(),
     }
-    t.resumed = t.train(resume=True)
+    t.resumed = t.train(resume=True, metric_points=POINTS[request.param])
+    t.uninterrupted = t.train(metric_points=POINTS[request.param])
+    t.window = windows.window_for(t.plan.num_iterations, POINTS[request.param])
     return t
 
 
@@ -171,15 +200,25 @@ def test_resume_continues_the_same_runs_bit_identically(trained):
     assert parent.data.tags["resumed"] == "1"
     assert parent.data.tags["resumed.1"] == f"from iteration {trained.interrupted['steps'][-1]}"
     resumed = trained.children(trained.interrupted_id)
+    uninterrupted = trained.children(trained.uninterrupted.parent_id)
     steps_per_iteration = trained.plan.env_steps_per_iteration
-    for seed, expected in trained.expected.items():
+    stopped_at = trained.interrupted["journaled"] * steps_per_iteration
+    assert trained.window > 1 and trained.interrupted["journaled"] % trained.window, "stopped inside a window"
+    expected = _windowed(trained.whole, trained.plan.spec.seeds, steps_per_iteration, trained.window)
+    for seed, curves in expected.items():
+        whole = _history(trained.client, uninterrupted[seed])
         got = _history(trained.client, resumed[seed])
-        assert set(got) == set(expected)
-        for name, points in expected.items():
-            # Whole curves, each step once, every value the same bits.
-            assert got[name] == points, (seed, name)
-        assert [s for s, _ in expected["loss"]] == [
-            i * steps_per_iteration for i in range(1, trained.plan.num_iterations + 1)
+        assert whole == curves, seed  # the uninterrupted run logs the windows of the arrays
+        assert set(got) == set(whole)
+        for name, points in whole.items():
+            # Every point of the uninterrupted curve, the same bits; besides
+            # them only the stopped invocation's partial window, at its step.
+            extra = [p for p in got[name] if p not in points]
+            assert [p for p in got[name] if p in points] == points, (seed, name)
+            assert len(extra) <= 1 and all(step == stopped_at for step, _ in extra), (seed, name, extra)
+        assert [s for s, _ in whole["loss"]] == [
+            min(i, trained.plan.num_iterations) * steps_per_iteration
+            for i in range(trained.window, trained.plan.num_iterations + trained.window, trained.window)
         ]
         assert trained.client.get_run(resumed[seed]).info.status == "FINISHED"
     whole_finals = {str(seed): v for seed, v in results.per_seed_final(trained.whole_plan, trained.whole).items()}

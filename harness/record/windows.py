@@ -16,7 +16,10 @@ w > 1; `Windows` turns such entries into entries of the metric writer's
 protocol with explicit steps (`at`). An entry's `seq` (what reached the
 store, for harness sync) is passed on only once none of its rows wait in an
 open window. A partial window is logged by `flush` (at the end of every
-invocation, a run that was stopped included), at the step of its last row.
+invocation, a run that was stopped included), at the step of its last row;
+a resumed run takes its rows up again (`resume`), so the window's point is
+the same as an uninterrupted run's, and the partial one stays as one extra
+point at the step where the run stopped.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.record.journal import entry_arrays
+from harness.record.journal import entry_arrays, rows
 
 DEFAULT_POINTS = 320
 MIN_PREFIX, MAX_PREFIX = "window_min/", "window_max/"
@@ -62,6 +65,15 @@ class Windows:
             kept = {k: v for k, v in entry.items() if k not in ("seq", "dtypes", "metrics")}
             out = [{**kept, "metrics": {name: values.tolist() for name, values in metrics.items()}}]
         return self._release(out)
+
+    def resume(self, entries: list[dict[str, Any]]) -> None:
+        """Take up the windows a resumed run left open: `entries` are its
+        journal's, in order, all of them in the store already; the rows of
+        the windows that none of them closed are held again (nothing is
+        logged), so that the first point after the resume is the mean of
+        all its window's rows, as in a run that was never stopped."""
+        for entry in still_open(entries):
+            self._rows(entry, entry_arrays(entry))
 
     def flush(self) -> list[dict[str, Any]]:
         """The open windows, partial, as entries."""
@@ -100,6 +112,25 @@ class Windows:
         if "runs" in held["entry"]:
             point["runs"] = held["entry"]["runs"]
         return point
+
+
+def still_open(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Of journal `entries` (in order), the windowed iteration entries after
+    the last one of their scope that ended on a window's last row: those
+    whose rows may sit in a window that is still open."""
+    out, closed = [], set()
+    for entry in reversed(entries):
+        if entry.get("kind", "iterations") != "iterations" or entry.get("window", 1) <= 1:
+            continue
+        scope = tuple(entry.get("runs", ()))
+        if scope in closed:
+            continue
+        end = entry["first"] + rows(next(iter(entry["metrics"].values()))) - 1
+        if end % entry["window"] == 0 or end >= entry["last"]:
+            closed.add(scope)
+        else:
+            out.append(entry)
+    return out[::-1]
 
 
 def _summary(parts: list[np.ndarray]) -> tuple[list[float], list[float], list[float]]:

@@ -33,7 +33,7 @@ def test_filled(entry, bench, stem):
 
         def run():
             with memory:
-                out["point"] = scaling.measure(plan, _chunk(plan, fill), filling.TIMED_CHUNKS, ceiling)
+                out["point"] = scaling.measure(plan, _chunk(plan, fill), scaling.TIMED_CHUNKS, ceiling)
 
         out: dict = {}
         entry.benchmark.pedantic(run, rounds=1, iterations=1)

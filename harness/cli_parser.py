@@ -7,7 +7,7 @@ import argparse
 
 from harness import sweep as sweeps
 from harness.record import system_metrics, windows
-from harness.run import compile_cache
+from harness.run import compile_cache, scaling
 
 DESCRIPTION = "harness run | sweep | validate | publish | reproduce | compare | scale | sync"
 
@@ -237,7 +237,12 @@ def parser() -> argparse.ArgumentParser:
         type=float,
         help="bound the whole command: no size is started that would end after this many seconds",
     )
-    sc.add_argument("--timed-chunks", type=int, default=2, help="timed chunks after the warm-up (default 2)")
+    sc.add_argument(
+        "--timed-chunks",
+        type=int,
+        default=scaling.TIMED_CHUNKS,
+        help=f"timed chunks after the warm-up (default {scaling.TIMED_CHUNKS})",
+    )
     sc.add_argument("--no-ceiling", action="store_true", help="skip measuring the device's matmul ceiling")
     sc.add_argument(
         "--out", default="scale.png", help="where to write the plot (default: scale.png; its table beside it, .json)"

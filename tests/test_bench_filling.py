@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from benchmarks.machinery import filling, peer_checkouts
+from harness.run import scaling
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -43,6 +44,21 @@ def test_a_record_gives_its_saturation_and_a_shorter_machine_name_matches(tmp_pa
     assert (still.size, still.saturated) == (64, False)  # the largest size is the best: a lower bound
     _record(tmp_path / "cpu-amd-epyc-2core-ppo_z-envs.json", {16: 1.0})
     assert not filling.recorded([tmp_path], "cpu-amd-epyc-2core", "ppo_z").saturated  # one size: unknown
+
+
+def test_harness_scale_s_record_gives_the_bench_the_size_harness_scale_names(tmp_path):
+    """One rule: 90.5k is within 10% of the best (100k), so both name 64."""
+
+    def point(size, rate):
+        return scaling.SizePoint(size, rate, (rate, rate), 1.0, None, None, None, None)
+
+    points = [point(16, 50e3), point(64, 90.5e3), point(256, 100e3), point(1024, 99e3)]
+    document = scaling.record("envs", [16, 64, 256, 1024], points, None)  # as `harness scale` writes it
+    (tmp_path / "cpu-x-ppo_cartpole-envs.json").write_text(json.dumps(document))
+    assert document["saturation"] == scaling.saturation(points).size == 64
+    fill = filling.recorded([tmp_path], "cpu-x", "ppo_cartpole")
+    assert (fill.size, fill.saturated) == (64, True)
+    assert scaling.recorded_points(document) == points
 
 
 def test_the_probe_climbs_until_its_time_is_spent_and_leaves_a_record(tmp_path):

@@ -6,9 +6,11 @@ That size comes from the machine's record in `results/scale/` (what
 `harness scale` writes, `<machine>-<spec>-envs.json`), else from a record an
 earlier bench session's probe left in the bench folder, else from a probe
 now: the spec at its own envs, then 4, 16, ... times as many, until the
-throughput grows by less than 10% or the probe's time is spent. The probe's
-record, in `harness scale`'s format, is kept in `<bench dir>/scale/` for the
-next session on this machine (copy it to `results/scale/` to publish it).
+throughput has stopped growing or the probe's time is spent. The rules are
+`harness scale`'s (harness.run.scaling: the saturation size, when the
+ladder ends, the record), so a record gives both the same size. The probe's
+record is kept in `<bench dir>/scale/` for the next session on this machine
+(copy it to `results/scale/` to publish it).
 """
 
 from __future__ import annotations
@@ -25,8 +27,6 @@ from harness.run import scaling
 AXIS = "envs"
 GROWTH = 4  # the probe's ladder: the spec's envs times 1, 4, 16, ...
 LARGEST = 1 << 16  # envs per seed the probe never passes
-GROWING = 1.1  # a size counts as growing when at least this much faster than the best before it
-TIMED_CHUNKS = 2  # after a warm-up chunk, at the filling size (as `harness scale`)
 
 
 class Fill(NamedTuple):
@@ -51,13 +51,15 @@ def machine(fingerprint: dict[str, str]) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
 
 
-def _saturation(points: list[dict[str, Any]]) -> tuple[int, bool]:
-    """The smallest size within 10% of the best, and whether the best grew
-    no more at the larger sizes (False when it is the largest size, or the
-    only one measured)."""
-    best = max(p["env_steps_per_second"] for p in points)
-    size = next(p["size"] for p in points if p["env_steps_per_second"] >= best / GROWING)
-    return size, len(points) > 1 and size != points[-1]["size"]
+def _saturation(points: list[scaling.SizePoint]) -> tuple[int, bool]:
+    """`harness scale`'s saturation size, and whether the throughput grew no
+    more at the larger sizes (False while it still grows at the largest size,
+    or only one was measured)."""
+    return scaling.saturation(points).size, len(points) > 1 and not scaling.still_growing(points)
+
+
+def _ladder(points: list[scaling.SizePoint]) -> list[dict[str, Any]]:
+    return [{"size": p.size, "env_steps_per_second": p.env_steps_per_second} for p in points]
 
 
 def recorded(folders: list[Path], machine_name: str, stem: str) -> Fill | None:
@@ -69,11 +71,10 @@ def recorded(folders: list[Path], machine_name: str, stem: str) -> Fill | None:
             prefix = path.name.removesuffix(suffix)
             if machine_name != prefix and not machine_name.startswith(prefix + "-"):
                 continue
-            points = json.loads(path.read_text()).get("points") or []
+            points = scaling.recorded_points(json.loads(path.read_text()))
             if points:
                 size, saturated = _saturation(points)
-                ladder = [{"size": p["size"], "env_steps_per_second": p["env_steps_per_second"]} for p in points]
-                return Fill(size, str(path), saturated, None, ladder)
+                return Fill(size, str(path), saturated, None, _ladder(points))
     return None
 
 
@@ -106,34 +107,28 @@ def probe(spec_path: Path, seconds: float, ceiling_gflops: float | None, record:
 
     def measure_one(plan):
         chunk = scaling.chunk_iterations(plan, points[-1] if points else None)
-        return scaling.measure(plan, chunk, 2, ceiling_gflops)
+        return scaling.measure(plan, chunk, scaling.TIMED_CHUNKS, ceiling_gflops)
 
     for found in scaling.climb(sizes, plan_for, measure_one, (spec_module.SpecError, ValueError)):
         if isinstance(found, scaling.Stop):
             stopped = found
             break
         points.append(found)
-        best_before = max((p.env_steps_per_second for p in points[:-1]), default=0.0)
         following = sizes[len(points)] if len(points) < len(sizes) else None
-        if len(points) > 1 and found.env_steps_per_second < GROWING * best_before:
-            stopped = scaling.Stop(following or found.size, "the throughput grew by less than 10%")
+        if scaling.flat(points):
+            reason = f"the throughput stopped growing ({scaling.FLAT_SIZES} sizes in a row below the best)"
+            stopped = scaling.Stop(following or found.size, reason)
             break
         if following and time.perf_counter() - started + 1.25 * found.seconds > seconds:
             stopped = scaling.Stop(following, f"the probe's {seconds:.0f} s would pass")
             break
     if not points:
         raise RuntimeError(f"{spec_path}: no size of the probe ran ({stopped.reason if stopped else 'none tried'})")
-    ladder = [{"size": p.size, "env_steps_per_second": p.env_steps_per_second} for p in points]
-    size, saturated = _saturation(ladder)
+    size, saturated = _saturation(points)
     record.parent.mkdir(parents=True, exist_ok=True)
-    document = {
-        "axis": AXIS,
-        "sizes": sizes,
-        "points": [p._asdict() for p in points],
-        "stopped": stopped._asdict() if stopped else None,
-        "saturation": size,
-        "made_by": "the bench's probe (benchmarks/machinery/filling.py)",
-    }
+    document = scaling.record(
+        AXIS, sizes, points, stopped, made_by="the bench's probe (benchmarks/machinery/filling.py)"
+    )
     record.write_text(json.dumps(document, indent=1) + "\n")
     point = next(p for p in points if p.size == size)
-    return Fill(size, "probe", saturated, point, ladder)
+    return Fill(size, "probe", saturated, point, _ladder(points))

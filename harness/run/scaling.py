@@ -129,6 +129,10 @@ CHUNK_SECONDS = 2.0
 FIRST_CHUNK_ITERATIONS = 4
 # The ladder ends once this many sizes in a row are below the best before them.
 FLAT_SIZES = 2
+# The saturation size: the smallest within this share of the best throughput.
+WITHIN = 0.1
+# Timed chunks after the warm-up chunk at each size (`harness scale --timed-chunks`).
+TIMED_CHUNKS = 2
 
 
 def chunk_iterations(plan: Any, previous: SizePoint | None) -> int:
@@ -158,7 +162,7 @@ def flat(points: list[SizePoint], run: int = FLAT_SIZES) -> bool:
     return all(p.env_steps_per_second < best for p in points[-run:])
 
 
-def saturation(points: list[SizePoint], within: float = 0.1) -> SizePoint | None:
+def saturation(points: list[SizePoint], within: float = WITHIN) -> SizePoint | None:
     """The smallest size within `within` of the best throughput."""
     if not points:
         return None
@@ -187,6 +191,34 @@ def describe_saturation(points: list[SizePoint], axis: str) -> str:
     if still_growing(points):
         return f"still growing at {axis}={point.size}, the largest size measured: no saturation within the ladder"
     return f"saturates at {axis}={point.size} (the smallest size within 10% of the best throughput)"
+
+
+def record(axis: str, sizes: list[int], points: list[SizePoint], stop: Stop | None, **more: Any) -> dict[str, Any]:
+    """The scale record (`harness scale`'s JSON, and the bench probe's in
+    `results/scale/`): the ladder, its points, why it ended and the
+    saturation size; `more` keys beside them (who made it)."""
+    saturated = saturation(points)
+    return {
+        "axis": axis,
+        "sizes": list(sizes),
+        "points": [{k: (list(v) if isinstance(v, tuple) else v) for k, v in p._asdict().items()} for p in points],
+        "stopped": stop._asdict() if stop else None,
+        "saturation": saturated.size if saturated else None,
+        **more,
+    }
+
+
+_UNRECORDED = {"rates": (), "compile_seconds": 0.0, "flops_per_env_step": None, "fraction_of_ceiling": None,
+               "program_bytes": None, "device_peak_bytes": None}  # fmt: skip
+
+
+def recorded_points(document: dict[str, Any]) -> list[SizePoint]:
+    """A scale record's points (a field a record lacks: empty)."""
+    points = []
+    for p in document.get("points") or []:
+        values = {**_UNRECORDED, **{k: v for k, v in p.items() if k in SizePoint._fields}}
+        points.append(SizePoint(**{**values, "rates": tuple(values["rates"])}))
+    return points
 
 
 def climb(

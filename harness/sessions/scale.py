@@ -12,7 +12,7 @@ import json
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import yaml
 
@@ -93,10 +93,6 @@ def plot(points: list[scaling.SizePoint], axis: str, title: str, saturated, path
     figure.savefig(path, dpi=100)
     plt.close(figure)
     return path
-
-
-def _record(point: scaling.SizePoint) -> dict[str, Any]:
-    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in point._asdict().items()}
 
 
 def scale(path: str, options: ScaleOptions) -> int:
@@ -249,13 +245,7 @@ def _log_point(client, experiment: str, parent_id: str, axis: str, point: scalin
 
 
 def _finish(client, parent_id, points, stop, saturated, options: ScaleOptions, title: str) -> None:
-    document = {
-        "axis": options.axis,
-        "sizes": options.sizes,
-        "points": [_record(p) for p in points],
-        "stopped": stop._asdict() if stop else None,
-        "saturation": saturated.size if saturated else None,
-    }
+    document = scaling.record(options.axis, options.sizes, points, stop)
     text = json.dumps(document, indent=1)
     runs.log_texts(client, parent_id, {"scale.json": text})
     options.out.parent.mkdir(parents=True, exist_ok=True)

@@ -321,14 +321,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         err_console.print(f"[bold red]error:[/] {where}: {error}", soft_wrap=True)
         return EXIT_FAILED
     except KeyboardInterrupt as error:
-        code = error.exit_code if isinstance(error, Interrupted) else EXIT_INTERRUPTED
-        name = error.args[0] if isinstance(error, Interrupted) else "SIGINT"
-        err_console.print(
-            f"[bold yellow]interrupted[/] ({name}) before its work finished: MLflow runs it had started are"
-            " marked KILLED",
-            soft_wrap=True,
-        )
-        return code
+        signum = error.signum if isinstance(error, Interrupted) else signal.SIGINT
+        said = interrupts.said(signum, "before its work finished: MLflow runs it had started are marked KILLED")
+        err_console.print(_highlighted(said), soft_wrap=True)
+        return interrupts.exit_code(signum)
     finally:
         sys.stdout.flush()
 
@@ -341,9 +337,13 @@ def _finished_anyway(signum: int, code: int) -> int:
         0: "its runs are complete and recorded",
         EXIT_INCOMPLETE: "its runs are complete; their record waits for harness sync",
     }.get(code, f"it would have exited {code}")
-    name = signal.Signals(signum).name
-    err_console.print(f"[bold yellow]interrupted[/] ({name}) after its work had finished: {state}", soft_wrap=True)
-    return 128 + signum
+    err_console.print(_highlighted(interrupts.said(signum, f"after its work had finished: {state}")), soft_wrap=True)
+    return interrupts.exit_code(signum)
+
+
+def _highlighted(said: str) -> str:
+    """An `interrupts.said` line with its first word in the warning colour."""
+    return said.replace("interrupted", "[bold yellow]interrupted[/]", 1)
 
 
 def console() -> None:

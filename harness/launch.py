@@ -10,18 +10,14 @@ import sys
 
 
 def console() -> None:
-    from harness.run.interrupts import STOP_SIGNALS, Interrupted
+    from harness.run import interrupts
 
-    def stop(signum, frame):
-        raise Interrupted(signum)
-
-    for signum in STOP_SIGNALS:
-        signal.signal(signum, stop)
+    interrupts.install()
     try:
         from harness import cli
     except KeyboardInterrupt as error:
-        signum = error.signum if isinstance(error, Interrupted) else signal.SIGINT
-        sys.stderr.write(f"interrupted ({signal.Signals(signum).name}) while starting: nothing was run\n")
+        signum = error.signum if isinstance(error, interrupts.Interrupted) else signal.SIGINT
+        sys.stderr.write(interrupts.said(signum, "while starting: nothing was run") + "\n")
         sys.stderr.flush()
-        os._exit(128 + signum)
+        os._exit(interrupts.exit_code(signum))
     cli.console()

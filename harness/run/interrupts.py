@@ -14,7 +14,10 @@ A command (`stop_signals`) goes through three kinds of moment:
   command exits 130 all the same and says its work had finished
   (`noted`).
 
-A second signal while one is noted raises at once.
+A second signal while one is noted raises at once. One handler
+(`_on_signal`) answers every moment, from the process's start (`install`)
+to its end; the moment it is in decides what it does. The exit code and
+the line a stopped command ends with are made here (`exit_code`, `said`).
 """
 
 from __future__ import annotations
@@ -36,24 +39,39 @@ class Interrupted(KeyboardInterrupt):
 
     @property
     def exit_code(self) -> int:
-        return 128 + self.signum
+        return exit_code(self.signum)
 
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
+def exit_code(signum: int) -> int:
+    """The shell's exit code for a command a signal stopped: 128 + its number."""
+    return 128 + signum
+
+
+def said(signum: int, when: str) -> str:
+    """The line a stopped command ends with: `interrupted (SIGINT) WHEN`."""
+    return f"interrupted ({signal.Signals(signum).name}) {when}"
+
+
 class _Command:
     """The running command's moment and the signal noted, if any."""
 
-    writing = False  # a program's training ended; its records are being written
-    noted = 0  # a signal that came while the work could not stop (0: none)
+    # starting: start-up, planning, compiling (a signal stops at once);
+    # training: between chunks (noted, acted on by the chunk loop);
+    # writing: a program's records after its training (noted, acted on later).
+    phase = "starting"
+    noted = 0  # a signal that came while the work could not stop at once (0: none)
 
 
 _command = _Command()
 
 
 def _on_signal(signum, frame) -> None:
-    if not _command.writing:
+    """The one handler of SIGINT and SIGTERM, whatever the moment: it stops
+    at once while starting, else notes the signal; a second one stops at once."""
+    if _command.phase == "starting":
         raise Interrupted(signum)
     if _command.noted:
         raise Interrupted(_command.noted)
@@ -65,20 +83,37 @@ def _main_thread() -> bool:
 
 
 @contextlib.contextmanager
-def stop_signals() -> Iterator[None]:
-    """One command's handling of SIGINT and SIGTERM (in the main thread;
-    elsewhere signals cannot be handled and are left as they are)."""
-    global _command
-    _command = _Command()
+def _handled() -> Iterator[bool]:
+    """`_on_signal` installed for the block (in the main thread; elsewhere
+    signals cannot be handled and are left as they are: yields False)."""
     if not _main_thread():
-        yield
+        yield False
         return
     previous = {signum: signal.signal(signum, _on_signal) for signum in STOP_SIGNALS}
     try:
-        yield
+        yield True
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+def install() -> None:
+    """The handler from the process's start (the `harness` command's entry
+    point, before the harness is imported): a signal stops it at once."""
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, _on_signal)
+
+
+@contextlib.contextmanager
+def stop_signals() -> Iterator[None]:
+    """One command's handling of SIGINT and SIGTERM."""
+    global _command
+    _command = _Command()
+    try:
+        with _handled():
+            yield
+    finally:
+        _command = _Command()  # what the command noted ends with it
 
 
 def noted() -> int:
@@ -91,7 +126,7 @@ def noted() -> int:
 def before_training() -> None:
     """The start of a program's training (compiling first): a signal noted
     while the previous program's records were written stops here."""
-    _command.writing = False
+    _command.phase = "starting"
     if _command.noted:
         raise Interrupted(_command.noted)
 
@@ -104,21 +139,16 @@ def interrupt_between_chunks():
     that returns the signal number that came, or 0. When training ends
     without acting on one (it came during the last chunk), it stays noted
     for the command (`noted`), and what follows is writing."""
-    if not _main_thread():
-        yield lambda: 0
-        return
-    received: list[int] = []
-
-    def note(signum, frame):
-        if received:
-            raise Interrupted(received[0])
-        received.append(signum)
-
-    previous = {signum: signal.signal(signum, note) for signum in STOP_SIGNALS}
-    try:
-        yield lambda: received[0] if received else 0
-        _command.writing = True
-        _command.noted = _command.noted or (received[0] if received else 0)
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+    with _handled() as handled:
+        if not handled:
+            yield lambda: 0
+            return
+        # A new training: nothing noted yet (runner.run's `before_training`
+        # acted on what its command had noted before).
+        _command.phase, _command.noted = "training", 0
+        try:
+            yield lambda: _command.noted
+        except BaseException:
+            _command.phase, _command.noted = "starting", 0  # acted on: the error carries it
+            raise
+        _command.phase = "writing"

@@ -5,19 +5,16 @@ reported here as `SpecError`s, before anything is compiled or logged."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import optax
 
 import algorithms
 from algorithms import optimizers, sweep
 from harness import envs
+from harness.plan import Plan
 from harness.run import devices
 from harness.spec import DevicesSpec, OptimizerSpec, Spec, SpecError, canonical, parse, spec_hash
-from harness.types import Plan
-
-if TYPE_CHECKING:
-    pass
 
 
 def make_optimizer(

@@ -1,4 +1,4 @@
-"""Plain data that every layer shares: what a built spec is (`Plan`), what
+"""Plain data that every layer shares: what
 the runner hands back (`ChunkMetrics`, `ChunkTimes`, `RunResult`), and the
 records' small types (`EnvInfo`, `Layout`). Nothing here imports JAX at run
 time, so `harness.record` and `harness.judge` can use them without it."""
@@ -10,10 +10,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 import numpy as np
 
 if TYPE_CHECKING:
-    from jax.sharding import Mesh
-
-    import algorithms
-    from harness.spec import Spec
+    pass
 
 
 class EnvInfo(NamedTuple):
@@ -99,20 +96,3 @@ class RunResult(NamedTuple):
     def sps(self) -> float:
         """Steady-state env steps per second, all seeds together."""
         return self.steady_env_steps / self.steady_seconds if self.steady_seconds > 0 else float("nan")
-
-
-class Plan(NamedTuple):
-    spec: Spec
-    spec_hash: str
-    env: algorithms.Environment
-    env_info: EnvInfo
-    algorithm: algorithms.Algorithm
-    num_iterations: int  # per seed
-    env_steps_per_iteration: int  # per seed
-    layout: Layout | None = None  # the device mesh's shape; None: one device, plain jit
-    mesh: Mesh | None = None
-
-    @property
-    def env_steps(self) -> int:
-        """Env steps each seed actually takes (the budget rounded down to whole iterations)."""
-        return self.num_iterations * self.env_steps_per_iteration

@@ -13,7 +13,7 @@ evaluation against fixed opponents and a pool of earlier parameters.
 
 from algorithms.alphazero.buffer import Buffer, buffer_add, buffer_end_episodes, buffer_init, buffer_sample
 from algorithms.alphazero.config import AlphaZeroConfig
-from algorithms.alphazero.factory import AlphaZeroState, make_alphazero
+from algorithms.alphazero.factory import make_alphazero
 from algorithms.alphazero.opponents import elo_rating, start_games
 from algorithms.alphazero.ranked import (
     RankedMemory,
@@ -23,6 +23,7 @@ from algorithms.alphazero.ranked import (
     ranked_threshold,
 )
 from algorithms.alphazero.search import Games, make_search
+from algorithms.alphazero.state import AlphaZeroState
 
 __all__ = [
     "AlphaZeroConfig",

@@ -8,7 +8,6 @@ each player's optimality gap."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import jax
 import jax.numpy as jnp
@@ -28,10 +27,8 @@ from algorithms.alphazero.opponents import (
 )
 from algorithms.alphazero.ranked import ranked_threshold
 from algorithms.alphazero.search import Games
+from algorithms.alphazero.state import AlphaZeroState
 from algorithms.base import Environment
-
-if TYPE_CHECKING:
-    from algorithms.alphazero.factory import AlphaZeroState
 
 
 def make_evaluate(

@@ -27,8 +27,6 @@ and train) is one pure `step`.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
-
 import jax
 import jax.numpy as jnp
 import optax
@@ -45,7 +43,7 @@ from algorithms.alphazero.config import (
 )
 from algorithms.alphazero.evaluation import make_evaluate
 from algorithms.alphazero.networks import make_az_network
-from algorithms.alphazero.opponents import Pool, pool_init, start_games
+from algorithms.alphazero.opponents import pool_init, start_games
 from algorithms.alphazero.ranked import (
     RankedMemory,
     ranked_memory_add,
@@ -54,46 +52,10 @@ from algorithms.alphazero.ranked import (
     ranked_threshold,
 )
 from algorithms.alphazero.search import Games, make_search
+from algorithms.alphazero.state import AlphaZeroState, SelfPlayStats, trainable, with_stats
 from algorithms.base import Environment
 from algorithms.config import NetworkConfig
 from algorithms.layers import ROW_STABLE_WIDTH
-
-# ------------------------------------------------------------------- state
-
-
-class SelfPlayStats(NamedTuple):
-    """Figures of the games that ended most recently (kept when none ended)."""
-
-    length: jax.Array  # []
-    episode_return: jax.Array  # [] player 0's return (single-player: the env return)
-    draw_rate: jax.Array  # []
-
-
-class AlphaZeroState(NamedTuple):
-    params: Any
-    opt_state: Any
-    games: Games
-    buffer: Buffer
-    ranked: RankedMemory
-    stats: SelfPlayStats
-    pool: Pool | None  # two-player games only
-    key: jax.Array
-    iteration: jax.Array  # [] int32, iterations done
-    evaluations: jax.Array  # [] int32, evaluations done
-
-
-def trainable(variables: Any) -> tuple[Any, Any]:
-    """The network's variables as what training differentiates and the
-    batch statistics' running averages that it updates (None without batch
-    norm: then the first is all of them)."""
-    if "batch_stats" not in variables:
-        return variables, None
-    return {k: v for k, v in variables.items() if k != "batch_stats"}, variables["batch_stats"]
-
-
-def with_stats(weights: Any, batch_stats: Any) -> Any:
-    """`trainable`'s inverse."""
-    return weights if batch_stats is None else {**weights, "batch_stats": batch_stats}
 
 
 def make_alphazero(
@@ -313,8 +275,15 @@ def make_alphazero(
             )
         else:
             metrics.update(draw_rate=stats.draw_rate)
-        state = AlphaZeroState(
-            params, opt_state, games, buffer, ranked, stats, state.pool, key, state.iteration + 1, state.evaluations
+        state = state._replace(
+            params=params,
+            opt_state=opt_state,
+            games=games,
+            buffer=buffer,
+            ranked=ranked,
+            stats=stats,
+            key=key,
+            iteration=state.iteration + 1,
         )
         return state, metrics
 

@@ -12,10 +12,10 @@ from typing import NamedTuple
 from harness.judge import claims, differences, references
 from harness.judge.baselines import random_policy_summary
 from harness.judge.references import ReproduceError
+from harness.plan import Plan
 from harness.record import iterations, tracking
 from harness.record.schema import Results
 from harness.spec import canonical
-from harness.types import Plan
 
 
 def publishable(plan: Plan, uri: str, run_id: str | None, random_baseline: bool) -> Results:

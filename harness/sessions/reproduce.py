@@ -15,12 +15,12 @@ from typing import NamedTuple
 from harness import build, spec
 from harness.console import err_console, out_console, print_table
 from harness.judge import differences, publish, references, reproduce
+from harness.plan import Plan
 from harness.record.schema import Results
 from harness.run import provenance
 from harness.sessions import results
 from harness.sessions.options import RunOptions
 from harness.sessions.run import Logged, print_claims, train_and_log
-from harness.types import Plan
 
 
 class Reference(NamedTuple):

@@ -9,11 +9,12 @@ import math
 import numpy as np
 
 from harness.console import fitting_table, out_console, print_table
+from harness.plan import Plan
 from harness.record.schema import Curves, Results, Speed, WallTime
 from harness.record.tracking import ui_hints
 from harness.run import provenance
 from harness.spec import canonical
-from harness.types import Plan, RunResult
+from harness.types import RunResult
 
 FINAL_FRACTION = 0.1  # "final" metrics average the last 10% of iterations
 CURVE_POINTS = 20  # curves are kept at this many evenly spaced iterations

@@ -23,12 +23,12 @@ import harness
 from harness import spec
 from harness.console import err_console, out_console, print_table
 from harness.judge import claims
+from harness.plan import Plan
 from harness.record import iterations, journal, rundir, tracking
 from harness.record.schema import Results
 from harness.run import checkpoint, cluster, determinism, profiling, provenance, runner, tracing
 from harness.sessions.options import RunOptions, system_metrics
 from harness.sessions.training import Program, TrainingSession
-from harness.types import Plan
 
 
 def run_tags(plan: Plan, fingerprint: dict[str, str], versions: dict[str, str], git: dict[str, str]) -> dict[str, str]:

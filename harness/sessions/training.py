@@ -29,6 +29,7 @@ import numpy as np
 
 from harness import spec
 from harness.console import err_console
+from harness.plan import Plan
 from harness.record import iterations, journal, rundir, tracking, windows
 from harness.record.schema import Results, WallTime
 from harness.record.system_metrics import SystemMetrics
@@ -37,7 +38,7 @@ from harness.run.progress import ProgressBar
 from harness.sessions import results
 from harness.sessions.options import RunOptions, system_metrics
 from harness.sessions.resume import restart_from_main, resumer
-from harness.types import ChunkMetrics, Plan, RunResult
+from harness.types import ChunkMetrics, RunResult
 
 # About how many metrics an iteration logs per run (the algorithms log 6 to
 # 12), for sizing the metric writer (harness.record.metric_writer).

@@ -288,8 +288,18 @@ def _missing_platform() -> str:
         (["--device", _missing_platform()], "no such device here"),
         (["--spec", "no/such/spec.yaml"], "no/such/spec.yaml: no such file"),
         (["--against", "no/such/checkout"], "--against no/such/checkout: not a PureJaxRL checkout"),
+        (["--fill-seconds", "-5", "-k", "filled and reinforce"], "--fill-seconds: must be a number of seconds above 0"),
+        (["--fill-seconds", "soon"], "--fill-seconds: 'soon' is not a number of seconds"),
     ],
-    ids=["k-matches-nothing", "unknown-full-spec", "missing-device", "missing-spec-file", "unknown-peer"],
+    ids=[
+        "k-matches-nothing",
+        "unknown-full-spec",
+        "missing-device",
+        "missing-spec-file",
+        "unknown-peer",
+        "negative-fill-seconds",
+        "fill-seconds-not-a-number",
+    ],
 )
 def test_bad_input_gets_one_clear_message_and_a_nonzero_exit(tmp_path, args, message):
     proc = run_bench(tmp_path, *args)

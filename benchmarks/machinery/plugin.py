@@ -45,6 +45,7 @@ fixtures from here (`__all__`), where pytest finds them by name.
 
 from __future__ import annotations
 
+import argparse
 import os
 import warnings
 from pathlib import Path
@@ -69,6 +70,17 @@ __all__ = [
     "pytest_sessionfinish",
     "pytest_terminal_summary",
 ]
+
+
+def _positive_seconds(text: str) -> float:
+    """--fill-seconds: a number of seconds above 0 (argparse reports the rest in one line)."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not seconds > 0 or seconds == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, not {text}")
+    return seconds
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -98,7 +110,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--fill-seconds",
-        type=float,
+        type=_positive_seconds,
         default=240.0,
         metavar="S",
         help="the time the probes for device-filling sizes share (filled[...] entries without a record; default 240)",

@@ -40,6 +40,19 @@ def _python(session: nox.Session, module: str) -> list[str]:
     return [sys.executable if session.venv_backend == "none" else "python", "-m", module]
 
 
+def _take_option(session: nox.Session, args: list[str], name: str, takes: str) -> str | None:
+    """The value of `name VALUE` in a session's arguments after `--`, taken
+    out of `args`; None without it."""
+    if name not in args:
+        return None
+    at = args.index(name)
+    if at + 1 == len(args):
+        session.error(f"{name} takes {takes}")
+    value = args[at + 1]
+    del args[at : at + 2]
+    return value
+
+
 def _install(session: nox.Session, extras: str = "test") -> list[str]:
     """Install the project with constraints.txt and the JAX build that fits
     this machine (the CUDA plugin where an NVIDIA driver is found, the TPU
@@ -49,13 +62,7 @@ def _install(session: nox.Session, extras: str = "test") -> list[str]:
     the session's other arguments."""
     build = _jax_build()
     args = list(session.posargs)
-    requested = None
-    if "--accelerator" in args:
-        at = args.index("--accelerator")
-        if at + 1 == len(args):
-            session.error("--accelerator takes one of: " + ", ".join(build.PACKAGES))
-        requested = args[at + 1]
-        del args[at : at + 2]
+    requested = _take_option(session, args, "--accelerator", "one of: " + ", ".join(build.PACKAGES))
     try:
         choice = build.choose(requested, driver=build.nvidia_driver(), tpu=build.tpu_present())
     except ValueError as error:
@@ -135,13 +142,7 @@ def peers(session: nox.Session) -> None:
     GitHub; names after `--` clone only those."""
     checkouts = _load("peer_checkouts", "benchmarks", "machinery", "peer_checkouts.py")
     args = list(session.posargs)
-    source = None
-    if "--from" in args:
-        at = args.index("--from")
-        if at + 1 == len(args):
-            session.error("--from takes a folder of mirrors")
-        source = args[at + 1]
-        del args[at : at + 2]
+    source = _take_option(session, args, "--from", "a folder of mirrors")
     unknown = [name for name in args if name not in checkouts.CHECKOUTS]
     if unknown:
         session.error(f"no peer {', '.join(unknown)}; the peers are: {', '.join(checkouts.CHECKOUTS)}")
@@ -172,10 +173,11 @@ def docs(session: nox.Session) -> None:
 @nox.session
 def publish(session: nox.Session) -> None:
     """Re-make references: each published spec (all of `experiments/`, or the
-    names given after `--`) trained with `harness run` from a clean commit,
-    then written to `results/` with `harness publish` (the reference of this
-    machine's device class). `harness reproduce` on the same machine is then
-    judged bit for bit."""
+    names given after `--`) trained with `harness run --deterministic` from a
+    clean commit, then written to `results/` with `harness publish` (the
+    reference of this machine's device class). `harness reproduce` on the
+    same machine is then judged bit for bit (on a GPU, a reproduction with
+    `--deterministic` too; a CPU or TPU is deterministic without it)."""
     args = _install(session)
     _require_clean_commit(session)
     names = args or sorted(p.stem for p in Path("experiments").glob("*.yaml"))
@@ -184,7 +186,7 @@ def publish(session: nox.Session) -> None:
         session.error(f"no published spec {', '.join(missing)} in experiments/")
     for name in names:
         spec = f"experiments/{name}.yaml"
-        session.run(*_python(session, "harness"), "run", spec, "--no-progress", external=True)
+        session.run(*_python(session, "harness"), "run", spec, "--deterministic", "--no-progress", external=True)
         session.run(*_python(session, "harness"), "publish", spec, "--random-baseline", external=True)
 
 

@@ -231,15 +231,18 @@ class Background:
         self.done = {name: threading.Event() for name in works}
         self.values: dict[str, object] = {}
         self.errors: dict[str, BaseException] = {}
+        self.seconds: dict[str, float] = {}  # each work's wall time, for the session's summary
         self.thread = threading.Thread(target=self._run, args=(works, tmp_path_factory), name="background", daemon=True)
         self.thread.start()
 
     def _run(self, works: dict, tmp_path_factory) -> None:
         for name, work in works.items():
+            start = time.perf_counter()
             try:
                 self.values[name] = work(tmp_path_factory)
             except BaseException as error:  # noqa: BLE001  (re-raised in the test that needs it)
                 self.errors[name] = error
+            self.seconds[name] = time.perf_counter() - start
             self.done[name].set()
 
     def result(self, name: str):
@@ -290,6 +293,14 @@ def _background_work(request, tmp_path_factory):
         background.thread.join()
     while _AT_SESSION_END:
         _AT_SESSION_END.pop()()
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """The background work's wall times, beside pytest's --durations."""
+    for background in _BACKGROUND:
+        if background.seconds:
+            times = ", ".join(f"{name} {seconds:.0f} s" for name, seconds in background.seconds.items())
+            terminalreporter.write_line(f"background work: {times}")
 
 
 def background_result(name: str):

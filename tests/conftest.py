@@ -221,22 +221,37 @@ def tiny_az_runs() -> tuple[tuple[build.Plan, runner.RunResult], ...]:
 class Background:
     """The modules' slow fixtures whose work is mostly subprocesses (the
     bench's tiny entry, signalled runs, device layouts, a multi-process job,
-    store faults, a published spec on unseen seeds), done one after another
-    in a thread started when the session starts, beside the in-process
-    tests. One at a time: the machine's cores are shared with the in-process
-    tests, which starved while all of them ran at once.
+    store faults, a published spec on unseen seeds), done in LANES threads
+    started when the session starts, beside the in-process tests: each
+    lane takes the next work, the longest first (each module's BACKGROUND
+    gives its works' seconds here, about). Two lanes: one at a time left
+    the suite waiting for the chain long after the in-process tests were
+    done; more than the cores starve the in-process tests.
     `result(name)` waits for one (re-raising its error)."""
+
+    LANES = 2
 
     def __init__(self, works: dict, tmp_path_factory: pytest.TempPathFactory):
         self.done = {name: threading.Event() for name in works}
         self.values: dict[str, object] = {}
         self.errors: dict[str, BaseException] = {}
         self.seconds: dict[str, float] = {}  # each work's wall time, for the session's summary
-        self.thread = threading.Thread(target=self._run, args=(works, tmp_path_factory), name="background", daemon=True)
-        self.thread.start()
+        order = sorted(works, key=lambda name: -works[name][1])
+        self._queue = [(name, works[name][0]) for name in order]
+        self._lock = threading.Lock()
+        self.threads = [
+            threading.Thread(target=self._run, args=(tmp_path_factory,), name=f"background-{lane}", daemon=True)
+            for lane in range(min(self.LANES, len(works)))
+        ]
+        for thread in self.threads:
+            thread.start()
 
-    def _run(self, works: dict, tmp_path_factory) -> None:
-        for name, work in works.items():
+    def _run(self, tmp_path_factory) -> None:
+        while True:
+            with self._lock:
+                if not self._queue:
+                    return
+                name, work = self._queue.pop(0)
             start = time.perf_counter()
             try:
                 self.values[name] = work(tmp_path_factory)
@@ -274,9 +289,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session", autouse=True)
 def _background_work(request, tmp_path_factory):
     """Start the `BACKGROUND` work of the selected test modules (fixture
-    name -> work(tmp_path_factory)) that a selected test uses, in the order
-    the modules declare it; the session ends after it (no subprocess
-    outlives the suite)."""
+    name -> (work(tmp_path_factory), about how many seconds it takes)) that
+    a selected test uses; the session ends after it (no subprocess outlives
+    the suite)."""
     # The session's temporary folder is made here, once: threads that each
     # made it on their first `mktemp` raced (pytest's factory is not
     # thread-safe), and one failed with "not a normalized and relative path".
@@ -290,7 +305,8 @@ def _background_work(request, tmp_path_factory):
         _BACKGROUND.append(Background(works, tmp_path_factory))
     yield
     for background in _BACKGROUND:
-        background.thread.join()
+        for thread in background.threads:
+            thread.join()
     while _AT_SESSION_END:
         _AT_SESSION_END.pop()()
 

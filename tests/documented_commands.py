@@ -5,7 +5,8 @@ read from code blocks (whole lines) and from inline code in the prose
 
 `python tests/documented_commands.py FOLDER` runs the cheap ones there
 (`runnable`: the whole lines that NOT_RUN does not name), the published
-specs they name replaced by tiny variants, and prints a JSON line for each.
+specs they name replaced by tiny variants and the options that size the
+work made small (`shrunk`), and prints a JSON line for each.
 The test starts it in a process of its own, beside the rest of the suite."""
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -187,6 +189,18 @@ def runnable() -> list[Command]:
     return out
 
 
+def shrunk(argv: list[str]) -> list[str]:
+    """The options that size a command's work made small, as the specs are:
+    `harness scale` measures two sizes (`--stop 32`; its ladder's stopping
+    rule is tests/test_scale.py's), `--samples` draws 2 points."""
+    argv = list(argv)
+    if argv[0] == "scale" and "--stop" not in argv and "--sizes" not in argv:
+        argv += ["--stop", "32"]
+    if "--samples" in argv:
+        argv[argv.index("--samples") + 1] = "2"
+    return argv
+
+
 def run_all(folder: Path) -> None:
     """Run every `runnable()` command in `folder` (the current directory),
     each page's with the page's own store (MLFLOW_TRACKING_URI, as a reader
@@ -199,12 +213,15 @@ def run_all(folder: Path) -> None:
     from harness.run import compile_cache
 
     files = Files(folder)
+    # One empty store made (MLflow's migrations run) once, copied per page.
+    template = folder / "template.db"
+    open_client(f"sqlite:///{template}")
     for command in runnable():
         store = folder / (command.page.replace("/", "_") + ".db")
         os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{store}"
         if not store.exists():
-            open_client(os.environ["MLFLOW_TRACKING_URI"])
-        argv = argv_of(command, files, tiny_specs=True)
+            shutil.copyfile(template, store)
+        argv = shrunk(argv_of(command, files, tiny_specs=True))
         started = time.perf_counter()
         if "--host-devices" in argv:  # set before JAX starts: a process of its own
             done = subprocess.run([sys.executable, "-m", "harness", *argv], capture_output=True, text=True)

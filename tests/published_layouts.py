@@ -5,6 +5,16 @@ before it trains (on one device: `harness validate SPEC`): the plan (the command
 checked), the claims check, and for one spec of each algorithm and network
 kind, the first chunk's program traced and lowered (not compiled).
 
+Two kinds of work are done once where doing them again checks nothing
+more. The metric names (the claims check) are traced once per spec, exact
+or not, mesh or not: no data axis's size decides them. The first chunk is
+not lowered on `devices_2`: its program is `devices_4`'s with twice the
+envs per device (build checks that the sizes divide). And
+`--host-devices cores` runs the first spec of each algorithm: on a CPU of
+a few cores it is a seed axis over host devices, which `seed_axis_2x2`
+checks for every spec, and what it adds, the split of the host, is the
+same for every spec of an algorithm.
+
 Started by tests/test_published.py in subprocesses: the layouts of several
 devices with 4 simulated CPU devices (XLA_FLAGS set before JAX starts), and
 `--host-devices cores` without any, as a user runs it (the harness splits
@@ -35,13 +45,14 @@ LAYOUTS = {
     "exact_4_shards": ["--devices", "2"],
 }
 SPEC_KEYS = {"exact_4_shards": {"shards": 4}}
+# The layouts whose first chunk is lowered (see the module's docstring).
+LOWERED = [layout for layout in LAYOUTS if layout != "devices_2"]
 
 
-# The metric names of each per-device program traced so far, by (spec,
-# data axis, shards, mesh or not): a layout that differs from one already
-# checked only in its seed axis runs the same program on each device (the
-# seed axis changes the mesh, not what a device computes), so its claims
-# check uses the names found then instead of tracing that program again.
+# The metric names traced so far, by what decides them: the spec, its
+# shards (an exact layout's program), and whether there is a mesh. The
+# claims check of a layout that differs only in its axes' sizes uses the
+# names found then instead of tracing again.
 _TRACED: dict[tuple, set[str]] = {}
 _current: list = [None]
 
@@ -52,7 +63,7 @@ def _remember_traces() -> None:
     trace = tracing.metric_names
 
     def metric_names(algorithm, layout, numbers=None):
-        key = (_current[0], layout.data_axis if layout else None, layout is not None)
+        key = (_current[0], layout is not None)
         if key not in _TRACED:
             _TRACED[key] = trace(algorithm, layout, numbers)
         return _TRACED[key]
@@ -62,6 +73,21 @@ def _remember_traces() -> None:
 
 def published() -> list[Path]:
     return sorted((ROOT / "experiments").glob("*.yaml"))
+
+
+def on_layout(layout: str) -> list[Path]:
+    """The published specs checked on `layout`, in the order `main` visits
+    them (gymnax's first): all of them, except on `host_devices_cores` the
+    first spec of each algorithm."""
+    from harness import spec
+
+    ordered = sorted(published(), key=lambda p: (spec.load(p).env.suite != "gymnax", p.stem))
+    if layout != "host_devices_cores":
+        return ordered
+    first: dict[str, Path] = {}
+    for path in ordered:
+        first.setdefault(spec.load(path).algorithm, path)
+    return [p for p in ordered if p in first.values()]
 
 
 def kind(loaded) -> tuple[str, str]:
@@ -121,12 +147,13 @@ def main(layouts: list[str]) -> None:
 
     _remember_traces()
     lowered_kinds: dict[str, set] = {layout: set() for layout in layouts}
+    checked = {layout: on_layout(layout) for layout in layouts}
     # gymnax's specs first: the kind they share with others is lowered on
     # them, the fastest to trace.
-    for path in sorted(published(), key=lambda p: (spec.load(p).env.suite != "gymnax", p.stem)):
+    for path in on_layout("one_device"):
         loaded = spec.load(path)
-        for layout in layouts:
-            lower = kind(loaded) not in lowered_kinds[layout]
+        for layout in (layout for layout in layouts if path in checked[layout]):
+            lower = layout in LOWERED and kind(loaded) not in lowered_kinds[layout]
             start = time.perf_counter()
             line = {"spec": path.stem, "options": layout}
             try:

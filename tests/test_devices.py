@@ -456,7 +456,7 @@ def two_process_job():
 
 
 # Subprocess work started when the session starts (conftest.Background).
-BACKGROUND = {"layouts_run": run_layouts, "two_process_job": run_two_process_job}
+BACKGROUND = {"layouts_run": (run_layouts, 300), "two_process_job": (run_two_process_job, 100)}
 
 
 def test_an_interrupt_of_one_process_stops_the_job_with_a_final_checkpoint(two_process_job):

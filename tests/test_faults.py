@@ -151,7 +151,7 @@ def run_faults(tmp_path_factory) -> dict:
     }
 
 
-BACKGROUND = {"fault_runs": run_faults}
+BACKGROUND = {"fault_runs": (run_faults, 75)}
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@ loads the one library its env needs.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -32,14 +33,24 @@ _MAKERS: dict[str, Callable[[str, dict[str, Any]], tuple[Environment, EnvInfo]]]
 }
 
 
+# Each env built once per process: an adapter is pure functions over its
+# library's env (building one can take seconds: Brax loads and compiles
+# its MuJoCo model), so the plans of a sweep, a scale ladder or a layout
+# matrix share it.
+_BUILT: dict[tuple, tuple[Environment, EnvInfo]] = {}
+
+
 def make(
     suite: str, env_id: str, kwargs: dict[str, Any] | None = None, wrappers: tuple[Any, ...] = ()
 ) -> tuple[Environment, EnvInfo]:
     """Build the adapter for `suite`/`env_id`, then apply `wrappers` (spec
-    wrapper models, in order). Raises `UnknownEnvError` for an unknown env,
-    `EnvKwargsError` for a bad `env.kwargs` entry and `ValueError` for a
-    wrapper that does not fit it."""
+    wrapper models, in order); once per process for the same arguments.
+    Raises `UnknownEnvError` for an unknown env, `EnvKwargsError` for a bad
+    `env.kwargs` entry and `ValueError` for a wrapper that does not fit it."""
     if suite not in _MAKERS:
         raise UnknownEnvError(f"unknown env suite {suite!r}; available: {', '.join(SUITES)}")
-    env, info = _MAKERS[suite](env_id, dict(kwargs or {}))
-    return apply_wrappers(env, wrappers), info
+    key = (suite, env_id, json.dumps(kwargs or {}, sort_keys=True, default=str), repr(wrappers))
+    if key not in _BUILT:
+        env, info = _MAKERS[suite](env_id, dict(kwargs or {}))
+        _BUILT[key] = (apply_wrappers(env, wrappers), info)
+    return _BUILT[key]

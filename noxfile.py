@@ -54,17 +54,20 @@ def _take_option(session: nox.Session, args: list[str], name: str, takes: str) -
 
 
 def _install(session: nox.Session, extras: str = "test") -> list[str]:
-    """Install the project with constraints.txt and the JAX build that fits
-    this machine (the CUDA plugin where an NVIDIA driver is found, the TPU
-    runtime on a TPU VM, else the CPU build), or the one `-- --accelerator
-    cpu|cuda12|tpu|system` names; `system` keeps the machine's own JAX and
-    runs in it (`nox --no-venv -s NAME -- --accelerator system`). Returns
-    the session's other arguments."""
+    """Install the project with constraints.txt (or, with `-- --jax LINE`,
+    that JAX line's constraints file: harness/jax_build.py's LINES) and the
+    JAX build that fits this machine (the CUDA plugin where an NVIDIA driver
+    is found, the TPU runtime on a TPU VM, else the CPU build), or the one
+    `-- --accelerator cpu|cuda12|tpu|system` names; `system` keeps the
+    machine's own JAX and runs in it (`nox --no-venv -s NAME -- --accelerator
+    system`). Returns the session's other arguments."""
     build = _jax_build()
     args = list(session.posargs)
     requested = _take_option(session, args, "--accelerator", "one of: " + ", ".join(build.PACKAGES))
+    line = _take_option(session, args, "--jax", "a JAX line: " + ", ".join(build.LINES))
     try:
         choice = build.choose(requested, driver=build.nvidia_driver(), tpu=build.tpu_present())
+        constraints = build.line_constraints(line, sys.version_info[:2])
     except ValueError as error:
         session.error(str(error))
     own = session.venv_backend == "none"
@@ -74,6 +77,7 @@ def _install(session: nox.Session, extras: str = "test") -> list[str]:
             f"{session.name} -- --accelerator system"
         )
     session.log(f"JAX build: {choice.build} ({choice.reason})")
+    session.log(f"versions: {constraints}")
     session.env[build.ENV] = choice.build
     if own and os.environ.get("PIP_NO_INDEX"):
         # No package index (scripts/accelerator-run --wheels): the packages
@@ -86,13 +90,13 @@ def _install(session: nox.Session, extras: str = "test") -> list[str]:
         return args
     if own:
         kept = Path(tempfile.mkdtemp()) / "constraints.txt"
-        kept.write_text(build.without_jax(Path("constraints.txt").read_text()))
+        kept.write_text(build.without_jax(Path(constraints).read_text()))
         session.run(sys.executable, "-m", "pip", "install", "-c", str(kept), "-e", f".[{extras}]", external=True)
         return args
     others = [p.split("[")[0] for b, packages in build.PACKAGES.items() if b != choice.build for p in packages]
     if others:  # a reused environment may hold another build's plugin
         session.run("python", "-m", "pip", "uninstall", "--yes", "--quiet", *others, silent=True)
-    session.install("-c", "constraints.txt", "-e", f".[{extras}]", *build.requirements(choice.build))
+    session.install("-c", constraints, "-e", f".[{extras}]", *build.requirements(choice.build))
     return args
 
 

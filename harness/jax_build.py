@@ -27,6 +27,44 @@ PACKAGES: dict[str, tuple[str, ...]] = {
     "tpu": ("libtpu",),
     "system": (),
 }
+
+
+# The JAX lines the project is installed and tested on (`nox -s NAME -- --jax
+# LINE`): each one's constraints file, every package pinned at versions that
+# resolve with that JAX, and the oldest Python its wheels are built for.
+class JaxLine(NamedTuple):
+    constraints: str
+    oldest_python: tuple[int, int]
+
+
+LINES: dict[str, JaxLine] = {
+    "0.10": JaxLine("constraints.txt", (3, 11)),
+    "0.11": JaxLine("constraints-jax0.11.txt", (3, 12)),
+}
+DEFAULT_LINE = "0.10"  # constraints.txt: the line the references in results/ were made with
+# Newer lines, and what keeps each out.
+NOT_YET = {"0.12": "gymnax 1.0.1, its newest release, requires jax<0.12"}
+
+
+def line_constraints(line: str | None, python: tuple[int, int]) -> str:
+    """The constraints file of JAX `line` (None: the default), for a Python
+    of version `python`; a ValueError that says why it cannot be used."""
+    chosen = line or DEFAULT_LINE
+    lines = ", ".join(f"{name} ({entry.constraints})" for name, entry in LINES.items())
+    if chosen in NOT_YET:
+        raise ValueError(f"--jax {chosen}: not yet: {NOT_YET[chosen]}; the JAX lines are {lines}")
+    if chosen not in LINES:
+        raise ValueError(f"--jax {chosen}: no such JAX line; the JAX lines are {lines}")
+    oldest = LINES[chosen].oldest_python
+    if python < oldest:
+        need = ".".join(map(str, oldest))
+        raise ValueError(
+            f"--jax {chosen} needs Python {need} or newer (its wheels are built for no older one); this is Python "
+            f"{python[0]}.{python[1]}: run nox with a newer one, e.g. python{need} -m nox -s tests -- --jax {chosen}"
+        )
+    return LINES[chosen].constraints
+
+
 # The oldest NVIDIA driver CUDA 12 runs on (CUDA's minor-version compatibility).
 MIN_CUDA12_DRIVER = 525
 # Packages that a `system` install leaves as the machine has them.

@@ -89,6 +89,11 @@ def test_each_documented_nox_command_names_a_session_and_its_options(command):
         assert session in ("tests", "bench", "publish", "unseen"), f"{command.where}: nox -s {session} installs no JAX"
         assert posargs[at + 1] in jax_build.PACKAGES, f"{command.where}: no JAX build {posargs[at + 1]}"
         posargs = posargs[:at] + posargs[at + 2 :]
+    if "--jax" in posargs:  # the JAX line (noxfile.py), taken before the session's own
+        at = posargs.index("--jax")
+        assert session in ("tests", "bench", "publish", "unseen"), f"{command.where}: nox -s {session} installs no JAX"
+        assert posargs[at + 1] in jax_build.LINES, f"{command.where}: no JAX line {posargs[at + 1]}"
+        posargs = posargs[:at] + posargs[at + 2 :]
     if session == "bench":
         unknown = {w for w in posargs if w.startswith("-")} - _bench_options()
         assert not unknown, f"{command.where}: the bench has no option {', '.join(sorted(unknown))}"
@@ -118,7 +123,7 @@ def run_documented_commands(tmp_path_factory) -> list[dict]:
     return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
 
 
-BACKGROUND = {"documented_runs": run_documented_commands}
+BACKGROUND = {"documented_runs": (run_documented_commands, 120)}
 
 
 @pytest.fixture(scope="module")

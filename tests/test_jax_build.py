@@ -50,13 +50,27 @@ def test_an_explicit_choice_overrides_detection():
         jax_build.choose("rocm")
 
 
-def test_every_package_a_build_adds_is_pinned_at_the_jax_version():
-    pins = dict(line.split("==") for line in (ROOT / "constraints.txt").read_text().split() if "==" in line)
+@pytest.mark.parametrize("line", list(jax_build.LINES))
+def test_every_package_a_build_adds_is_pinned_at_the_line_s_jax_version(line):
+    constraints = jax_build.LINES[line].constraints
+    pins = dict(entry.split("==") for entry in (ROOT / constraints).read_text().split() if "==" in entry)
     for build in jax_build.PACKAGES:
         for package in jax_build.requirements(build):
             name = package.split("[")[0]
-            assert name in pins, f"{name} ({build}) is not pinned in constraints.txt"
+            assert name in pins, f"{name} ({build}) is not pinned in {constraints}"
     assert pins["jax-cuda12-plugin"] == pins["jax-cuda12-pjrt"] == pins["jax"] == pins["jaxlib"]
+    assert pins["jax"].startswith(line + "."), (line, pins["jax"])
+
+
+def test_a_jax_line_names_its_constraints_or_why_it_cannot_be_used():
+    assert jax_build.line_constraints(None, (3, 11)) == "constraints.txt"
+    assert jax_build.line_constraints("0.11", (3, 13)) == "constraints-jax0.11.txt"
+    with pytest.raises(ValueError, match=r"--jax 0.11 needs Python 3.12 or newer .* this is Python 3.11: run nox"):
+        jax_build.line_constraints("0.11", (3, 11))
+    with pytest.raises(ValueError, match=r"--jax 0.12: not yet: gymnax 1.0.1, its newest release, requires jax<0.12"):
+        jax_build.line_constraints("0.12", (3, 12))
+    with pytest.raises(ValueError, match=r"--jax 0.4: no such JAX line; the JAX lines are 0.10 \(constraints.txt\)"):
+        jax_build.line_constraints("0.4", (3, 12))
 
 
 def test_a_system_install_keeps_the_machine_s_jax():
@@ -159,6 +173,19 @@ def test_the_accelerator_option_overrides_and_is_not_passed_on(noxfile, monkeypa
     assert session.env[jax_build.ENV] == "cpu"
     with pytest.raises(SystemExit, match="nox --no-venv -s bench -- --accelerator system"):
         noxfile._install(Session(["--accelerator", "system"]))
+
+
+def test_the_jax_option_picks_the_line_s_constraints_or_stops_with_why(noxfile, monkeypatch):
+    _with_machine(monkeypatch, noxfile, None)
+    monkeypatch.setattr(noxfile.sys, "version_info", (3, 12, 1, "final", 0))
+    session = Session(["--jax", "0.11", "-k", "ppo"])
+    assert noxfile._install(session) == ["-k", "ppo"]
+    assert session.installed == [("-c", "constraints-jax0.11.txt", "-e", ".[test]")]
+    monkeypatch.setattr(noxfile.sys, "version_info", (3, 11, 7, "final", 0))
+    with pytest.raises(SystemExit, match="--jax 0.11 needs Python 3.12 or newer"):
+        noxfile._install(Session(["--jax", "0.11"]))
+    with pytest.raises(SystemExit, match="--jax takes a JAX line: 0.10, 0.11"):
+        noxfile._install(Session(["--jax"]))
 
 
 def test_the_system_build_installs_around_the_machine_s_jax(noxfile, monkeypatch):

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
-from conftest import TINY_AZ
+from support import TINY_AZ
 
 from algorithms import alphazero
 from algorithms.alphazero import AlphaZeroConfig

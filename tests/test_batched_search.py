@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import TINY_AZ
+from support import TINY_AZ
 
 from algorithms.alphazero import batched_search
 from algorithms.alphazero.networks import make_az_network

@@ -15,7 +15,7 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
-from conftest import TINY_SPEC, background_result, new_store, write_spec
+from support import TINY_SPEC, background_result, new_store, write_spec
 
 from benchmarks.machinery import measure as bench
 from benchmarks.machinery import report as bench_report

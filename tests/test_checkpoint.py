@@ -19,7 +19,8 @@ from pathlib import Path
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import (
+from mlflow.tracking import MlflowClient
+from support import (
     TINY_AZ,
     TINY_PENDULUM,
     TINY_SPEC,
@@ -30,7 +31,6 @@ from conftest import (
     wait_for_training,
     write_spec,
 )
-from mlflow.tracking import MlflowClient
 
 from harness import build, cli
 from harness import spec as S
@@ -456,7 +456,7 @@ def test_typed_keys_and_empty_leaves_round_trip(tmp_path):
 
 
 def test_unreachable_tracking_server_is_reported_quickly_before_compiling(tmp_path, capsys, tiny_spec_data):
-    from conftest import free_port
+    from support import free_port
 
     path = write_spec(tmp_path, tiny_spec_data)
     started = time.monotonic()

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import TINY_SPEC, new_store, run_cli, write_spec
 from mlflow.tracking import MlflowClient
 from rich.console import Console
 from rich.measure import Measurement
+from support import TINY_SPEC, new_store, run_cli, write_spec
 
 from harness import spec as S
 from harness.judge import claims, compare, stats

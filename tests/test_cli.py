@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import TINY_SPEC, run_cli, write_spec
+from support import TINY_SPEC, run_cli, write_spec
 
 from harness import spec as S
 

@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import TINY_PENDULUM, TINY_SPEC, train, write_spec
+from support import TINY_PENDULUM, TINY_SPEC, train, write_spec
 
 from algorithms import distributions, normalization
 from harness import cli, envs

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import jax
 import pytest
-from conftest import TINY_SPEC, fresh_process, run_cli, write_spec
+from support import TINY_SPEC, fresh_process, run_cli, write_spec
 
 from harness.judge import reproduce
 from harness.run import determinism

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import (
+from device_runs import LAYOUTS
+from mlflow.tracking import MlflowClient
+from support import (
     background_result,
     device_env,
     free_port,
@@ -23,8 +25,6 @@ from conftest import (
     wait_for_training,
     write_spec,
 )
-from device_runs import LAYOUTS
-from mlflow.tracking import MlflowClient
 
 from harness import build, cli
 from harness import spec as S
@@ -455,7 +455,7 @@ def two_process_job():
     return background_result("two_process_job")
 
 
-# Subprocess work started when the session starts (conftest.Background).
+# Subprocess work started when the session starts (support.background).
 BACKGROUND = {"layouts_run": (run_layouts, 300), "two_process_job": (run_two_process_job, 100)}
 
 

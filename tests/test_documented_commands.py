@@ -19,8 +19,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import background_result
 from documented_commands import ROOT, Files, argv_of, documented, runnable
+from support import background_result
 
 from harness import cli, jax_build
 from harness.cli_parser import parser

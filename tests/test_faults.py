@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import TINY_SPEC, MlflowServer, at_session_end, background_result, run_cli, write_spec
 from mlflow.tracking import MlflowClient
+from support import TINY_SPEC, MlflowServer, at_session_end, background_result, run_cli, write_spec
 
 from harness import cli
 from harness.record.journal import Journal, unpack

@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import train_plan
+from support import train_plan
 
 from algorithms.networks import make_policy
 from harness import build, envs

@@ -9,7 +9,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import TINY_SPEC, fresh_process, write_spec
+from support import TINY_SPEC, fresh_process, write_spec
 
 from harness import cli
 from harness import spec as S

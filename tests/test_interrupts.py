@@ -16,7 +16,7 @@ import signal
 import time
 
 import pytest
-from conftest import TINY_SPEC, new_store, write_spec
+from support import TINY_SPEC, new_store, write_spec
 
 from harness import build
 from harness import spec as S

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import TINY_AZ
+from support import TINY_AZ
 
 from algorithms.alphazero.networks import make_az_network
 from harness import build, envs

@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import TINY_PPO, train, write_spec
+from support import TINY_PPO, train, write_spec
 
 from algorithms.layers import product
 from algorithms.networks import make_policy, unroll

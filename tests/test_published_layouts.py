@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import background_result, device_env
 from published_layouts import LAYOUTS, LOWERED, kind, on_layout, published
+from support import background_result, device_env
 
 from harness import spec as S
 

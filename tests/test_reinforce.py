@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import train
+from support import train
 
 from algorithms.base import Algorithm
 from harness.run import runner

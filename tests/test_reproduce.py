@@ -9,8 +9,8 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import TINY_SPEC, new_store, record_of, run_cli, train, write_spec
 from mlflow.tracking import MlflowClient
+from support import TINY_SPEC, new_store, record_of, run_cli, train, write_spec
 
 from harness import spec as S
 from harness.judge import machines, references, reproduce

@@ -16,8 +16,8 @@ import struct
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import TINY_SPEC, run_cli, write_spec
 from mlflow.tracking import MlflowClient
+from support import TINY_SPEC, run_cli, write_spec
 
 from harness import cli
 from harness.judge import compare, differences

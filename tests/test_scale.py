@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 import mlflow
-from conftest import TINY_PPO, new_store, run_cli, write_spec
+from support import TINY_PPO, new_store, run_cli, write_spec
 
 from harness.run import scaling
 from harness.sessions import scale as scale_session

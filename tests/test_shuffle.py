@@ -9,7 +9,7 @@ import copy
 import jax
 import numpy as np
 import pytest
-from conftest import TINY_PPO, train
+from support import TINY_PPO, train
 
 from algorithms.shuffle import feistel_order, order
 

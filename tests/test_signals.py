@@ -19,8 +19,8 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import TINY_SPEC, new_store, run_cli, write_spec
 from mlflow.tracking import MlflowClient
+from support import TINY_SPEC, new_store, run_cli, write_spec
 
 from harness import cli
 from harness.run import runner, scaling

@@ -6,8 +6,8 @@ import json
 
 import pytest
 import yaml
-from conftest import run_cli
 from pydantic import ValidationError
+from support import run_cli
 
 from harness import build
 from harness import spec as S

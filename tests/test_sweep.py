@@ -11,8 +11,8 @@ import signal
 
 import numpy as np
 import pytest
-from conftest import new_store, run_cli, train, write_spec
 from mlflow.tracking import MlflowClient
+from support import new_store, run_cli, train, write_spec
 
 from harness import spec as S
 from harness import sweep as sweeps

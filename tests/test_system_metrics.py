@@ -8,8 +8,8 @@ from pathlib import Path
 
 import jax
 import pytest
-from conftest import TINY_SPEC, new_store, run_cli, write_spec
 from mlflow.tracking import MlflowClient
+from support import TINY_SPEC, new_store, run_cli, write_spec
 
 from harness import cli, cli_options
 from harness.record import system_metrics

@@ -11,8 +11,8 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import TINY_SPEC, new_store, run_cli, write_spec
 from mlflow.tracking import MlflowClient
+from support import TINY_SPEC, new_store, run_cli, write_spec
 
 from harness.record import schema
 from harness.record.metric_writer import split_entry

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import new_store, write_spec
 from mlflow.tracking import MlflowClient
+from support import new_store, write_spec
 
 from harness import cli
 from harness import spec as S
@@ -23,7 +23,7 @@ from harness.run.runner import ChunkMetrics
 @pytest.fixture(scope="module")
 def logged_run(tmp_path_factory):
     """The tiny spec run once through `harness run` into a fresh SQLite store."""
-    from conftest import TINY_SPEC
+    from support import TINY_SPEC
 
     tmp = tmp_path_factory.mktemp("tracked")
     path = write_spec(tmp, TINY_SPEC)

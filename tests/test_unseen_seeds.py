@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import background_result, run_cli
+from support import background_result, run_cli
 
 from harness import spec as S
 from harness.judge import claims

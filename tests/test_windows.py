@@ -8,7 +8,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import new_store
+from support import new_store
 
 from harness.record import iterations, journal, tracking, windows
 from harness.record.journal import Journal

@@ -1,0 +1,87 @@
+"""The modules' slow work done in the background of the session (see
+`Background`); tests/conftest.py starts it and reports its times."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+
+class Background:
+    """The modules' slow fixtures whose work is mostly subprocesses (the
+    bench's tiny entry, signalled runs, device layouts, a multi-process job,
+    store faults, a published spec on unseen seeds), done in LANES threads
+    started when the session starts, beside the in-process tests: each
+    lane takes the next work, the longest first (each module's BACKGROUND
+    gives its works' seconds here, about). Two lanes: one at a time left
+    the suite waiting for the chain long after the in-process tests were
+    done; more than the cores starve the in-process tests.
+    `result(name)` waits for one (re-raising its error)."""
+
+    LANES = 2
+
+    def __init__(self, works: dict, tmp_path_factory: pytest.TempPathFactory):
+        self.done = {name: threading.Event() for name in works}
+        self.values: dict[str, object] = {}
+        self.errors: dict[str, BaseException] = {}
+        self.seconds: dict[str, float] = {}  # each work's wall time, for the session's summary
+        order = sorted(works, key=lambda name: -works[name][1])
+        self._queue = [(name, works[name][0]) for name in order]
+        self._lock = threading.Lock()
+        self.threads = [
+            threading.Thread(target=self._run, args=(tmp_path_factory,), name=f"background-{lane}", daemon=True)
+            for lane in range(min(self.LANES, len(works)))
+        ]
+        for thread in self.threads:
+            thread.start()
+
+    def _run(self, tmp_path_factory) -> None:
+        while True:
+            with self._lock:
+                if not self._queue:
+                    return
+                name, work = self._queue.pop(0)
+            start = time.perf_counter()
+            try:
+                self.values[name] = work(tmp_path_factory)
+            except BaseException as error:  # noqa: BLE001  (re-raised in the test that needs it)
+                self.errors[name] = error
+            self.seconds[name] = time.perf_counter() - start
+            self.done[name].set()
+
+    def result(self, name: str):
+        self.done[name].wait()
+        if name in self.errors:
+            raise self.errors[name]
+        return self.values[name]
+
+
+# The session's background work (tests/conftest.py starts it).
+RUNNING: list[Background] = []
+# What background work leaves running for its tests (a server of its own).
+_AT_SESSION_END: list = []
+
+
+def at_session_end(stop) -> None:
+    """Call `stop()` when the session ends, after its background work, also
+    when the session stops early: what a work leaves running for its tests
+    outlives none of them."""
+    _AT_SESSION_END.append(stop)
+
+
+def background_result(name: str):
+    """The result of the background work `name` (waiting for it)."""
+    (running,) = RUNNING
+    return running.result(name)
+
+
+def finish() -> None:
+    """At the session's end: wait for the background work, then stop what
+    it left running."""
+    for running in RUNNING:
+        for thread in running.threads:
+            thread.join()
+    while _AT_SESSION_END:
+        _AT_SESSION_END.pop()()

@@ -354,10 +354,10 @@ def test_against_purejaxrl_ppo_filled(entry, bench, case):
     )  # fmt: skip
 
 
-@pytest.mark.against("xminigrid")
+@pytest.mark.against("xland-minigrid")
 def test_against_xminigrid_ppo(entry, bench):
     """`against_xminigrid_ppo`: 2 iterations (16,384 env steps) per call."""
-    module = peers.load_xminigrid_single_task(bench.against["xminigrid"])
+    module = peers.load_xminigrid_single_task(bench.against["xland-minigrid"])
     ours = _ours(BENCH_SPECS / "against" / "ppo_minigrid_single_task.yaml", 1, 2)
     peer = _xminigrid_peer(module, 2)
     _side_by_side(entry, *ours, *peer, 1, 2, "xland-minigrid", {"peer": "xland-minigrid/training/train_single_task.py"})

@@ -401,8 +401,8 @@ def test_an_xminigrid_checkout_is_identified_and_imported_with_its_shims(tmp_pat
     (folder / "train_single_task.py").write_text(XMINIGRID_SCRIPT)
     (folder / "nn.py").write_text("width = 2.0\n")
     (folder / "utils.py").write_text(XMINIGRID_UTILS)
-    assert peers.identify(tmp_path / "xland-minigrid") == ("xminigrid", folder.resolve())
-    assert peers.check(tmp_path / "xland-minigrid") == ("xminigrid", folder.resolve())
+    assert peers.identify(tmp_path / "xland-minigrid") == ("xland-minigrid", folder.resolve())
+    assert peers.check(tmp_path / "xland-minigrid") == ("xland-minigrid", folder.resolve())
     with pytest.raises(peers.PeerError, match="not a PureJaxRL checkout .*, an xland-minigrid one .* or a pgx one"):
         peers.identify(tmp_path)
     module = peers.load_xminigrid_single_task(tmp_path / "xland-minigrid")

@@ -110,9 +110,14 @@ _PGX_NEEDS = {"haiku": "dm-haiku", "omegaconf": "omegaconf"}
 
 
 def identify(path: str | Path) -> tuple[str, Path]:
-    """Which peer the checkout at `path` is: ("purejaxrl", its `purejaxrl/`)
-    or ("xminigrid", its `training/`)."""
-    for name, find in (("purejaxrl", purejaxrl_dir), ("xminigrid", xminigrid_training_dir), ("pgx", pgx_alphazero_dir)):
+    """Which peer the checkout at `path` is, by its name in
+    `peer_checkouts.CHECKOUTS`: ("purejaxrl", its `purejaxrl/`),
+    ("xland-minigrid", its `training/`) or ("pgx", its `examples/alphazero/`)."""
+    for name, find in (
+        ("purejaxrl", purejaxrl_dir),
+        ("xland-minigrid", xminigrid_training_dir),
+        ("pgx", pgx_alphazero_dir),
+    ):
         with contextlib.suppress(PeerError):
             return name, find(path)
     raise PeerError(
@@ -226,7 +231,7 @@ def check(path: str | Path) -> tuple[str, Path]:
     what that peer's entries need is here: what `--against PATH` checks
     before any entry runs."""
     name, _ = identify(path)
-    return name, {"purejaxrl": check_purejaxrl, "xminigrid": check_xminigrid, "pgx": check_pgx}[name](path)
+    return name, {"purejaxrl": check_purejaxrl, "xland-minigrid": check_xminigrid, "pgx": check_pgx}[name](path)
 
 
 def load_xminigrid_single_task(path: str | Path) -> Any:

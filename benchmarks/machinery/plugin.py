@@ -52,7 +52,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.machinery import selection
+from benchmarks.machinery import peer_checkouts, selection
 from benchmarks.machinery.fixtures import bench, device_ceiling, entry, entry_name
 from benchmarks.machinery.session import KEY, BenchSession
 
@@ -105,7 +105,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="append",
         default=[],
         metavar="PEER",
-        help="purejaxrl, xland-minigrid, pgx (cloned by `nox -s peers`), all, or a checkout's PATH: "
+        help=f"{', '.join(peer_checkouts.CHECKOUTS)} (cloned by `nox -s peers`), all, or a checkout's PATH: "
         "run its side-by-side entries too; repeatable",
     )
     group.addoption(
@@ -166,7 +166,7 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(error)) from None
     config.stash[KEY] = BenchSession(config, device, mode, entries, uri, bench_dir)
     if values := config.getoption("against"):
-        from benchmarks.machinery import peer_checkouts, peers
+        from benchmarks.machinery import peers
 
         try:
             for path in [path for value in values for path in peer_checkouts.resolve(value, config.rootpath)]:

@@ -62,31 +62,18 @@ for name, data in SPECS.items():
 POINTS = {"reinforce": 30, "ppo_pendulum": 20, "alphazero": 3}
 
 
-def _expected(result: runner.RunResult, seeds, steps_per_iteration: int) -> dict[str, dict]:
-    """Per seed, what an uninterrupted run logs: (step, value) per metric."""
-    out = {}
-    for s, seed in enumerate(seeds):
-        curves = {
-            name: [((i + 1) * steps_per_iteration, float(v)) for i, v in enumerate(values[:, s])]
-            for name, values in result.metrics.items()
-        }
-        for name, values in result.evaluation.items():
-            curves[name] = [
-                (it * steps_per_iteration, float(v))
-                for it, v in zip(result.evaluation_iterations, values[:, s], strict=True)
-            ]
-        out[str(seed)] = curves
-    return out
-
-
-def _windowed(result: runner.RunResult, seeds, steps_per_iteration: int, window: int) -> dict[str, dict]:
-    """Per seed, what an uninterrupted run logs with `window` iterations per
-    point: each window's mean, min and max at the step of its last iteration
-    (harness.record.windows), computed here from the arrays."""
+def _expected(result: runner.RunResult, seeds, steps_per_iteration: int, window: int = 1) -> dict[str, dict]:
+    """Per seed, what an uninterrupted run logs: (step, value) per metric,
+    computed here from the arrays. With `window` > 1 iterations per point,
+    each window's mean, min and max at the step of its last iteration
+    (harness.record.windows)."""
     out = {}
     for s, seed in enumerate(seeds):
         curves: dict[str, list] = {}
         for name, values in result.metrics.items():
+            if window == 1:
+                curves[name] = [((i + 1) * steps_per_iteration, float(v)) for i, v in enumerate(values[:, s])]
+                continue
             count = len(values)
             for start in range(0, count, window):
                 rows = np.asarray(values[start : start + window]).astype(np.float64)
@@ -204,7 +191,7 @@ def test_resume_continues_the_same_runs_bit_identically(trained):
     steps_per_iteration = trained.plan.env_steps_per_iteration
     stopped_at = trained.interrupted["journaled"] * steps_per_iteration
     assert trained.window > 1 and trained.interrupted["journaled"] % trained.window, "stopped inside a window"
-    expected = _windowed(trained.whole, trained.plan.spec.seeds, steps_per_iteration, trained.window)
+    expected = _expected(trained.whole, trained.plan.spec.seeds, steps_per_iteration, trained.window)
     for seed, curves in expected.items():
         whole = _history(trained.client, uninterrupted[seed])
         got = _history(trained.client, resumed[seed])

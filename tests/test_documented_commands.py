@@ -84,16 +84,15 @@ def test_each_documented_nox_command_names_a_session_and_its_options(command):
     session = words[words.index("-s") + 1] if "-s" in words else "tests"
     assert session in _nox_sessions(), f"{command.where}: no nox session {session}"
     posargs = words[words.index("--") + 1 :] if "--" in words else []
-    if "--accelerator" in posargs:  # the JAX build (noxfile.py), taken before the session's own
-        at = posargs.index("--accelerator")
-        assert session in ("tests", "bench", "publish", "unseen"), f"{command.where}: nox -s {session} installs no JAX"
-        assert posargs[at + 1] in jax_build.PACKAGES, f"{command.where}: no JAX build {posargs[at + 1]}"
-        posargs = posargs[:at] + posargs[at + 2 :]
-    if "--jax" in posargs:  # the JAX line (noxfile.py), taken before the session's own
-        at = posargs.index("--jax")
-        assert session in ("tests", "bench", "publish", "unseen"), f"{command.where}: nox -s {session} installs no JAX"
-        assert posargs[at + 1] in jax_build.LINES, f"{command.where}: no JAX line {posargs[at + 1]}"
-        posargs = posargs[:at] + posargs[at + 2 :]
+    # The JAX build and line (noxfile.py's _install), taken before the session's own options.
+    for option, known, what in (("--accelerator", jax_build.PACKAGES, "build"), ("--jax", jax_build.LINES, "line")):
+        if option in posargs:
+            at = posargs.index(option)
+            assert session in ("tests", "bench", "publish", "unseen"), (
+                f"{command.where}: nox -s {session} installs no JAX"
+            )
+            assert posargs[at + 1] in known, f"{command.where}: no JAX {what} {posargs[at + 1]}"
+            posargs = posargs[:at] + posargs[at + 2 :]
     if session == "bench":
         unknown = {w for w in posargs if w.startswith("-")} - _bench_options()
         assert not unknown, f"{command.where}: the bench has no option {', '.join(sorted(unknown))}"

@@ -177,8 +177,15 @@ class Journal:
             return 0
 
     def pending(self) -> list[dict[str, Any]]:
+        """The entries the store has not got yet (for harness sync)."""
         done = self.uploaded()
         return [e for e in self._entries if e["seq"] > done]
+
+    def in_store(self) -> list[dict[str, Any]]:
+        """The entries the store has got (a resumed run's open windows
+        are taken up from them)."""
+        done = self.uploaded()
+        return [e for e in self._entries if e["seq"] <= done]
 
 
 def mark_uploaded(directory: Path, seq: int) -> None:

@@ -37,7 +37,7 @@ def sync_run(directory: Path, uri: str | None = None) -> SyncReport:
     run_ids = list(info["child_run_ids"].values())
     pending = journal.pending()
     windows = Windows()  # the points harness run would have logged
-    windows.resume([entry for entry in journal.entries if entry["seq"] <= journal.uploaded()])
+    windows.resume(journal.in_store())
     entries = [out for entry in pending for out in windows.add(entry)] + windows.flush()
     try:
         if pending:

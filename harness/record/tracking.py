@@ -186,8 +186,7 @@ class Tracking:
         # Started now, so that it is ready (MLflow imported, the store open)
         # by the time the first chunk comes.
         self._start_writer()
-        uploaded = journal.uploaded()
-        self._windows.resume([entry for entry in journal.entries if entry["seq"] <= uploaded])
+        self._windows.resume(journal.in_store())
         for entry in journal.pending():
             self._put(entry)
 

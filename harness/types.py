@@ -66,7 +66,7 @@ class ChunkTimes(NamedTuple):
     harness's own work, overlapped with the next chunk's compute."""
 
     last_iteration: int
-    wall: float  # from the previous chunk's metrics to this one's
+    wall: float  # from the end of the previous chunk on the device to this one's
     device_wait: float
     evaluation: float  # waiting for the evaluation after the chunk
     logging: float
@@ -79,7 +79,7 @@ class RunResult(NamedTuple):
     compile_seconds: float  # init and chunk compiles, ahead of time
     steady_seconds: float  # wall time of the steady-state chunks
     steady_env_steps: int  # env steps (all seeds) in the steady-state chunks
-    chunk_seconds: list[float]  # wall time of every chunk, in order
+    chunk_seconds: list[float]  # wall time of every chunk on the device, in order
     evaluation: dict[str, np.ndarray] = {}  # name -> [num_chunks, num_seeds], after each chunk
     evaluation_iterations: tuple[int, ...] = ()  # the iteration each evaluation followed
     # Of the chunks' wall time: waiting for the evaluations after them (the

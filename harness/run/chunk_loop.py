@@ -28,6 +28,7 @@ import jax
 import numpy as np
 
 from harness.run import cluster, devices
+from harness.run.completion import Completion
 from harness.run.interrupts import Interrupted, interrupt_between_chunks
 from harness.types import ChunkMetrics, ChunkTimes, RunResult, Sink
 
@@ -101,6 +102,7 @@ class _Pending(NamedTuple):
     evaluation: Any  # on the device: name -> [num_seeds], or {}
     snapshot: Any  # its state's host copy, when a checkpoint is due after it; else None
     copied: float  # seconds the host copy took
+    finished: Completion  # when the chunk (and its evaluation) ended on the device
 
 
 class ChunkLoop:
@@ -123,7 +125,7 @@ class ChunkLoop:
     ):
         self.seeds, self.mesh, self.sink, self.checkpointer = seeds, mesh, sink, checkpointer
         self.collected: list[ChunkMetrics] = list(history)
-        self.done_at: list[float] = []  # when each chunk's metrics were on the host (perf_counter)
+        self.done_at: list[float] = []  # when each chunk ended on the device (perf_counter)
         self.saved_through = done  # the last iteration whose state is saved
         self.spent = {"evaluation": 0.0, "checkpoint": 0.0}  # seconds, of the chunks' wall time
         self.times: list[ChunkTimes] = []
@@ -163,6 +165,7 @@ class ChunkLoop:
                 fn = programs.tail if (programs.tail is not None and i == len(lengths) - 1) else programs.chunk
                 last = first_iteration + length - 1
                 state, metrics, evaluation = self.dispatch(i, fn, programs.evaluate, state, last)
+                finished = Completion((metrics, evaluation))
                 due = self.checkpointer is not None and self.checkpointer.due(last)
                 if self.polled:
                     self.receive()  # the chunk before, finished: logged while this one runs
@@ -171,7 +174,7 @@ class ChunkLoop:
                 # Copied before the next chunk is dispatched: it donates `state`.
                 snapshot, copied = self.copy_if_due(state, due)
                 self.receive()
-                self.pending = _Pending(first_iteration, metrics, evaluation, snapshot, copied)
+                self.pending = _Pending(first_iteration, metrics, evaluation, snapshot, copied, finished)
                 first_iteration += length
             if self.polled:
                 self.await_chunk(self.pending.metrics, self.pending.evaluation, state, interrupted)
@@ -266,7 +269,7 @@ class ChunkLoop:
         them, hand them to the sink, then save its checkpoint if one is due."""
         if self.pending is None:
             return
-        first_iteration, metrics, evaluation, snapshot, copied = self.pending
+        first_iteration, metrics, evaluation, snapshot, copied, finished = self.pending
         self.pending = None
         begin = time.perf_counter()
         metrics = devices.metrics_to_host(metrics, self.mesh)
@@ -277,7 +280,8 @@ class ChunkLoop:
             {k: np.asarray(v) for k, v in metrics.items()},
             {k: np.asarray(v) for k, v in evaluation.items()},
         )
-        self.done_at.append(received := time.perf_counter())
+        received = time.perf_counter()
+        self.done_at.append(finished.at())
         check_finite(host, self.seeds)
         self.collected.append(host)
         if self.sink is not None:
@@ -286,7 +290,7 @@ class ChunkLoop:
         if snapshot is not None:
             self.timed("checkpoint", self.checkpointer.save, snapshot, host.last_iteration)
             self.saved_through = host.last_iteration
-        wall = received - (self.done_at[-2] if len(self.done_at) > 1 else self.started)
+        wall = self.done_at[-1] - (self.done_at[-2] if len(self.done_at) > 1 else self.started)
         checkpointing = copied + time.perf_counter() - logged
         self.times.append(
             ChunkTimes(host.last_iteration, wall, waited - begin, received - waited, logged - received, checkpointing)

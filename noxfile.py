@@ -34,6 +34,20 @@ def _jax_build():
     return _load("jax_build", "harness", "jax_build.py")
 
 
+# Ctrl-C (or a time limit's SIGINT) reaches the harness and pytest as well as
+# nox: nox then waits this long for them to end as they do on SIGINT (the
+# bench's report, results and MLflow run written; `harness run`'s checkpoint
+# saved and its run marked KILLED) before it terminates them. Its own default,
+# 0.3 s, cuts that short and loses the interrupted bench's measurements.
+STOP_SECONDS = 60.0
+
+
+def _run(session: nox.Session, module: str, *args: str) -> None:
+    """`python -m MODULE ARGS` in the session's environment, given the time
+    to stop cleanly on SIGINT."""
+    session.run(*_python(session, module), *args, external=True, interrupt_timeout=STOP_SECONDS)
+
+
 def _python(session: nox.Session, module: str) -> list[str]:
     """`python -m MODULE` in the session's environment: its venv's, or with
     `--no-venv` the very Python nox runs in (not whichever is first on PATH)."""
@@ -104,7 +118,7 @@ def _install(session: nox.Session, extras: str = "test") -> list[str]:
 def tests(session: nox.Session) -> None:
     """The test suite (CPU; simulated devices where a test needs several)."""
     args = _install(session)
-    session.run(*_python(session, "pytest"), *args, external=True)
+    _run(session, "pytest", *args)
 
 
 @nox.session
@@ -124,17 +138,10 @@ def bench(session: nox.Session) -> None:
     args = _install(session, "test,peers" if "--against" in session.posargs else "test")
     # Some pytest-benchmark versions open --benchmark-json while parsing options.
     Path(".bench").mkdir(exist_ok=True)
-    session.run(
-        *_python(session, "pytest"),
-        "benchmarks",
-        "-p",
-        "no:cacheprovider",
-        "--benchmark-only",
-        "--benchmark-json",
-        ".bench/benchmark.json",
-        *args,
-        external=True,
-    )
+    _run(
+        session, "pytest", "benchmarks", "-p", "no:cacheprovider", "--benchmark-only",
+        "--benchmark-json", ".bench/benchmark.json", *args,
+    )  # fmt: skip
 
 
 @nox.session(venv_backend="none")
@@ -190,8 +197,8 @@ def publish(session: nox.Session) -> None:
         session.error(f"no published spec {', '.join(missing)} in experiments/")
     for name in names:
         spec = f"experiments/{name}.yaml"
-        session.run(*_python(session, "harness"), "run", spec, "--deterministic", "--no-progress", external=True)
-        session.run(*_python(session, "harness"), "publish", spec, "--random-baseline", external=True)
+        _run(session, "harness", "run", spec, "--deterministic", "--no-progress")
+        _run(session, "harness", "publish", spec, "--random-baseline")
 
 
 @nox.session
@@ -212,9 +219,9 @@ def unseen(session: nox.Session) -> None:
         used = json.loads(reference.read_text())["seeds"]
         seeds = [str(seed) for seed in range(max(used) + 1, max(used) + 1 + len(used))]
         out = f"results/unseen/{name}.json"
-        session.run(
-            *_python(session, "harness"), "run", f"experiments/{name}.yaml", "--no-progress", "--results-out", out,
-            "--seeds", *seeds, external=True,
+        _run(
+            session, "harness", "run", f"experiments/{name}.yaml", "--no-progress", "--results-out", out,
+            "--seeds", *seeds,
         )  # fmt: skip
 
 

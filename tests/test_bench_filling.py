@@ -79,6 +79,15 @@ def test_the_probe_climbs_until_its_time_is_spent_and_leaves_a_record(tmp_path):
     # The next session on this machine reads the probe's record.
     again = filling.recorded([tmp_path / "scale"], "cpu-x", "tiny")
     assert again.size == 4 and again.point is None
+    # Its time ran out while nothing said the throughput stopped growing: a
+    # later probe goes on from it, with no time, measuring nothing...
+    (first,) = filling.unfinished(record)
+    filling.probe(spec, seconds=0.0, ceiling_gflops=None, record=record)
+    assert filling.unfinished(record) == [first]
+    # ... with time for a size, at the size after its last.
+    fill = filling.probe(spec, seconds=1.3 * first.seconds, ceiling_gflops=None, record=record)
+    points = scaling.recorded_points(json.loads(record.read_text()))
+    assert points[0] == first and points[1].size == 16 and fill.point is not None
 
 
 def test_against_a_peer_name_finds_its_checkout_in_the_peers_folder(tmp_path):

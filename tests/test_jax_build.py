@@ -103,6 +103,7 @@ class Session:
         self.env: dict[str, str] = {}
         self.installed: list[tuple] = []
         self.ran: list[tuple] = []
+        self.run_options: list[dict] = []
         self.logged: list[str] = []
 
     def install(self, *args):
@@ -110,6 +111,7 @@ class Session:
 
     def run(self, *args, **kwargs):
         self.ran.append(args)
+        self.run_options.append(kwargs)
 
     def log(self, message):
         self.logged.append(message)
@@ -210,3 +212,18 @@ def test_without_a_package_index_the_system_build_installs_the_project_alone(nox
     assert noxfile._install(session) == ["-k", "ppo"]
     (ran,) = session.ran
     assert ran[0] == sys.executable and "--no-deps" in ran and "-c" not in ran and ran[-1] == "."
+
+
+@pytest.mark.parametrize("name", ["tests", "bench", "publish"])
+def test_a_session_s_program_is_given_time_to_stop_on_sigint(noxfile, monkeypatch, name):
+    # Ctrl-C reaches pytest and the harness too: nox must wait for the
+    # bench's report and a run's final checkpoint, not kill them 0.3 s on.
+    _with_machine(monkeypatch, noxfile, None)
+    monkeypatch.setattr(noxfile, "_require_clean_commit", lambda session: None)
+    session = Session(
+        ["--accelerator", "system", "ppo_cartpole"] if name == "publish" else ["--accelerator", "system"],
+        backend="none",
+    )
+    getattr(noxfile, name).func(session)
+    programs = [o for args, o in zip(session.ran, session.run_options, strict=True) if "pip" not in args]
+    assert programs and all(o.get("interrupt_timeout", 0) >= 30 for o in programs), programs

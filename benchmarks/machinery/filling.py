@@ -6,7 +6,10 @@ That size comes from the machine's record in `results/scale/` (what
 `harness scale` writes, `<machine>-<spec>-envs.json`), else from a record an
 earlier bench session's probe left in the bench folder, else from a probe
 now: the spec at its own envs, then 4, 16, ... times as many, until the
-throughput has stopped growing or the probe's time is spent. The rules are
+throughput has stopped growing or the probe's time is spent. A probe whose
+time ran out while the throughput still grew is taken up where it stopped
+by the next session's (on a GPU each size's compile takes seconds, so one
+session's share of `--fill-seconds` may climb only a step or two). The rules are
 `harness scale`'s (harness.run.scaling: the saturation size, when the
 ladder ends, the record), so a record gives both the same size. The probe's
 record is kept in `<bench dir>/scale/` for the next session on this machine
@@ -90,17 +93,34 @@ def plan_at(spec_path: Path, size: int):
     return build.build(spec_module.parse(scaling.resized(data, AXIS, size), source=str(spec_path)), str(spec_path))
 
 
+def unfinished(record: Path) -> list[scaling.SizePoint]:
+    """The points of an earlier probe's `record` whose time ran out while
+    the throughput still grew (to go on from); [] for none."""
+    try:
+        document = json.loads(record.read_text())
+    except (OSError, ValueError):
+        return []
+    points = scaling.recorded_points(document)
+    if not points or _saturation(points)[1] or "would pass" not in (document.get("stopped") or {}).get("reason", ""):
+        return []
+    return points
+
+
 def probe(spec_path: Path, seconds: float, ceiling_gflops: float | None, record: Path) -> Fill:
     """Climb the ladder for the spec at `spec_path` until the throughput
     stops growing, a size fails (out of memory) or `seconds` would pass;
-    write the points to `record` in `harness scale`'s format."""
+    write the points to `record` in `harness scale`'s format. An unfinished
+    probe's record there is gone on from, at the size after its last."""
     from harness import spec as spec_module
 
     own = spec_module.load(spec_path).hyperparameters.num_envs
-    sizes = [own * GROWTH**i for i in range(32) if own * GROWTH**i <= LARGEST]
+    ladder = [own * GROWTH**i for i in range(32) if own * GROWTH**i <= LARGEST]
     started = time.perf_counter()
-    points: list[scaling.SizePoint] = []
+    points: list[scaling.SizePoint] = unfinished(record)
+    sizes = [size for size in ladder if not points or size > points[-1].size]
     stopped = None
+    if points and sizes and 1.25 * points[-1].seconds > seconds:  # no time to go on this session
+        stopped, sizes = scaling.Stop(sizes[0], f"the probe's {seconds:.0f} s would pass"), []
 
     def plan_for(size: int):
         return plan_at(spec_path, size)
@@ -114,7 +134,7 @@ def probe(spec_path: Path, seconds: float, ceiling_gflops: float | None, record:
             stopped = found
             break
         points.append(found)
-        following = sizes[len(points)] if len(points) < len(sizes) else None
+        following = next((size for size in sizes if size > found.size), None)
         if scaling.flat(points):
             reason = f"the throughput stopped growing ({scaling.FLAT_SIZES} sizes in a row below the best)"
             stopped = scaling.Stop(following or found.size, reason)
@@ -127,7 +147,7 @@ def probe(spec_path: Path, seconds: float, ceiling_gflops: float | None, record:
     size, saturated = _saturation(points)
     record.parent.mkdir(parents=True, exist_ok=True)
     document = scaling.record(
-        AXIS, sizes, points, stopped, made_by="the bench's probe (benchmarks/machinery/filling.py)"
+        AXIS, ladder, points, stopped, made_by="the bench's probe (benchmarks/machinery/filling.py)"
     )
     record.write_text(json.dumps(document, indent=1) + "\n")
     point = next(p for p in points if p.size == size)

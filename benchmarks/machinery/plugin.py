@@ -25,8 +25,8 @@ Options (after `nox -s bench --`):
                         repeatable
   --fill-seconds S      the time all probes for the size that fills the
                         device share (`filled[...]` entries of workloads with
-                        no record for this machine in results/scale/;
-                        default 240)
+                        no record for this machine in results/scale/, or
+                        an unfinished probe's in the bench dir; default 240)
   --profile             trace one steady-state chunk of each spec entry with
                         JAX's profiler into <bench dir>/profiles/
 and pytest's own `-k NAME` to select entries.

@@ -62,16 +62,23 @@ class BenchSession:
             machine = filling.machine(provenance.fingerprint(device=self.device))
             probes = self.bench_dir / "scale"
             folders = [ROOT / "results" / "scale", probes]
-            found = filling.recorded(folders, machine, stem)
+
+            def probe_record(stem: str) -> Path:
+                return probes / f"{machine}-{stem}-{filling.AXIS}.json"
+
+            def to_probe(stem: str) -> bool:
+                found = filling.recorded(folders, machine, stem)
+                return found is None or (
+                    found.source == str(probe_record(stem)) and bool(filling.unfinished(probe_record(stem)))
+                )
+
+            found = None if to_probe(stem) else filling.recorded(folders, machine, stem)
             if found is None:
                 ceiling = self.ceiling.matmul_gflops[0] if self.ceiling else None
-                waiting = [
-                    s for s in self.filled_stems if s not in self.fills and not filling.recorded(folders, machine, s)
-                ]
+                waiting = [s for s in self.filled_stems if s not in self.fills and to_probe(s)]
                 seconds = self.fill_seconds_left / max(1, len(waiting))
-                record = probes / f"{machine}-{stem}-{filling.AXIS}.json"
                 started = time.perf_counter()
-                found = filling.probe(PUBLISHED_SPECS / f"{stem}.yaml", seconds, ceiling, record)
+                found = filling.probe(PUBLISHED_SPECS / f"{stem}.yaml", seconds, ceiling, probe_record(stem))
                 self.fill_seconds_left = max(0.0, self.fill_seconds_left - (time.perf_counter() - started))
             self.fills[stem] = found
         return self.fills[stem]

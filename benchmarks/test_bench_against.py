@@ -258,7 +258,7 @@ def _side_by_side(
         for fn, rates, what, deadline in sides if len(our_rates) % 2 else reversed(sides):
             rates.append(steps / _within(deadline, what, fn))  # the same on both sides: peers.same_work
 
-    with measure.HostMemoryPeak() as memory:
+    with measure.HostPeak() as memory:
         entry.benchmark.pedantic(one_round, rounds=ROUNDS, iterations=1, warmup_rounds=0)
     ratio = statistics.median(our_rates) / statistics.median(peer_rates)
     entry.record(

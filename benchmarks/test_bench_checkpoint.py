@@ -59,7 +59,7 @@ def test_checkpoint_cost(entry, tmp_path, name):
     state, _ = runner.init_state(algorithm, plan.spec.seeds)
     blocking, total = [], []
     with (
-        measure.HostMemoryPeak() as memory,
+        measure.HostPeak() as memory,
         checkpoint.opened(tmp_path / "state", every=1, keep=2, spec_hash=plan.spec_hash) as ckpt,
     ):
         ckpt.save(ckpt.snapshot(state), 1, final=True)  # the first save sets orbax up
@@ -118,7 +118,7 @@ def test_checkpoint_overhead(entry, tmp_path, name):
             without.append(train(None, index))
             with_checkpoints.append(train(10, index))
 
-    with measure.HostMemoryPeak() as memory:
+    with measure.HostPeak() as memory:
         entry.benchmark.pedantic(one_round, rounds=rounds, iterations=1, warmup_rounds=0)
     slowdown = 100 * (1 - statistics.median(with_checkpoints) / statistics.median(without))
     entry.record(

@@ -28,7 +28,7 @@ def test_filled(entry, bench, stem):
     plan = filling.plan_at(PUBLISHED_SPECS / f"{stem}.yaml", fill.size)
     point = fill.point
     ceiling = bench.ceiling.matmul_gflops[0] if bench.ceiling else None
-    memory = measure.HostMemoryPeak()
+    memory = measure.HostPeak()
     if point is None:
 
         def run():

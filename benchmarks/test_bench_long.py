@@ -87,7 +87,7 @@ def test_harness_overhead(entry, tmp_path, name, live_metrics):
             bare_sps.append(bare())
             harness_sps.append(harness_run(len(harness_sps)))
 
-    with measure.HostMemoryPeak() as memory:
+    with measure.HostPeak() as memory:
         entry.benchmark.pedantic(one_round, rounds=4, iterations=1, warmup_rounds=0)
     overhead = 100 * (1 - statistics.median(harness_sps) / statistics.median(bare_sps))
     entry.record(
@@ -151,7 +151,7 @@ def test_alphazero_pgx_example(entry, pgx_example):
         pgx_example["state"], metrics = chunk(pgx_example["state"])
         jax.block_until_ready((pgx_example["state"], metrics))
 
-    with measure.HostMemoryPeak() as memory:
+    with measure.HostPeak() as memory:
         call()  # warm-up
         entry.benchmark.pedantic(call, rounds=3, iterations=1, warmup_rounds=0)
     frames = plan.env_steps_per_iteration
@@ -186,7 +186,7 @@ def test_alphazero_evaluation(entry, pgx_example):
     def call():
         jax.block_until_ready(evaluate(state))
 
-    with measure.HostMemoryPeak() as memory:
+    with measure.HostPeak() as memory:
         call()
         entry.benchmark.pedantic(call, rounds=3, iterations=1)
     entry.record(

@@ -93,7 +93,7 @@ def test_env_step(entry, suite, env_id, kwargs):
         (env_state, timestep), rewards = jax.lax.scan(one, (env_state, timestep), jax.random.split(key, NUM_STEPS))
         return env_state, timestep, rewards.sum()
 
-    with measure.HostMemoryPeak() as memory:
+    with measure.HostPeak() as memory:
         env_state, timestep = jax.jit(jax.vmap(env.reset))(jax.random.split(jax.random.key(0), NUM_ENVS))
         start = time.perf_counter()
         compiled = jax.jit(steps, donate_argnums=(0, 1)).lower(env_state, timestep, jax.random.key(1)).compile()
@@ -141,7 +141,7 @@ def test_mcts_search(entry):
     simulations, ResNet 2 x 32) over 256 positions."""
     plan = bench_plan("alphazero_connect_four", num_envs=SEARCH_POSITIONS)
     hp = plan.spec.hyperparameters
-    with measure.HostMemoryPeak() as memory:
+    with measure.HostPeak() as memory:
         net = make_az_network(plan.spec.network, plan.env.num_actions, plan.env.observation_shape)
         params = jax.jit(net.init)(jax.random.key(0), jnp.zeros(plan.env.observation_shape))
         games = jax.jit(lambda key: alphazero.start_games(plan.env, key, hp.num_envs))(jax.random.key(1))
@@ -193,7 +193,7 @@ def test_mcts_search_small_game(entry, tree_search):
     plan = build.build(spec_module.parse(data, "alphazero_tic_tac_toe (benchmark)"))
     hp = plan.spec.hyperparameters
     seeds = SMALL_GAME_SEEDS
-    with measure.HostMemoryPeak() as memory:
+    with measure.HostPeak() as memory:
         net = make_az_network(plan.spec.network, plan.env.num_actions, plan.env.observation_shape)
         init = jax.vmap(lambda key: net.init(key, jnp.zeros(plan.env.observation_shape)))
         params = jax.jit(init)(jax.random.split(jax.random.key(0), seeds))
@@ -263,7 +263,7 @@ def test_ppo_update(entry, spec_name):
     optimizer = build.make_optimizer(plan.spec.optimizer, plan.num_iterations * updates)
     policy, stages = ppo.make_stages(hp, env, network=plan.spec.network, optimizer=optimizer)
     assert not policy.recurrent, "the benchmark's minibatches are single steps (a feed-forward policy)"
-    with measure.HostMemoryPeak() as memory:
+    with measure.HostPeak() as memory:
         state = jax.jit(plan.algorithm.init)(jax.random.key(0))
 
         @jax.jit
@@ -321,7 +321,7 @@ def test_iteration(entry, spec_name, rounds, deterministic):
     """One full training iteration (collect, then learn) of one seed, the
     runner's program with a chunk of one iteration."""
     plan = bench_plan(spec_name)
-    with measure.HostMemoryPeak() as memory:
+    with measure.HostPeak() as memory:
         state, init_seconds = runner.init_state(plan.algorithm, plan.spec.seeds)
         count = count_flops(jax.vmap(plan.algorithm.step), state)
         options = determinism.COMPILER_OPTIONS if deterministic else None

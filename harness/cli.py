@@ -54,6 +54,17 @@ def _user_error(message: str) -> int:
     return EXIT_USER_ERROR
 
 
+def _plot_path(value: str) -> Path:
+    """`--out` of a command that draws a PNG: as given when it ends in .png,
+    with .png added when it has no suffix (matplotlib would add it unseen)."""
+    path = Path(value)
+    if path.suffix == "":
+        return path.with_suffix(".png")
+    if path.suffix.lower() != ".png":
+        raise OptionError(f"--out {value}: the plot is a PNG; give a path that ends in .png")
+    return path
+
+
 def _plan(loaded: spec.Spec, source: str, lines, args: argparse.Namespace | None) -> build.Plan:
     """Build `loaded` with the command line's device options (if `args` has
     any) in place of its `devices:` section; its claims checked against the
@@ -229,7 +240,7 @@ def cmd_scale(args: argparse.Namespace) -> int:
         chunk_iterations=args.chunk_iterations,
         timed_chunks=args.timed_chunks,
         uri=uri,
-        out=Path(args.out),
+        out=_plot_path(args.out),
         measure_ceiling=not args.no_ceiling,
         until_flat=not (args.sizes or args.stop),
         max_seconds=args.max_seconds,
@@ -241,6 +252,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     """A table and a plot across finished runs (see harness.judge.compare)."""
     if bool(args.experiment) == bool(args.run_ids):
         return _user_error("give either --experiment NAME or run ids")
+    out = _plot_path(args.out)
     uri = tracking.resolve_uri(args.tracking_uri, None)
     client = tracking.open_client(uri)
     runs, notes = compare.fetch(client, uri, experiment=args.experiment, run_ids=args.run_ids)
@@ -257,7 +269,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print_table(claims.table(claim_rows, f"claims: {comparison.title}"))
     for key, values in comparison.provenance_differences.items():
         out_console.print(f"  differs: {key}: {' / '.join(values)}", soft_wrap=True)
-    out = Path(args.out)
     run_id = compare.record(client, runs, comparison, out)
     out_console.print(f"plot written to {out}; comparison logged to MLflow run {run_id} ({uri})")
     return 0

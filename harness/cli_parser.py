@@ -193,7 +193,7 @@ def parser() -> argparse.ArgumentParser:
         "compare",
         help="a table and a curve plot across finished runs, logged to MLflow",
         description="Compare finished runs (all of an experiment's, or the given run ids): a table of device, "
-        "versions, env steps/s, compile seconds and final metrics (IQM, 95% CI) and a PNG of the loss and "
+        "versions, env steps/s, compile seconds, peak memory and final metrics (IQM, 95% CI) and a PNG of the loss and "
         "return curves (mean over seeds, shaded 95% CI). The comparison is logged as a run named 'compare' in "
         "the experiment of the first run (tag harness.kind=compare); the compared runs are not changed.",
     )

@@ -264,7 +264,7 @@ def test_runs_are_saved_and_found_by_device(tmp_path):
 
 
 def test_peak_host_memory_belongs_to_the_block():
-    with bench.HostMemoryPeak() as peak:
+    with bench.HostPeak() as peak:
         block = np.ones(64 * 2**20 // 8)  # 64 MB, touched
     assert peak.bytes >= block.nbytes
     del block

@@ -131,3 +131,18 @@ def test_the_writer_splits_an_entry_into_jobs_that_cover_every_point_once():
         assert covered == sorted((run, c, n) for c, run in enumerate(runs) for n in names)
         assert all(part["first"] == 7 and part["seq"] == 4 for _, _, part in jobs)
     assert json.dumps(jobs)  # what goes to a worker process
+
+
+def test_a_run_records_prints_and_compares_its_peak_memory(cached_runs):
+    # On a CPU the peak is the process's resident memory (harness.run.memory).
+    tmp, _, uri, (first, _), (stdout, _) = cached_runs
+    assert first.speed.peak_memory == "host" and first.speed.peak_memory_bytes > 100 * 2**20
+    assert f"peak memory {first.speed.peak_memory_bytes / 2**20:,.0f} MB (host)" in " ".join(stdout.split())
+    parent = _parents(uri)[0]
+    assert parent.data.metrics["peak_memory_mb"] == pytest.approx(first.speed.peak_memory_bytes / 2**20)
+    code, out, err = run_cli("compare", "--experiment", SPEC["name"], "--tracking-uri", uri, "--out", str(tmp / "c"))
+    assert code == 0, err
+    assert "peak MB" in out and "(host)" in out and (tmp / "c.png").exists()
+    # A plot path that is not a PNG's is refused before anything is read.
+    code, out, err = run_cli("compare", "--experiment", "nope", "--tracking-uri", uri, "--out", str(tmp / "c.svg"))
+    assert code == 2 and "the plot is a PNG; give a path that ends in .png" in err and not out

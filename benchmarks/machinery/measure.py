@@ -24,9 +24,7 @@ import dataclasses
 import hashlib
 import itertools
 import json
-import resource
 import statistics
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -35,57 +33,12 @@ import jax
 
 from harness.run import flops as flops_module
 from harness.run.ceiling import spread
+from harness.run.memory import HostPeak, device_peak_bytes
 
 ENV_STEPS = "env steps/s"
 SIMULATIONS = "simulations/s"
 UPDATES = "updates/s"
 VALUES = "metric values/s"  # per-iteration metric values through the harness to MLflow
-
-
-# ------------------------------------------------------------------ memory
-
-
-class HostMemoryPeak:
-    """The peak resident memory of this process while the block runs.
-
-    On Linux the kernel's high-water mark is reset on entry (writing 5 to
-    /proc/self/clear_refs) and read on exit (VmHWM), so the figure belongs to
-    the block. Elsewhere it is `ru_maxrss`, the peak since the process
-    started (`since_start` is then True).
-    """
-
-    def __init__(self) -> None:
-        self.bytes: int | None = None
-        self.since_start = True
-
-    def __enter__(self) -> HostMemoryPeak:
-        try:
-            Path("/proc/self/clear_refs").write_text("5")
-            self.since_start = False
-        except OSError:
-            self.since_start = True
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        if not self.since_start:
-            for line in Path("/proc/self/status").read_text().splitlines():
-                if line.startswith("VmHWM:"):
-                    self.bytes = int(line.split()[1]) * 1024
-                    return
-        usage = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        # kilobytes on Linux, bytes on macOS
-        self.bytes = usage if sys.platform == "darwin" else usage * 1024
-        self.since_start = True
-
-
-def device_peak_bytes(device: Any) -> int | None:
-    """The device allocator's peak bytes in use since the process started
-    (GPU/TPU); None where the backend keeps no statistics (CPU)."""
-    stats = device.memory_stats() if hasattr(device, "memory_stats") else None
-    if not stats:
-        return None
-    peak = stats.get("peak_bytes_in_use")
-    return int(peak) if peak is not None else None
 
 
 # ------------------------------------------------------------------ result
@@ -154,7 +107,7 @@ def micro_result(
     compile_seconds: float | None = None,
     count: flops_module.FlopCount | None = None,
     xla_flops_per_call: float | None = None,
-    memory: HostMemoryPeak | None = None,
+    memory: HostPeak | None = None,
     device: Any = None,
     simulations_per_call: float | None = None,
     updates_per_call: float | None = None,
@@ -180,7 +133,7 @@ def micro_result(
         unbounded_loops=count.unbounded_loops if count else 0,
         peak_host_bytes=memory.bytes if memory else None,
         peak_host_since_start=memory.since_start if memory else False,
-        peak_device_bytes=device_peak_bytes(device) if device is not None else None,
+        peak_device_bytes=device_peak_bytes([device]) if device is not None else None,
     )
 
 
@@ -225,7 +178,7 @@ def measure_spec(
             f"{plan.spec.name}: {plan.num_iterations} iterations in chunks of {plan.spec.logging.interval} "
             "make one chunk; a benchmark needs a warm-up chunk and at least one timed chunk"
         )
-    with HostMemoryPeak() as memory:
+    with HostPeak() as memory:
         run = runner.run(
             algorithm,
             seeds,
@@ -289,7 +242,7 @@ def measure_spec(
         unbounded_loops=step_count.unbounded_loops + (eval_count.unbounded_loops if eval_count else 0),
         peak_host_bytes=memory.bytes,
         peak_host_since_start=memory.since_start,
-        peak_device_bytes=device_peak_bytes(device or jax.devices()[0]),
+        peak_device_bytes=device_peak_bytes([device or jax.devices()[0]]),
         final_metric=final_metric,
         final_value=finals[final_metric] if final_metric else None,
         compute_dtype=getattr(plan.spec.network, "compute_dtype", "float32"),

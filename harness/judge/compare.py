@@ -160,6 +160,7 @@ def rows(runs: list[ComparedRun]) -> list[dict[str, Any]]:
                 "sps": record.speed.sps,
                 "sps_per_seed": record.speed.sps_per_seed,
                 "compile_seconds": record.speed.compile_seconds,
+                "peak_memory": (record.speed.peak_memory_bytes, record.speed.peak_memory),
                 "final": {m: final_estimate(run, m).as_dict() for m in metrics},
                 "verdict": run.tags.get("verdict"),
             }
@@ -222,11 +223,19 @@ def _columns(summaries: list[dict[str, Any]], markdown: bool) -> list[tuple[str,
         ("env steps/s", "right", lambda s: f"{s['sps']:,.0f}"),
         ("per seed", "right", lambda s: f"{s['sps_per_seed']:,.0f}"),
         ("compile s", "right", lambda s: f"{s['compile_seconds']:.1f}"),
+        ("peak MB", "right", lambda s: _peak(*s["peak_memory"])),
         *[(f"final {m} IQM [95% CI]", "right", lambda s, m=m: f"{stats.Estimate(**s['final'][m])}") for m in metrics],
     ]
     if not markdown and any(s["verdict"] for s in summaries):
         columns.append(("verdict", "left", lambda s: s["verdict"] or "-"))
     return columns
+
+
+def _peak(peak_bytes: int | None, where: str | None) -> str:
+    """A run's peak memory in MB, marked with where it was measured (a
+    device's allocator, or a CPU process's resident memory); "-" for a
+    record made before peaks were kept."""
+    return "-" if peak_bytes is None else f"{peak_bytes / 2**20:,.0f} ({where})"
 
 
 def table(summaries: list[dict[str, Any]], title: str):

@@ -66,6 +66,11 @@ class Speed(_Model):
     # miss, hit or partial (harness.run.compile_cache).
     compile_cache: str | None = None
     wall_time: WallTime | None = None
+    # The peak memory when the run ended (harness.run.memory): the device
+    # allocator's on an accelerator ("device"), the process's resident
+    # memory on a CPU ("host"); both since the process started.
+    peak_memory_bytes: int | None = None
+    peak_memory: str | None = None
 
 
 class ClaimOutcome(_Model):

@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 
 import jax
 
-from harness.run import flops, runner
+from harness.run import flops, memory, runner
 from harness.run.programs import Programs
 
 AXES = {
@@ -89,11 +89,6 @@ def _program_bytes(programs: Programs) -> int | None:
     return max(sizes) if sizes else None
 
 
-def _device_peak_bytes() -> int | None:
-    stats = jax.devices()[0].memory_stats()
-    return int(stats["peak_bytes_in_use"]) if stats and "peak_bytes_in_use" in stats else None
-
-
 def measure(plan: Any, chunk_iterations: int, timed_chunks: int, ceiling_gflops: float | None) -> SizePoint:
     """Train `plan` for a warm-up chunk and `timed_chunks` chunks of
     `chunk_iterations` iterations each (evaluation left out) and measure."""
@@ -116,7 +111,7 @@ def measure(plan: Any, chunk_iterations: int, timed_chunks: int, ceiling_gflops:
         flops_per_env_step=per_step,
         fraction_of_ceiling=per_step * sps / (ceiling_gflops * 1e9) if ceiling_gflops else None,
         program_bytes=_program_bytes(programs),
-        device_peak_bytes=_device_peak_bytes(),
+        device_peak_bytes=memory.device_peak_bytes(),
         chunk_iterations=chunk_iterations,
     )
 

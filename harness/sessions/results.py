@@ -12,7 +12,7 @@ from harness.console import fitting_table, out_console, print_table
 from harness.plan import Plan
 from harness.record.schema import Curves, Results, Speed, WallTime
 from harness.record.tracking import ui_hints
-from harness.run import provenance
+from harness.run import memory, provenance
 from harness.spec import canonical
 from harness.types import RunResult
 
@@ -95,6 +95,7 @@ def make_results(
     run started (the code that ran); read now when not given. `wall_time`
     and `compile_cache` come from the session (harness.sessions.training)."""
     finals = per_seed_final(plan, result)
+    peak = memory.peak(plan.mesh.devices.flat if plan.mesh is not None else None)
     index = curve_indices(plan.num_iterations)
     evaluation_curves = None
     if result.evaluation:
@@ -127,6 +128,8 @@ def make_results(
             chunk_seconds_median=float(np.median(result.chunk_seconds)),
             compile_cache=compile_cache,
             wall_time=wall_time,
+            peak_memory_bytes=peak.bytes,
+            peak_memory=peak.where,
         ),
         fingerprint=provenance.fingerprint(plan.layout, shards=plan.spec.devices.shards),
         versions=provenance.versions(),
@@ -162,6 +165,13 @@ def final_table(plan: Plan, record: Results):
     return fitting_table(title, "seed", [*seeds, "mean"], names, cells, bold_last_row=True)
 
 
+def peak_line(speed: Speed) -> str:
+    """ ", peak memory N MB (device|host)", or "" for a record without it."""
+    if speed.peak_memory_bytes is None:
+        return ""
+    return f", peak memory {speed.peak_memory_bytes / 2**20:,.0f} MB ({speed.peak_memory})"
+
+
 def print_summary(plan: Plan, record: Results, uri: str, experiment_id: str, parent_id: str) -> None:
     """What `harness run` and `harness reproduce` end with: the final table,
     the speed, and how to open the run in the MLflow UI."""
@@ -170,7 +180,8 @@ def print_summary(plan: Plan, record: Results, uri: str, experiment_id: str, par
     out_console.print(
         f"{speed.sps:,.0f} env steps/s steady state ({len(plan.spec.seeds)} seeds), "
         f"compile {speed.compile_seconds:.1f} s, wall {speed.wall_seconds:.1f} s, "
-        f"metrics written to MLflow in {speed.metrics_flush_seconds:.1f} s after training",
+        f"metrics written to MLflow in {speed.metrics_flush_seconds:.1f} s after training"
+        f"{peak_line(speed)}",
         soft_wrap=True,
     )
     if speed.wall_time is not None:

@@ -321,6 +321,7 @@ class TrainingSession:
             "sps": record.speed.sps,
             "sps_per_device": record.speed.sps_per_device,
             "compile_seconds": record.speed.compile_seconds,
+            **({"peak_memory_mb": record.speed.peak_memory_bytes / 2**20} if record.speed.peak_memory_bytes else {}),
             **speed,
         }
         finals = list(record.per_seed_final.values())

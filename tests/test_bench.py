@@ -6,7 +6,6 @@ only that figures are recorded and compared."""
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 import subprocess
 import sys
@@ -287,7 +286,7 @@ def _missing_platform() -> str:
         (["--full", "no_such_spec"], "--full: no published spec 'no_such_spec'"),
         (["--device", _missing_platform()], "no such device here"),
         (["--spec", "no/such/spec.yaml"], "no/such/spec.yaml: no such file"),
-        (["--against", "no/such/checkout"], "--against no/such/checkout: not a PureJaxRL checkout"),
+        (["--against", "no/such/checkout"], "--against no/such/checkout: no checkout of a peer there"),
         (["--fill-seconds", "-5", "-k", "filled and reinforce"], "--fill-seconds: must be a number of seconds above 0"),
         (["--fill-seconds", "soon"], "--fill-seconds: 'soon' is not a number of seconds"),
     ],
@@ -343,25 +342,49 @@ class LogWrapper:
 """
 
 
-def test_a_peer_checkout_is_imported_with_its_shims(tmp_path):
+def _needing(monkeypatch, name: str, needs: dict[str, str]) -> None:
+    """Peer `name`'s entries taken to import `needs` (module -> package)."""
+    from benchmarks.machinery import peer_checkouts
+
+    checkout = peer_checkouts.CHECKOUTS[name]
+    monkeypatch.setitem(peer_checkouts.CHECKOUTS, name, checkout._replace(needs=needs))
+
+
+def test_a_peer_checkout_is_imported_with_its_shims(tmp_path, monkeypatch):
     from benchmarks.machinery import peers
 
     folder = tmp_path / "purejaxrl" / "purejaxrl"
     folder.mkdir(parents=True)
     (folder / "ppo.py").write_text(PEER_PPO)
     (folder / "wrappers.py").write_text(PEER_WRAPPERS)
-    assert peers.purejaxrl_dir(tmp_path / "purejaxrl") == folder.resolve()
+    assert peers.peer_dir("purejaxrl", tmp_path / "purejaxrl") == folder.resolve()
     # What `--against` reports (the plugin turns it into a usage error, exit 4).
     with pytest.raises(peers.PeerError, match="--against no/such/checkout: no PureJaxRL checkout there"):
-        peers.check_purejaxrl("no/such/checkout")
+        peers.ready("purejaxrl", "no/such/checkout")
+    _needing(monkeypatch, "purejaxrl", {"no_such_module": "no-such-package"})
+    with pytest.raises(peers.MissingPackages, match=r"not installed here: no-such-package \(purejaxrl\)"):
+        peers.load_purejaxrl_ppo(folder)  # before anything of it is imported
+    _needing(monkeypatch, "purejaxrl", {})
     make_train = peers.load_purejaxrl_ppo(tmp_path / "purejaxrl")
     out = make_train({"ENV_NAME": "CartPole-v1"})(jax.random.PRNGKey(0))["metrics"]
     assert float(out["reward"]) == 1.0 and not bool(out["done"])
     assert "brax" not in sys.modules or sys.modules["brax"].__spec__ is not None  # stand-ins removed
-    (folder / "ppo.py").write_text("import distrax\n" + PEER_PPO)
-    if importlib.util.find_spec("distrax") is None:
-        with pytest.raises(peers.PeerError, match="imports distrax, which is not installed"):
-            peers.load_purejaxrl_ppo(folder)
+
+
+def test_the_packages_every_peer_lacks_are_told_at_once():
+    # What `--against all` says on a machine without the `peers` extra: the
+    # GPU image lacked three packages of two kinds, found one run at a time.
+    from benchmarks.machinery import peer_checkouts, peers
+
+    by_peer = {name: list(c.needs.values()) for name, c in peer_checkouts.CHECKOUTS.items()}
+    message = str(peers.MissingPackages(by_peer))
+    assert "distrax (purejaxrl, xland-minigrid), dm-haiku (pgx), omegaconf (pgx)" in message
+    assert "pip install distrax dm-haiku omegaconf" in message
+    # The `peers` extra (what `nox -s bench -- --against ...` installs) has them all.
+    import tomllib
+
+    extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["peers"]
+    assert {p for packages in by_peer.values() for p in packages} <= {r.split(">")[0].split("=")[0] for r in extra}
 
 
 XMINIGRID_SCRIPT = """
@@ -393,7 +416,7 @@ class Stats(struct.PyTreeNode):
 """
 
 
-def test_an_xminigrid_checkout_is_identified_and_imported_with_its_shims(tmp_path):
+def test_an_xminigrid_checkout_is_identified_and_imported_with_its_shims(tmp_path, monkeypatch):
     from benchmarks.machinery import peers
 
     folder = tmp_path / "xland-minigrid" / "training"
@@ -402,20 +425,15 @@ def test_an_xminigrid_checkout_is_identified_and_imported_with_its_shims(tmp_pat
     (folder / "nn.py").write_text("width = 2.0\n")
     (folder / "utils.py").write_text(XMINIGRID_UTILS)
     assert peers.identify(tmp_path / "xland-minigrid") == ("xland-minigrid", folder.resolve())
+    _needing(monkeypatch, "xland-minigrid", {})
     assert peers.check(tmp_path / "xland-minigrid") == ("xland-minigrid", folder.resolve())
-    with pytest.raises(peers.PeerError, match="not a PureJaxRL checkout .*, an xland-minigrid one .* or a pgx one"):
+    with pytest.raises(peers.PeerError, match="no checkout of a peer there; looked for PureJaxRL .*, xland-minigrid"):
         peers.identify(tmp_path)
     module = peers.load_xminigrid_single_task(tmp_path / "xland-minigrid")
     # pyrallis.wrap gave the function back; the array default came through a factory.
     assert float(module.train(module.TrainConfig())) == 3.5
     assert not {"nn", "utils"} & set(sys.modules)  # its plain-named files are not left for other imports
     assert "wandb" not in sys.modules or sys.modules["wandb"].__spec__ is not None  # stand-ins removed
-    (folder / "nn.py").write_text("import distrax\nwidth = 2.0\n")
-    if importlib.util.find_spec("distrax") is None:
-        with pytest.raises(peers.PeerError, match="nn.py imports distrax, which is not installed"):
-            peers.load_xminigrid_single_task(folder)
-        with pytest.raises(peers.PeerError, match="nn.py imports distrax, which is not installed"):
-            peers.check(folder)  # before any entry runs
 
 
 PGX_TRAIN = """
@@ -438,11 +456,7 @@ def test_a_pgx_checkout_is_identified_and_imported_with_its_command_line(tmp_pat
     (folder / "train.py").write_text(PGX_TRAIN)
     (folder / "network.py").write_text("width = 2\n")
     assert peers.identify(tmp_path / "pgx") == ("pgx", folder.resolve())
-    missing = [package for module, package in peers._PGX_NEEDS.items() if importlib.util.find_spec(module) is None]
-    if missing:
-        with pytest.raises(peers.PeerError, match=f"imports {' and '.join(missing)}, not installed here"):
-            peers.check(tmp_path / "pgx")  # before any entry runs
-        monkeypatch.setattr(peers, "_PGX_NEEDS", {})
+    _needing(monkeypatch, "pgx", {})
     argv = list(sys.argv)
     import pgx
 

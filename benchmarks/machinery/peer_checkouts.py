@@ -15,21 +15,41 @@ from typing import NamedTuple
 
 
 class Checkout(NamedTuple):
+    title: str  # as its authors write it
     url: str
     commit: str  # the commit the entries and their shims were checked against
-    folders: tuple[str, ...]  # what the entries import: the only folders checked out (with the root's files)
+    folder: str  # what the entries import: the only folder checked out (with the root's files)
+    files: tuple[str, ...]  # the files of `folder` the entries load; they tell the checkout
+    # What those files import that the harness does not install (module ->
+    # package; the `peers` extra): checked before any entry runs.
+    needs: dict[str, str]
 
 
 FOLDER = ".peers"
 CHECKOUTS = {
     "purejaxrl": Checkout(
-        "https://github.com/luchris429/purejaxrl", "31756b197773a52db763fdbe6d635e4b46522a73", ("purejaxrl",)
+        "PureJaxRL",
+        "https://github.com/luchris429/purejaxrl",
+        "31756b197773a52db763fdbe6d635e4b46522a73",
+        "purejaxrl",
+        ("ppo.py", "wrappers.py"),
+        {"distrax": "distrax"},
     ),
     "xland-minigrid": Checkout(
-        "https://github.com/dunnolab/xland-minigrid", "0d306d1414dcb6e451358d94e7d9a91879462ee1", ("training",)
+        "xland-minigrid",
+        "https://github.com/dunnolab/xland-minigrid",
+        "0d306d1414dcb6e451358d94e7d9a91879462ee1",
+        "training",
+        ("train_single_task.py", "nn.py", "utils.py"),
+        {"distrax": "distrax"},
     ),
     "pgx": Checkout(
-        "https://github.com/sotetsuk/pgx", "079b2d730e3845c25d49d99e0ccf9a374dd04cb9", ("examples/alphazero",)
+        "pgx",
+        "https://github.com/sotetsuk/pgx",
+        "079b2d730e3845c25d49d99e0ccf9a374dd04cb9",
+        "examples/alphazero",
+        ("train.py", "network.py"),
+        {"haiku": "dm-haiku", "omegaconf": "omegaconf"},
     ),
 }
 ALL = "all"
@@ -69,6 +89,6 @@ def clone_commands(name: str, root: Path, source: str | None = None) -> list[lis
     if not (target / ".git").exists():
         origin = str(Path(source) / name) if source else checkout.url
         commands.append(["git", "clone", "--quiet", "--no-checkout", origin, str(target)])
-    commands.append(["git", "-C", str(target), "sparse-checkout", "set", *checkout.folders])
+    commands.append(["git", "-C", str(target), "sparse-checkout", "set", checkout.folder])
     commands.append(["git", "-C", str(target), "checkout", "--quiet", "--detach", checkout.commit])
     return commands

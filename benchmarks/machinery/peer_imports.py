@@ -1,8 +1,8 @@
 """How a peer's module is imported from its checkout: loaded fresh from the
 checkout's folder and not left in `sys.modules` (`import_fresh`), with empty
 stand-ins for the packages it imports but the side-by-side never runs
-(`stand_ins`), and what it needs that the harness does not install checked
-first (`needs_distrax`). A checkout that cannot be used raises `PeerError`."""
+(`stand_ins`). What a peer needs that the harness does not install is
+checked first (`peers.check`, from `peer_checkouts.CHECKOUTS`). A checkout that cannot be used raises `PeerError`."""
 
 from __future__ import annotations
 
@@ -59,11 +59,3 @@ def import_fresh(path: str | Path, folder: Path, module_name: str, siblings: tup
     if module.__file__ is None or Path(module.__file__).resolve().parent != folder:
         raise PeerError(f"--against {path}: imported another module named {module_name} ({module.__file__})")
     return module
-
-
-def needs_distrax(path: str | Path, source: Path) -> None:
-    if "import distrax" in source.read_text() and importlib.util.find_spec("distrax") is None:
-        raise PeerError(
-            f"--against {path}: the peer's {source.name} imports distrax, which is not installed here"
-            " (pip install distrax, into the bench's environment: .nox/bench)"
-        )

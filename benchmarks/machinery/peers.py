@@ -62,6 +62,7 @@ from typing import Any
 import jax
 
 from benchmarks.machinery import peer_imports
+from benchmarks.machinery.peer_checkouts import CHECKOUTS
 from benchmarks.machinery.peer_configs import (
     PGX_ALPHAZERO_CONNECT_FOUR,
     PUREJAXRL_PPO_BRAX_INVERTED_PENDULUM,
@@ -80,20 +81,18 @@ __all__ = [
     "PUREJAXRL_PPO_CARTPOLE",
     "PUREJAXRL_PPO_MINATAR",
     "XMINIGRID_SINGLE_TASK",
+    "MissingPackages",
     "PeerError",
     "check",
-    "check_pgx",
-    "check_purejaxrl",
-    "check_xminigrid",
     "identify",
     "load_pgx_alphazero",
     "load_purejaxrl_ppo",
     "load_xminigrid_single_task",
     "same_work",
+    "missing",
     "one_qr_at_a_time",
-    "pgx_alphazero_dir",
-    "purejaxrl_dir",
-    "xminigrid_training_dir",
+    "peer_dir",
+    "ready",
 ]
 
 # Modules PureJaxRL's wrappers.py imports for wrappers CartPole does not use.
@@ -103,97 +102,83 @@ _UNUSED_IMPORTS = {
 }
 # Modules xland-minigrid's training script imports for its `__main__` only.
 _XMINIGRID_UNUSED_IMPORTS = {"wandb": ("wandb",), "pyrallis": ("pyrallis",)}
-_XMINIGRID_FILES = ("train_single_task.py", "nn.py", "utils.py")
-_PGX_FILES = ("train.py", "network.py")
-# What pgx's AlphaZero example imports that the harness does not install.
-_PGX_NEEDS = {"haiku": "dm-haiku", "omegaconf": "omegaconf"}
 
 
 def identify(path: str | Path) -> tuple[str, Path]:
     """Which peer the checkout at `path` is, by its name in
-    `peer_checkouts.CHECKOUTS`: ("purejaxrl", its `purejaxrl/`),
-    ("xland-minigrid", its `training/`) or ("pgx", its `examples/alphazero/`)."""
-    for name, find in (
-        ("purejaxrl", purejaxrl_dir),
-        ("xland-minigrid", xminigrid_training_dir),
-        ("pgx", pgx_alphazero_dir),
-    ):
+    `peer_checkouts.CHECKOUTS`, and the folder its entries load from."""
+    for name in CHECKOUTS:
         with contextlib.suppress(PeerError):
-            return name, find(path)
+            return name, peer_dir(name, path)
+    looked = ", ".join(f"{c.title} ({c.folder}/{c.files[0]})" for c in CHECKOUTS.values())
+    raise PeerError(f"--against {path}: no checkout of a peer there; looked for {looked}")
+
+
+def peer_dir(name: str, path: str | Path) -> Path:
+    """The folder of peer `name`'s checkout at `path` that holds the files
+    its entries load: `path` itself, or its `Checkout.folder` (a checkout's root)."""
+    checkout = CHECKOUTS[name]
+    root = Path(path).expanduser().resolve()
+    for candidate in (root, root / checkout.folder):
+        if all((candidate / file).is_file() for file in checkout.files):
+            return candidate
     raise PeerError(
-        f"--against {path}: not a PureJaxRL checkout (purejaxrl/ppo.py), an xland-minigrid one"
-        " (training/train_single_task.py) or a pgx one (examples/alphazero/train.py) there"
+        f"--against {path}: no {checkout.title} checkout there (looked for {checkout.folder}/"
+        f"{' and '.join(checkout.files)})"
     )
 
 
-def xminigrid_training_dir(path: str | Path) -> Path:
-    """The folder holding xland-minigrid's `train_single_task.py`: `path`
-    itself, or its `training/` (a checkout's root)."""
-    root = Path(path).expanduser().resolve()
-    for candidate in (root, root / "training"):
-        if all((candidate / name).is_file() for name in _XMINIGRID_FILES):
-            return candidate
-    raise PeerError(f"--against {path}: no xland-minigrid checkout there (looked for training/train_single_task.py)")
+def missing(name: str) -> list[str]:
+    """The packages peer `name`'s entries import that are not installed here."""
+    return [package for module, package in CHECKOUTS[name].needs.items() if importlib.util.find_spec(module) is None]
 
 
-def purejaxrl_dir(path: str | Path) -> Path:
-    """The folder holding PureJaxRL's `ppo.py`: `path` itself, or its
-    `purejaxrl/` (a checkout's root)."""
-    root = Path(path).expanduser().resolve()
-    for candidate in (root, root / "purejaxrl"):
-        if (candidate / "ppo.py").is_file() and (candidate / "wrappers.py").is_file():
-            return candidate
-    raise PeerError(f"--against {path}: no PureJaxRL checkout there (looked for ppo.py and wrappers.py in it)")
-
-
-def check_purejaxrl(path: str | Path, module: str = "ppo") -> Path:
-    """The checkout's `purejaxrl/` folder, once what its `module` needs is here."""
-    folder = purejaxrl_dir(path)
-    source = folder / f"{module}.py"
-    if not source.is_file():
-        raise PeerError(f"--against {path}: the PureJaxRL checkout has no {source.name}")
-    peer_imports.needs_distrax(path, source)
+def ready(name: str, path: str | Path) -> Path:
+    """Peer `name`'s folder in the checkout at `path`, once what its entries
+    import is installed."""
+    folder = peer_dir(name, path)
+    if packages := missing(name):
+        raise MissingPackages({name: packages})
     return folder
+
+
+def check(path: str | Path) -> tuple[str, Path]:
+    """Which peer the checkout at `path` is and its folder, once what that
+    peer's entries import is installed: what `--against` checks before any
+    entry runs."""
+    name, _ = identify(path)
+    return name, ready(name, path)
+
+
+class MissingPackages(PeerError):
+    """Peers whose entries import packages not installed here: one message
+    for all of them (peer name -> packages)."""
+
+    def __init__(self, by_peer: dict[str, list[str]]):
+        self.by_peer = by_peer
+        needed: dict[str, list[str]] = {}
+        for name, packages in by_peer.items():
+            for package in packages:
+                needed.setdefault(package, []).append(name)
+        listed = ", ".join(f"{package} ({', '.join(names)})" for package, names in needed.items())
+        super().__init__(
+            f"--against: the peers' code imports what is not installed here: {listed}; "
+            f"pip install {' '.join(needed)} into the bench's environment (`nox -s bench -- --against ...` "
+            "installs them: the project's `peers` extra)"
+        )
 
 
 def load_purejaxrl_ppo(path: str | Path, module_name: str = "ppo") -> Callable[[dict[str, Any]], Callable]:
     """PureJaxRL's `make_train` from the checkout at `path`: its `ppo.py`, or
     (`module_name`) another of its single files, e.g. `ppo_continuous_action`."""
-    folder = check_purejaxrl(path, module_name)
+    folder = ready("purejaxrl", path)
+    if not (folder / f"{module_name}.py").is_file():
+        raise PeerError(f"--against {path}: the PureJaxRL checkout has no {module_name}.py")
     stand_ins = peer_imports.stand_ins(_UNUSED_IMPORTS, EpisodeWrapper=object, AutoResetWrapper=object)
     module = peer_imports.import_fresh(path, folder, module_name, ("wrappers",), stand_ins)
     if int(version("gymnax").split(".")[0]) >= 1 and hasattr(module, "gymnax"):
         module.gymnax = GymnaxShim(module.gymnax)
     return module.make_train
-
-
-def check_xminigrid(path: str | Path) -> Path:
-    """The checkout's `training/` folder, once what its script needs is here."""
-    folder = xminigrid_training_dir(path)
-    peer_imports.needs_distrax(path, folder / "nn.py")
-    return folder
-
-
-def pgx_alphazero_dir(path: str | Path) -> Path:
-    """The folder holding pgx's AlphaZero example: `path` itself, or its
-    `examples/alphazero/` (a checkout's root)."""
-    root = Path(path).expanduser().resolve()
-    for candidate in (root, root / "examples" / "alphazero"):
-        if all((candidate / name).is_file() for name in _PGX_FILES):
-            return candidate
-    raise PeerError(f"--against {path}: no pgx checkout there (looked for examples/alphazero/train.py)")
-
-
-def check_pgx(path: str | Path) -> Path:
-    """The checkout's `examples/alphazero/` folder, once what it imports is here."""
-    folder = pgx_alphazero_dir(path)
-    missing = [package for module, package in _PGX_NEEDS.items() if importlib.util.find_spec(module) is None]
-    if missing:
-        raise PeerError(
-            f"--against {path}: pgx's examples/alphazero/train.py imports {' and '.join(missing)}, not installed"
-            f" here (pip install {' '.join(missing)}, into the bench's environment: .nox/bench)"
-        )
-    return folder
 
 
 def _no_baseline(model_id: str) -> Callable:
@@ -212,7 +197,7 @@ def load_pgx_alphazero(path: str | Path, config: dict[str, Any], devices: int | 
     `devices` (on a CPU split into host devices, one: as it runs unsplit)."""
     import pgx
 
-    folder = check_pgx(path)
+    folder = ready("pgx", path)
     argv, make_baseline, local_devices = sys.argv, pgx.make_baseline_model, jax.local_devices
     sys.argv = ["train.py", *(f"{key}={value}" for key, value in config.items())]
     pgx.make_baseline_model = _no_baseline
@@ -226,18 +211,10 @@ def load_pgx_alphazero(path: str | Path, config: dict[str, Any], devices: int | 
         sys.argv, pgx.make_baseline_model, jax.local_devices = argv, make_baseline, local_devices
 
 
-def check(path: str | Path) -> tuple[str, Path]:
-    """Which peer the checkout at `path` is (`identify`) and its folder, once
-    what that peer's entries need is here: what `--against PATH` checks
-    before any entry runs."""
-    name, _ = identify(path)
-    return name, {"purejaxrl": check_purejaxrl, "xland-minigrid": check_xminigrid, "pgx": check_pgx}[name](path)
-
-
 def load_xminigrid_single_task(path: str | Path) -> Any:
     """xland-minigrid's `train_single_task` module from the checkout at
     `path` (its `TrainConfig`, `make_states`, `make_train`)."""
-    folder = check_xminigrid(path)
+    folder = ready("xland-minigrid", path)
     stand_ins = peer_imports.stand_ins(
         _XMINIGRID_UNUSED_IMPORTS, wrap=lambda *args, **kwargs: lambda function: function
     )

@@ -168,10 +168,17 @@ def pytest_configure(config: pytest.Config) -> None:
     if values := config.getoption("against"):
         from benchmarks.machinery import peers
 
+        lacking: dict[str, list[str]] = {}  # every peer's missing packages, told at once
         try:
             for path in [path for value in values for path in peer_checkouts.resolve(value, config.rootpath)]:
-                name, folder = peers.check(path)
+                try:
+                    name, folder = peers.check(path)
+                except peers.MissingPackages as error:
+                    lacking.update(error.by_peer)
+                    continue
                 config.stash[KEY].against[name] = folder
+            if lacking:
+                raise peers.MissingPackages(lacking)
         except (peers.PeerError, peer_checkouts.MissingCheckout) as error:
             raise pytest.UsageError(str(error)) from None
 

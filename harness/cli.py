@@ -37,6 +37,7 @@ from harness.run import cluster, compile_cache, determinism, host_devices, inter
 from harness.run.cluster import DistributedError
 from harness.run.interrupts import Interrupted
 from harness.run.runner import NonFiniteMetricError
+from harness.sessions import drift as drift_session
 from harness.sessions import reproduce, results
 from harness.sessions import run as run_session
 from harness.sessions import scale as scale_session
@@ -274,6 +275,27 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_drift(args: argparse.Namespace) -> int:
+    """Two environments' runs of the specs side by side (harness.sessions.drift)."""
+    if args.rounds < 1 or (args.iterations is not None and args.iterations < 4):
+        raise OptionError("--rounds must be at least 1 and --iterations at least 4 (a warm-up chunk and timed ones)")
+    specs = [Path(p) for p in args.specs] or sorted(Path("experiments").glob("*.yaml"))
+    if not specs:
+        raise OptionError("no specs given, and no experiments/ folder here to take them from")
+    for path in specs:
+        spec.load(path)  # every spec checked before anything runs
+    options = drift_session.DriftOptions(
+        older=args.older,
+        newer=args.newer,
+        specs=specs,
+        rounds=args.rounds,
+        iterations=args.iterations,
+        uri=tracking.resolve_uri(args.tracking_uri, None),
+        out=Path(args.out),
+    )
+    return drift_session.drift_command(options)
+
+
 # ---------------------------------------------------------------------- main
 
 
@@ -286,6 +308,7 @@ COMMANDS = {
     "reproduce": cmd_reproduce,
     "compare": cmd_compare,
     "scale": cmd_scale,
+    "drift": cmd_drift,
 }
 
 USER_ERRORS = (
@@ -298,6 +321,7 @@ USER_ERRORS = (
     determinism.DeterminismError,
     host_devices.HostDevicesError,
     OptionError,
+    drift_session.DriftError,
 )
 
 

@@ -248,6 +248,28 @@ def parser() -> argparse.ArgumentParser:
         "--out", default="scale.png", help="where to write the plot (default: scale.png; its table beside it, .json)"
     )
     _add_store_options(sc)
+
+    dr = sub.add_parser(
+        "drift",
+        help="what another set of package versions (a JAX upgrade) changes: bits, verdict, speed, compile, memory",
+        description="Train each spec in two Python environments on this machine (e.g. two JAX versions, each "
+        "installed with its constraints file), one process per run, in rounds that alternate the order, and "
+        "report for each spec: bits identical or not, the newer side's statistical verdict against the older's "
+        "run, and the newer-over-older ratios of steady-state env steps/s, compile seconds and peak memory. "
+        "Runs use --deterministic and no compilation cache. Written to --out (JSON, and Markdown beside it) and "
+        "logged to MLflow (experiment 'drift'). Exit 1 when a verdict fails.",
+    )
+    dr.add_argument("specs", nargs="*", metavar="SPEC", help="spec files (default: every spec in experiments/)")
+    dr.add_argument("--older", required=True, metavar="PYTHON", help="the older environment's Python")
+    dr.add_argument("--newer", required=True, metavar="PYTHON", help="the newer environment's Python")
+    dr.add_argument("--rounds", type=int, default=2, help="runs of each spec on each side (default 2)")
+    dr.add_argument(
+        "--iterations",
+        type=int,
+        help="cut each spec to this many iterations (its claims dropped): speed, compile and bits in minutes",
+    )
+    dr.add_argument("--out", default="drift.json", help="where the report goes (default: drift.json; .md beside)")
+    _add_store_options(dr)
     return p
 
 

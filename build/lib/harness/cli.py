@@ -1,0 +1,402 @@
+"""`harness run | sweep | validate | publish | reproduce | compare | scale | sync`.
+
+User errors (a bad spec, an unusable tracking store, a checkpoint that cannot
+be resumed) print one message and exit 2 without a traceback; nothing is
+logged to MLflow for a spec that does not validate. A run that fails (a NaN,
+a crash) exits 1; Ctrl-C exits 130 and SIGTERM 143 at any moment, after a
+final checkpoint, or after the records are written whole when training had
+finished (harness.run.interrupts). A run that finished while its MLflow
+store could not be reached exits 3: its record is in the run directory, for
+`harness sync`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import harness
+from harness import build, spec
+from harness import sweep as sweeps
+from harness.cli_options import OptionError, run_options, with_command_line
+from harness.cli_parser import parser
+from harness.console import err_console, out_console, print_table
+from harness.judge import claims, compare, publish, references
+from harness.judge.compare import CompareError
+from harness.judge.references import ReproduceError
+from harness.record import rundir, sync, tracking
+from harness.record.rundir import CheckpointError
+from harness.record.tracking import TrackingError
+from harness.run import cluster, compile_cache, determinism, host_devices, interrupts, scaling
+from harness.run.cluster import DistributedError
+from harness.run.interrupts import Interrupted
+from harness.run.runner import NonFiniteMetricError
+from harness.sessions import drift as drift_session
+from harness.sessions import reproduce, results
+from harness.sessions import run as run_session
+from harness.sessions import scale as scale_session
+from harness.sessions import sweep as sweep_session
+from harness.spec import SpecError
+
+EXIT_USER_ERROR = 2
+EXIT_FAILED = 1
+EXIT_INTERRUPTED = 130  # SIGINT; SIGTERM exits 143
+EXIT_INCOMPLETE = 3  # trained to the end; the MLflow record waits for harness sync
+
+
+def _user_error(message: str) -> int:
+    err_console.print(f"[bold red]error:[/] {message}", soft_wrap=True)
+    return EXIT_USER_ERROR
+
+
+def _plot_path(value: str) -> Path:
+    """`--out` of a command that draws a PNG: as given when it ends in .png,
+    with .png added when it has no suffix (matplotlib would add it unseen)."""
+    path = Path(value)
+    if path.suffix == "":
+        return path.with_suffix(".png")
+    if path.suffix.lower() != ".png":
+        raise OptionError(f"--out {value}: the plot is a PNG; give a path that ends in .png")
+    return path
+
+
+def _plan(loaded: spec.Spec, source: str, lines, args: argparse.Namespace | None) -> build.Plan:
+    """Build `loaded` with the command line's device options (if `args` has
+    any) in place of its `devices:` section; its claims checked against the
+    metrics its algorithm produces."""
+    plan = build.build(with_command_line(loaded, args), source, lines)
+    run_session.check_claims(plan, source, lines)
+    return plan
+
+
+def _load_plan(path: str, args: argparse.Namespace | None = None) -> build.Plan:
+    loaded = spec.load(path)
+    if loaded.sweep is not None:
+        raise SpecError(str(path), [("sweep", "a spec with a sweep: section is trained by harness sweep (or run)")])
+    return _plan(loaded, str(path), spec.key_lines(Path(path).read_text()), args)
+
+
+def _load_sweep(args: argparse.Namespace) -> sweeps.Sweep | None:
+    """The sweep of `args.spec` with the command line's sweep options, or
+    None for a spec without one and no --set."""
+    loaded = with_command_line(spec.load(args.spec), args)
+    sets = sweeps.parse_sets(getattr(args, "set", None) or [])
+    if loaded.sweep is None and not sets:
+        return None
+    return sweeps.make_sweep(
+        loaded,
+        args.spec,
+        spec.key_lines(Path(args.spec).read_text()),
+        sets=sets,
+        samples=getattr(args, "samples", None),
+        sample_seed=getattr(args, "sample_seed", 0),
+        max_points=getattr(args, "max_points", sweeps.MAX_POINTS),
+        exact_points=getattr(args, "exact_points", False),
+    )
+
+
+# ------------------------------------------------------------------ commands
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    sweep = _load_sweep(args)
+    if sweep is not None:
+        sys.stdout.write(spec.to_yaml(sweep.spec))
+        sys.stdout.write(f"# spec_hash: {spec.spec_hash(sweep.spec)}\n")
+        sys.stdout.write("\n".join(sweep_session.describe(sweep)) + "\n")
+        return 0
+    plan = _load_plan(args.spec)
+    sys.stdout.write(spec.to_yaml(plan.spec))
+    sys.stdout.write(f"# spec_hash: {plan.spec_hash}\n")
+    sys.stdout.write(
+        f"# {plan.num_iterations} iterations x {plan.env_steps_per_iteration} env steps"
+        f" = {plan.env_steps} env steps per seed, {len(plan.spec.seeds)} seeds\n"
+    )
+    return 0
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    """Train every point of a sweep (harness.sweep), program by program."""
+    sweep = _load_sweep(args)
+    if sweep is None:
+        return _user_error(f"{args.spec}: no sweep: add a sweep: section or --set KEY=V1,V2")
+    if getattr(args, "profile", False):
+        return _user_error(
+            f"{args.spec}: --profile traces a run of one spec; this one is a sweep (trace a point's spec)"
+        )
+    if args.metric is not None:
+        sweep_session.check_metric(sweep, args.metric, args.spec)
+    uri = tracking.resolve_uri(args.tracking_uri, sweep.spec.tracking.uri)
+    logged = sweep_session.run_sweep(sweep, uri, run_options(args, resume=args.resume or False), metric=args.metric)
+    return EXIT_INCOMPLETE if logged.offline else 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    if spec.load(args.spec).sweep is not None:
+        return cmd_sweep(args)
+    plan = _load_plan(args.spec, args)
+    uri = tracking.resolve_uri(args.tracking_uri, plan.spec.tracking.uri)
+    logged = run_session.train_and_log(plan, uri, run_options(args, resume=args.resume or False))
+    if logged is None:  # not process 0 of a multi-process job: it logs
+        return 0
+    results.print_summary(plan, logged.record, logged.uri, logged.experiment_id, logged.parent_id)
+    run_session.print_claims(logged.record)
+    if args.results_out:
+        Path(args.results_out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.results_out).write_text(logged.record.to_json())
+        out_console.print(f"results written to {args.results_out}")
+    return EXIT_INCOMPLETE if logged.offline else 0
+
+
+def cmd_sync(args: argparse.Namespace) -> int:
+    """Upload what run directories hold that their MLflow runs do not."""
+    uri = tracking.resolve_uri(args.tracking_uri, None)
+    root = Path(args.checkpoint_dir) if args.checkpoint_dir else rundir.default_root(uri)
+    if args.run_ids:
+        directories = [rundir.find_run(root, run_id, "") for run_id in args.run_ids]
+    else:
+        directories = [d for d in rundir.run_directories(root) if sync.needs_sync(d.path)]
+        if not directories:
+            out_console.print(f"nothing to sync under {root}")
+            return 0
+    for directory in directories:
+        report = sync.sync_run(directory.path, args.tracking_uri)
+        out_console.print(
+            f"run {report.run_id}: {report.entries} journal entries and {report.calls} end-of-run calls"
+            f" uploaded to {report.uri}"
+        )
+    return 0
+
+
+def cmd_publish(args: argparse.Namespace) -> int:
+    """Copy results.json of a finished run of SPEC into results/."""
+    plan = _load_plan(args.spec)
+    uri = tracking.resolve_uri(args.tracking_uri, plan.spec.tracking.uri)
+    record = publish.publishable(plan, uri, args.run_id, args.random_baseline)
+    if args.random_baseline:
+        mean = record.baselines["random_policy"]["mean_return"]
+        out_console.print("random policy: " + ("no episode ended" if mean is None else f"mean return {mean:.2f}"))
+    out = (
+        Path(args.out)
+        if args.out
+        else references.publish_path(references.reference_path(args.spec), record.fingerprint)
+    )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(record.to_json())
+    every = publish.copy_iterations(uri, record.mlflow_run_id, out)
+    out_console.print(
+        f"published run {record.mlflow_run_id} to {out} (device class {references.device_class(record.fingerprint)})"
+        + (f", every iteration to {every}" if every else "")
+    )
+    return 0
+
+
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    """Run a spec again and judge it against its reference (see harness.sessions.reproduce)."""
+    if (args.spec is None) == (args.run_id is None):
+        return _user_error("give either a SPEC file or --run-id RUN_ID")
+    if args.run_id:
+        if args.reference:
+            return _user_error("--reference goes with a SPEC; with --run-id the run itself is the reference")
+        uri = tracking.resolve_uri(args.tracking_uri, None)
+        reference = reproduce.of_logged_run(
+            uri, args.run_id, lambda loaded, source, lines: _plan(loaded, source, lines, args)
+        )
+    else:
+        plan = _load_plan(args.spec, args)
+        uri = tracking.resolve_uri(args.tracking_uri, plan.spec.tracking.uri)
+        reference = reproduce.of_spec(plan, args.spec, args.reference, uri)
+    reproduced = reproduce.run_and_judge(reference, run_options(args), args.seeds)
+    if reproduced is None:  # not process 0 of a multi-process job: it judges
+        return 0
+    if not reproduced.verdict.passed:
+        return EXIT_FAILED
+    return EXIT_INCOMPLETE if reproduced.logged.offline else 0
+
+
+def cmd_scale(args: argparse.Namespace) -> int:
+    defaults = {"envs": (16, 4096), "seeds": (1, 256)}[args.axis]
+    if args.sizes:
+        try:
+            sizes = [int(s) for s in args.sizes.split(",")]
+        except ValueError:
+            raise OptionError(f"--sizes {args.sizes}: comma-separated whole numbers") from None
+    else:
+        sizes = scaling.ladder(args.start or defaults[0], args.stop or defaults[1])
+    if not sizes or min(sizes) < 1 or args.timed_chunks < 1 or (args.chunk_iterations or 1) < 1:
+        raise OptionError("--sizes, --start/--stop, --timed-chunks and --chunk-iterations must be at least 1")
+    if args.max_seconds is not None and not args.max_seconds > 0:
+        raise OptionError(f"--max-seconds must be positive, not {args.max_seconds}")
+    loaded = spec.load(args.spec)
+    uri = tracking.resolve_uri(args.tracking_uri, loaded.tracking.uri)
+    options = scale_session.ScaleOptions(
+        axis=args.axis,
+        sizes=sizes,
+        chunk_iterations=args.chunk_iterations,
+        timed_chunks=args.timed_chunks,
+        uri=uri,
+        out=_plot_path(args.out),
+        measure_ceiling=not args.no_ceiling,
+        until_flat=not (args.sizes or args.stop),
+        max_seconds=args.max_seconds,
+    )
+    return scale_session.scale(args.spec, options)
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """A table and a plot across finished runs (see harness.judge.compare)."""
+    if bool(args.experiment) == bool(args.run_ids):
+        return _user_error("give either --experiment NAME or run ids")
+    out = _plot_path(args.out)
+    uri = tracking.resolve_uri(args.tracking_uri, None)
+    client = tracking.open_client(uri)
+    runs, notes = compare.fetch(client, uri, experiment=args.experiment, run_ids=args.run_ids)
+    for note in notes:
+        err_console.print(note)
+    comparison = compare.compare(runs, allow_different_specs=args.allow_different_specs)
+    if comparison.different_specs > 1:
+        out_console.print(
+            f"comparing runs of {comparison.different_specs} different specs; the keys that differ:\n"
+            + compare.listed(comparison.spec_differences)
+        )
+    print_table(compare.table(comparison.summaries, f"compare: {comparison.title}"))
+    if claim_rows := compare.claim_rows(comparison):
+        print_table(claims.table(claim_rows, f"claims: {comparison.title}"))
+    for key, values in comparison.provenance_differences.items():
+        out_console.print(f"  differs: {key}: {' / '.join(values)}", soft_wrap=True)
+    run_id = compare.record(client, runs, comparison, out)
+    out_console.print(f"plot written to {out}; comparison logged to MLflow run {run_id} ({uri})")
+    return 0
+
+
+def cmd_drift(args: argparse.Namespace) -> int:
+    """Two environments' runs of the specs side by side (harness.sessions.drift)."""
+    if args.rounds < 1 or (args.iterations is not None and args.iterations < 4):
+        raise OptionError("--rounds must be at least 1 and --iterations at least 4 (a warm-up chunk and timed ones)")
+    specs = [Path(p) for p in args.specs] or sorted(Path("experiments").glob("*.yaml"))
+    if not specs:
+        raise OptionError("no specs given, and no experiments/ folder here to take them from")
+    for path in specs:
+        spec.load(path)  # every spec checked before anything runs
+    options = drift_session.DriftOptions(
+        older=args.older,
+        newer=args.newer,
+        specs=specs,
+        rounds=args.rounds,
+        iterations=args.iterations,
+        uri=tracking.resolve_uri(args.tracking_uri, None),
+        out=Path(args.out),
+    )
+    return drift_session.drift_command(options)
+
+
+# ---------------------------------------------------------------------- main
+
+
+COMMANDS = {
+    "validate": cmd_validate,
+    "run": cmd_run,
+    "sweep": cmd_sweep,
+    "sync": cmd_sync,
+    "publish": cmd_publish,
+    "reproduce": cmd_reproduce,
+    "compare": cmd_compare,
+    "scale": cmd_scale,
+    "drift": cmd_drift,
+}
+
+USER_ERRORS = (
+    SpecError,
+    TrackingError,
+    ReproduceError,
+    CompareError,
+    CheckpointError,
+    DistributedError,
+    determinism.DeterminismError,
+    host_devices.HostDevicesError,
+    OptionError,
+    drift_session.DriftError,
+)
+
+
+_commands_run = 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    global _commands_run
+    args = parser().parse_args(argv)
+    # The command's start: the harness's import for the first command of a
+    # process (`harness run` imports it just before), else now.
+    args.started_at = harness.STARTED if _commands_run == 0 else time.perf_counter()
+    _commands_run += 1
+
+    # SIGTERM (e.g. a scheduler's preemption) ends runs as Ctrl-C does; during
+    # training the runner acts on either between chunks, with a final
+    # checkpoint; once a program's training is over, its records are written
+    # whole first (harness.run.interrupts).
+    try:
+        with interrupts.stop_signals():
+            compile_cache.configure_from(args)
+            if hasattr(args, "coordinator"):
+                cluster.initialize(args.coordinator, args.num_processes, args.process_id, auto=args.cluster)
+            code = COMMANDS[args.command](args)
+            if signum := interrupts.noted():
+                return _finished_anyway(signum, code)
+            return code
+    except USER_ERRORS as error:
+        return _user_error(str(error))
+    except NonFiniteMetricError as error:
+        where = getattr(args, "spec", None) or f"run {getattr(args, 'run_id', '')}"
+        err_console.print(f"[bold red]error:[/] {where}: {error}", soft_wrap=True)
+        return EXIT_FAILED
+    except KeyboardInterrupt as error:
+        signum = error.signum if isinstance(error, Interrupted) else signal.SIGINT
+        said = interrupts.said(signum, "before its work finished: MLflow runs it had started are marked KILLED")
+        err_console.print(_highlighted(said), soft_wrap=True)
+        return interrupts.exit_code(signum)
+    finally:
+        sys.stdout.flush()
+
+
+def _finished_anyway(signum: int, code: int) -> int:
+    """The exit of a command whose work finished after a stop signal came
+    (during its last chunk, or while it wrote its records): 128 + the
+    signal, so that `harness run A && harness run B` stops, and what it left."""
+    state = {
+        0: "its runs are complete and recorded",
+        EXIT_INCOMPLETE: "its runs are complete; their record waits for harness sync",
+    }.get(code, f"it would have exited {code}")
+    err_console.print(_highlighted(interrupts.said(signum, f"after its work had finished: {state}")), soft_wrap=True)
+    return interrupts.exit_code(signum)
+
+
+def _highlighted(said: str) -> str:
+    """An `interrupts.said` line with its first word in the warning colour."""
+    return said.replace("interrupted", "[bold yellow]interrupted[/]", 1)
+
+
+def console() -> None:
+    """The `harness` command: `main()`, then the process ends at once.
+
+    Python's own exit tears down every module and object JAX, XLA and MLflow
+    made, about 1.3 s on the reference CPU after the last line was printed,
+    with nothing left to write by then: the runs are ended, checkpoints and
+    the compilation cache written, the metric writer gone. A process of a
+    multi-process job exits normally, so that JAX leaves the job cleanly."""
+    code = main()
+    if cluster.joined:
+        sys.exit(code)
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    console()

@@ -1,0 +1,97 @@
+"""The command line's options that change what a spec-driven command does:
+seeds and devices in place of the spec's, and how a training session runs
+(`RunOptions`). Bad values raise `OptionError`, reported like a spec error."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from harness import build, spec
+from harness.record import windows
+from harness.run import determinism, host_devices
+from harness.sessions.options import RunOptions
+
+DEVICE_OPTIONS = {
+    "count": "--devices",
+    "seed_axis": "--seed-axis",
+    "data_axis": "--data-axis",
+    "host_devices": "--host-devices",
+    "deterministic": "--deterministic",
+}
+
+
+class OptionError(ValueError):
+    """A bad command-line option (reported like a spec error)."""
+
+
+def devices(args: argparse.Namespace) -> dict:
+    """The command line's --devices/--seed-axis/--data-axis, by spec key."""
+    given = {key: getattr(args, key) for key in DEVICE_OPTIONS if getattr(args, key, None) is not None}
+    if given.get("count", "all") != "all":
+        try:
+            given["count"] = int(given["count"])
+        except ValueError:
+            raise OptionError(f"--devices takes a number or all, not {given['count']!r}") from None
+    if given.get("host_devices", host_devices.CORES) != host_devices.CORES:
+        try:
+            given["host_devices"] = int(given["host_devices"])
+        except ValueError:
+            raise OptionError(f"--host-devices takes a number or cores, not {given['host_devices']!r}") from None
+    return given
+
+
+def seeds(given: list[int]) -> tuple[int, ...]:
+    """--seeds, checked as the spec's seeds are."""
+    try:
+        return spec.check_seeds(tuple(given))
+    except ValueError as error:
+        raise OptionError(f"--seeds {' '.join(map(str, given))}: {error}") from None
+
+
+def with_command_line(loaded: spec.Spec, args: argparse.Namespace | None) -> spec.Spec:
+    """`loaded` with the command line's seeds (run's --seeds) and device options
+    (if `args` has any) in place of its own; for a command that trains
+    (`args` given), XLA's deterministic mode and host devices set when it
+    asks for them."""
+    if args is not None and getattr(args, "command", None) == "run" and args.seeds:
+        # harness reproduce --seeds rebuilds the reference's spec itself.
+        loaded = loaded.model_copy(update={"seeds": seeds(args.seeds)})
+    if args is not None and (given := devices(args)):
+        try:
+            loaded = build.with_devices(loaded, given)
+        except ValidationError as error:
+            problem = error.errors()[0]
+            option = DEVICE_OPTIONS[str(problem["loc"][0])]
+            raise OptionError(f"{option}: {problem['msg'].removeprefix('Value error, ')}") from None
+    if args is not None and loaded.devices.deterministic:
+        determinism.enable()
+    if args is not None and (host := loaded.devices.host_devices) is not None:
+        host_devices.enable(host_devices.cores() if host == host_devices.CORES else host)
+    return loaded
+
+
+def run_options(args: argparse.Namespace, **extra) -> RunOptions:
+    """How a training session runs, as the command line says."""
+    interval = getattr(args, "system_metrics_interval", None)
+    if interval is not None and interval <= 0:
+        raise OptionError(f"--system-metrics-interval must be positive, not {interval}")
+    return RunOptions(
+        started_at=args.started_at,
+        system_metrics=None if getattr(args, "no_system_metrics", True) else interval,
+        progress=not args.no_progress,
+        live_metrics=getattr(args, "live_metrics", False),
+        profile=getattr(args, "profile", False),
+        metric_points=metric_points(args),
+        checkpoint_dir=Path(args.checkpoint_dir) if getattr(args, "checkpoint_dir", None) else None,
+        **extra,
+    )
+
+
+def metric_points(args: argparse.Namespace) -> int:
+    points = getattr(args, "metric_points", windows.DEFAULT_POINTS)
+    if points < 0:
+        raise OptionError(f"--metric-points must be 0 (every iteration) or more, not {points}")
+    return points

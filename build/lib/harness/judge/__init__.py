@@ -1,0 +1,2 @@
+"""Judging records, never training: reproduction verdicts, comparisons
+across runs, interval estimates and baselines."""

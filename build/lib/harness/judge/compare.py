@@ -1,0 +1,398 @@
+"""Compare finished runs across devices and versions: a table and a plot of
+their curves, from the results.json each run logged.
+
+A comparison is recorded as an MLflow run of its own, named `compare`, in the
+experiment of the first compared run and tagged `harness.kind = compare`: it
+holds the plot (compare.png), the table (compare.md) and the numbers
+(compare.json). The claims the runs were judged on are judged again on each
+run (compare.json's `claims`; tags `claim.<name>`: holds when it holds on
+every run). The compared runs are read, never changed, so comparing a
+colleague's runs on a shared server leaves them as they were.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from harness.judge import claims, stats
+from harness.judge.machines import device_label
+from harness.judge.reproduce import LEARNING_METRICS
+from harness.record import schema, tracking
+from harness.record.schema import EMPTY_CURVES, ClaimOutcome, Results
+from harness.spec import spec_differences
+
+# AlphaZero's two-player games plot the win rate against a random player.
+PLOTTED_METRICS = ("episode_return", "eval_return", "eval_random_win", "loss")
+
+
+class CompareError(Exception):
+    """Runs that cannot be compared; reported without a traceback."""
+
+
+class ComparedRun(NamedTuple):
+    run_id: str
+    run_name: str
+    experiment_id: str
+    tags: dict[str, str]
+    record: Results  # the run's results.json
+
+
+# -------------------------------------------------------------------- fetching
+
+
+def _load(client, run) -> ComparedRun | None:
+    text = tracking.read_text_artifact(client, run.info.run_id, "results.json")
+    if text is None:
+        return None
+    try:
+        record = schema.parse(text, f"results.json of run {run.info.run_id}")
+    except ValueError as error:
+        raise CompareError(str(error)) from None
+    return ComparedRun(run.info.run_id, run.info.run_name or "", run.info.experiment_id, run.data.tags, record)
+
+
+def _is_sweep(run) -> bool:
+    return run.data.tags.get("harness.kind") == "sweep"
+
+
+def fetch(client, uri: str, *, experiment: str | None = None, run_ids: list[str] | None = None):
+    """The runs to compare and notes on what was skipped or substituted.
+
+    With `experiment`: every finished harness parent run in it, and every
+    point of its sweeps (comparisons and failed runs are skipped). With
+    `run_ids`: exactly those runs (a seed's run stands for its parent, a
+    sweep's for its points); each must have finished and logged results.json.
+    """
+    notes: list[str] = []
+    runs: list[ComparedRun] = []
+    if experiment is not None:
+        found = client.get_experiment_by_name(experiment)
+        if found is None:
+            raise CompareError(f"no experiment {experiment!r} in {uri!r}")
+        candidates = client.search_runs(
+            [found.experiment_id],
+            filter_string="attributes.status = 'FINISHED'",
+            order_by=["attributes.start_time ASC"],
+            max_results=1000,
+        )
+        for run in candidates:
+            tags = run.data.tags
+            point = "sweep.point" in tags and "seed" not in tags  # a sweep's point: a run of its spec
+            if ("mlflow.parentRunId" in tags and not point) or "spec_hash" not in tags or _is_sweep(run):
+                continue  # a seed's run, a sweep's own run, or not a training run (e.g. a comparison)
+            loaded = _load(client, run)
+            if loaded is None:
+                notes.append(f"skipped run {run.info.run_id}: no results.json")
+            else:
+                runs.append(loaded)
+        if not runs:
+            raise CompareError(f"experiment {experiment!r} in {uri!r} has no finished harness runs to compare")
+        return runs, notes
+    for run_id in dict.fromkeys(run_ids or []):
+        run, note = tracking.get_parent_run(client, uri, run_id)
+        if note:
+            notes.append(note)
+        if _is_sweep(run):  # a sweep's run stands for its points
+            points = client.search_runs(
+                [run.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{run.info.run_id}'"
+            )
+            notes.append(f"run {run.info.run_id} is a sweep; comparing its {len(points)} points")
+            runs.extend(p for p in map(lambda r: _load(client, r), points) if p is not None)
+            continue
+        if run.info.run_id in {r.run_id for r in runs}:
+            continue
+        loaded = _load(client, run) if run.info.status == "FINISHED" else None
+        if loaded is None:
+            raise CompareError(
+                f"run {run.info.run_id} ({run.info.status}) has no results.json: only finished harness runs compare"
+            )
+        runs.append(loaded)
+    return runs, notes
+
+
+# ------------------------------------------------------------------ summaries
+
+
+def learning_metrics(runs: list[ComparedRun]) -> list[str]:
+    names = set.intersection(*(set(r.record.final) for r in runs))
+    return [name for name in LEARNING_METRICS if name in names]
+
+
+def final_estimate(run: ComparedRun, metric: str) -> stats.Estimate:
+    return stats.stratified_bootstrap_iqm(run.record.finals(metric))
+
+
+def provenance_differences(runs: list[ComparedRun]) -> dict[str, list[str]]:
+    """Device and version keys whose values differ between the runs."""
+    keyed = [
+        {
+            **{f"device.{k}": v for k, v in r.record.fingerprint.items()},
+            **{f"version.{k}": v for k, v in r.record.versions.items()},
+        }
+        for r in runs
+    ]
+    keys = sorted(set().union(*keyed))
+    return {k: [d.get(k, "-") for d in keyed] for k in keys if len({d.get(k, "-") for d in keyed}) > 1}
+
+
+def rows(runs: list[ComparedRun]) -> list[dict[str, Any]]:
+    """One summary per run: what the table shows and compare.json holds."""
+    metrics = learning_metrics(runs)
+    out = []
+    for run in runs:
+        record = run.record
+        out.append(
+            {
+                "run_id": run.run_id,
+                "run_name": run.run_name,
+                "spec_hash": record.spec_hash,
+                "device": device_label(record.fingerprint),
+                "jax": record.versions.get("jax"),
+                "jaxlib": record.versions.get("jaxlib"),
+                "git": record.git["commit"][:8] + ("*" if record.git["dirty"] == "true" else ""),
+                "seeds": len(record.seeds),
+                "sps": record.speed.sps,
+                "sps_per_seed": record.speed.sps_per_seed,
+                "compile_seconds": record.speed.compile_seconds,
+                "peak_memory": (record.speed.peak_memory_bytes, record.speed.peak_memory),
+                "final": {m: final_estimate(run, m).as_dict() for m in metrics},
+                "verdict": run.tags.get("verdict"),
+            }
+        )
+    return out
+
+
+def judged_claims(runs: list[ComparedRun]) -> dict[str, dict[str, ClaimOutcome]]:
+    """Run id -> claim name -> outcome: every claim any of the runs was
+    judged on (its results.json's), judged on each run that records its metric."""
+    stated: dict[str, Any] = {}
+    for run in runs:
+        for name, claim in claims.stated(run.record).items():
+            stated.setdefault(name, claim)
+    out: dict[str, dict[str, ClaimOutcome]] = {}
+    for run in runs:
+        for name, claim in stated.items():
+            try:
+                out.setdefault(run.run_id, {})[name] = claims.judge(run.record, claim)
+            except claims.ClaimError:
+                continue  # a run of another spec, without the claim's metric
+    return out
+
+
+def claim_rows(comparison: Comparison) -> list[tuple[str, ClaimOutcome]]:
+    """The claims table's rows (harness.judge.claims.table): claim by claim, run by run."""
+    names = dict.fromkeys(name for outcomes in comparison.claims.values() for name in outcomes)
+    return [
+        (f"{name}\nrun {run_id[:12]}", outcomes[name])
+        for name in names
+        for run_id, outcomes in comparison.claims.items()
+        if name in outcomes
+    ]
+
+
+def claim_tags(comparison: Comparison) -> dict[str, str]:
+    """`claim.<name>`: holds when the claim holds on every run judged on it."""
+    verdicts: dict[str, bool] = {}
+    for outcomes in comparison.claims.values():
+        for name, outcome in outcomes.items():
+            verdicts[name] = verdicts.get(name, True) and outcome.holds
+    return {f"claim.{name}": "holds" if holds else "fails" for name, holds in verdicts.items()}
+
+
+def _columns(summaries: list[dict[str, Any]], markdown: bool) -> list[tuple[str, str, Any]]:
+    """The comparison's columns, for the terminal and for compare.md alike:
+    (header, justification, cell of a summary)."""
+    metrics = list(summaries[0]["final"])
+    run = (
+        (lambda s: f"{s['run_name']} `{s['run_id']}`")
+        if markdown
+        else (lambda s: f"{s['run_name']}\n{s['run_id'][:12]}")
+    )
+    columns = [
+        ("run", "left", run),
+        ("device", "left", lambda s: s["device"]),
+        ("jax / jaxlib", "left", lambda s: f"{s['jax']} / {s['jaxlib']}"),
+        ("git", "left", lambda s: s["git"]),
+        ("seeds", "right", lambda s: str(s["seeds"])),
+        ("env steps/s", "right", lambda s: f"{s['sps']:,.0f}"),
+        ("per seed", "right", lambda s: f"{s['sps_per_seed']:,.0f}"),
+        ("compile s", "right", lambda s: f"{s['compile_seconds']:.1f}"),
+        ("peak MB", "right", lambda s: _peak(*s["peak_memory"])),
+        *[(f"final {m} IQM [95% CI]", "right", lambda s, m=m: f"{stats.Estimate(**s['final'][m])}") for m in metrics],
+    ]
+    if not markdown and any(s["verdict"] for s in summaries):
+        columns.append(("verdict", "left", lambda s: s["verdict"] or "-"))
+    return columns
+
+
+def _peak(peak_bytes: int | None, where: str | None) -> str:
+    """A run's peak memory in MB, marked with where it was measured (a
+    device's allocator, or a CPU process's resident memory); "-" for a
+    record made before peaks were kept."""
+    return "-" if peak_bytes is None else f"{peak_bytes / 2**20:,.0f} ({where})"
+
+
+def table(summaries: list[dict[str, Any]], title: str):
+    from rich.table import Table
+
+    columns = _columns(summaries, markdown=False)
+    out = Table(title=title, title_justify="left")
+    for name, justify, _ in columns:
+        out.add_column(name, justify=justify)
+    for s in summaries:
+        out.add_row(*[cell(s) for _, _, cell in columns])
+    return out
+
+
+def to_markdown(summaries: list[dict[str, Any]], differences: dict[str, dict[str, list[str]]]) -> str:
+    columns = _columns(summaries, markdown=True)
+    lines = ["| " + " | ".join(name for name, _, _ in columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(cell(s) for _, _, cell in columns) + " |" for s in summaries]
+    for title, diff in differences.items():
+        if diff:
+            lines += ["", f"{title}:", ""]
+            lines += [f"- `{key}`: " + " / ".join(values) for key, values in diff.items()]
+    return "\n".join(lines) + "\n"
+
+
+# ----------------------------------------------------------------------- plot
+
+
+def run_label(run: ComparedRun) -> str:
+    record = run.record
+    return (
+        f"{run.run_id[:8]}: {device_label(record.fingerprint)}, jax {record.versions.get('jax')},"
+        f" {len(record.seeds)} seeds"
+    )
+
+
+def plot(runs: list[ComparedRun], path: Path, title: str):
+    """Each run's mean curve over seeds with a shaded 95% bootstrap band,
+    overlaid, one panel per metric of `PLOTTED_METRICS` that every run has;
+    x is env steps per seed. Written as a PNG to `path` with the Agg
+    renderer (no display needed); returns the matplotlib Figure."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    names = set.intersection(
+        *(set(r.record.curves.metrics) | set((r.record.evaluation_curves or EMPTY_CURVES).metrics) for r in runs)
+    )
+    metrics = [m for m in PLOTTED_METRICS if m in names]
+    if not metrics:
+        raise CompareError(f"the runs have none of the metrics {', '.join(PLOTTED_METRICS)} in common to plot")
+    figure = Figure(figsize=(6.4 * len(metrics), 4.4), layout="constrained")
+    FigureCanvasAgg(figure)
+    axes = figure.subplots(1, len(metrics), squeeze=False)[0]
+    for ax, metric in zip(axes, metrics, strict=True):
+        for index, run in enumerate(runs):
+            curves = run.record.curves_of(metric)
+            values = np.array([curves.metrics[metric][str(s)] for s in run.record.seeds])  # [seeds, points]
+            mean, low, high = stats.bootstrap_mean_band(values)
+            color = f"C{index % 10}"
+            ax.plot(curves.env_steps, mean, color=color, label=run_label(run))
+            ax.fill_between(curves.env_steps, low, high, color=color, alpha=0.2, linewidth=0)
+        ax.set_title(metric)
+        ax.set_xlabel("env steps per seed")
+        ax.set_ylabel(f"{metric} (mean over seeds, 95% CI)")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize="small", loc="best")
+    figure.suptitle(title)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=100)
+    return figure
+
+
+# -------------------------------------------------------------------- logging
+
+
+def log(client, runs: list[ComparedRun], files: dict[str, str], png: Path, tags: dict[str, str] | None = None) -> str:
+    """Record the comparison as a finished run of its own, in the experiment
+    of the first compared run, with `tags` added; returns its id."""
+    run = client.create_run(
+        runs[0].experiment_id,
+        run_name="compare",
+        tags={
+            "harness.kind": "compare",
+            "compare.run_ids": ",".join(r.run_id for r in runs),
+            "compare.spec_hashes": ",".join(sorted({r.record.spec_hash for r in runs})),
+            **(tags or {}),
+        },
+    )
+    run_id = run.info.run_id
+    status = "FAILED"
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            # Under one name whatever --out was, so every comparison looks alike.
+            shutil.copyfile(png, Path(tmp) / "compare.png")
+            client.log_artifact(run_id, str(Path(tmp) / "compare.png"))
+        tracking.log_texts(client, run_id, files)
+        status = "FINISHED"
+    finally:
+        client.set_terminated(run_id, status)
+    return run_id
+
+
+class Comparison(NamedTuple):
+    """What `harness compare` shows and logs about a set of runs."""
+
+    title: str
+    summaries: list[dict[str, Any]]  # a row per run (see `rows`)
+    spec_differences: dict[str, list[str]]
+    provenance_differences: dict[str, list[str]]
+    different_specs: int  # how many spec hashes; 1 when all runs share one spec
+    claims: dict[str, dict[str, ClaimOutcome]] = {}  # run id -> claim name -> outcome (judged_claims)
+
+
+def compare(runs: list[ComparedRun], *, allow_different_specs: bool) -> Comparison:
+    """Compare `runs`; runs of different specs only when allowed (else a
+    CompareError listing the keys that differ, in run order)."""
+    hashes = {r.record.spec_hash for r in runs}
+    spec_diff = spec_differences([r.record.spec for r in runs])
+    if len(hashes) > 1 and not allow_different_specs:
+        raise CompareError(
+            f"the runs were made from {len(hashes)} different specs (spec_hash "
+            f"{', '.join(sorted(h[:12] for h in hashes))}); the keys that differ, in run order:\n"
+            f"{listed(spec_diff)}\npass --allow-different-specs to compare them anyway"
+        )
+    names = ", ".join(sorted({r.record.spec_name for r in runs}))
+    title = f"{names} ({next(iter(hashes))[:12]})" if len(hashes) == 1 else f"{names} (different specs)"
+    return Comparison(title, rows(runs), spec_diff, provenance_differences(runs), len(hashes), judged_claims(runs))
+
+
+def listed(differences: dict[str, list[str]]) -> str:
+    return "\n".join(f"  {key}: {' / '.join(values)}" for key, values in differences.items())
+
+
+def record(client, runs: list[ComparedRun], comparison: Comparison, png: Path) -> str:
+    """Plot the curves into `png` and log the comparison (plot, table,
+    numbers) as an MLflow run of its own; returns its id."""
+    plot(runs, png, comparison.title)
+    files = {
+        "compare.md": to_markdown(
+            comparison.summaries,
+            {
+                "Spec keys that differ": comparison.spec_differences,
+                "Devices and versions that differ": comparison.provenance_differences,
+            },
+        ),
+        "compare.json": json.dumps(
+            {
+                "runs": comparison.summaries,
+                "spec_differences": comparison.spec_differences,
+                "provenance_differences": comparison.provenance_differences,
+                "claims": {
+                    run_id: {name: o.model_dump(mode="json", exclude_none=True) for name, o in outcomes.items()}
+                    for run_id, outcomes in comparison.claims.items()
+                },
+            },
+            indent=2,
+        )
+        + "\n",
+    }
+    return log(client, runs, files, png, claim_tags(comparison))

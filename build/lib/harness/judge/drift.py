@@ -1,0 +1,136 @@
+"""What moving from one set of package versions to another (a JAX upgrade,
+a new lock file) changes in a spec's runs: bits, the statistical verdict,
+steady-state speed, compile time and peak memory (`harness drift`).
+
+The runs are made by `harness.sessions.drift`, each side's in its own
+environment, in rounds; this module compares their records: the older
+side's first run is the reference, judged as `harness reproduce` judges a
+reproduction (harness.judge.reproduce), and each figure is a ratio of the
+newer side's median over the rounds to the older's.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any, NamedTuple
+
+from harness.judge import reproduce
+from harness.record.schema import Results
+
+
+class Side(NamedTuple):
+    """One environment's runs of one spec, a record per round."""
+
+    label: str  # e.g. "jax 0.10.2 (Python 3.11.7)"
+    records: list[Results]
+
+
+class Row(NamedTuple):
+    spec: str
+    iterations: int
+    bits: str  # "identical", "differ" or "differ within a side" (a side not repeatable)
+    verdict: str  # the newer side's first run judged against the older's: "statistical, PASS", ...
+    speed_ratio: float  # newer / older, medians of env steps/s over the rounds
+    speed_spread: tuple[float, float]  # the lowest and highest round-by-round ratio
+    compile_ratio: float
+    peak_memory_ratio: float | None  # None: a side's records lack the peak
+    peak_memory: str | None  # where the peaks were measured ("device" or "host")
+
+
+def label(record: Results) -> str:
+    """A side as its record names it: its JAX and Python."""
+    return f"jax {record.versions.get('jax', '?')} (Python {record.versions.get('python', '?')})"
+
+
+def _same_bits(a: Results, b: Results) -> bool:
+    return a.curves == b.curves and a.per_seed_final == b.per_seed_final
+
+
+def _median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def _ratio(new: float, old: float) -> float:
+    return new / old if old else float("nan")
+
+
+def compare(spec: str, older: Side, newer: Side) -> Row:
+    """The row of one spec: the newer side against the older."""
+    old, new = older.records, newer.records
+    if not all(_same_bits(old[0], r) for r in old[1:]) or not all(_same_bits(new[0], r) for r in new[1:]):
+        bits = "differ within a side"
+    else:
+        bits = "identical" if _same_bits(old[0], new[0]) else "differ"
+    verdict = reproduce.judge(old[0], new[0], older.label)
+    speed = [_ratio(n.speed.sps, o.speed.sps) for o, n in zip(old, new, strict=False)]
+    peaks_old = [r.speed.peak_memory_bytes for r in old if r.speed.peak_memory_bytes]
+    peaks_new = [r.speed.peak_memory_bytes for r in new if r.speed.peak_memory_bytes]
+    return Row(
+        spec=spec,
+        iterations=new[0].iterations,
+        bits=bits,
+        verdict=f"{verdict.mode}, {'PASS' if verdict.passed else 'FAIL'}",
+        speed_ratio=_ratio(_median([r.speed.sps for r in new]), _median([r.speed.sps for r in old])),
+        speed_spread=(min(speed), max(speed)),
+        compile_ratio=_ratio(
+            _median([r.speed.compile_seconds for r in new]), _median([r.speed.compile_seconds for r in old])
+        ),
+        peak_memory_ratio=_ratio(_median(peaks_new), _median(peaks_old)) if peaks_old and peaks_new else None,
+        peak_memory=new[0].speed.peak_memory,
+    )
+
+
+def to_dict(older: str, newer: str, rows: list[Row], settings: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "older": older,
+        "newer": newer,
+        "settings": settings,
+        "specs": [row._asdict() for row in rows],
+    }
+
+
+def to_markdown(document: dict[str, Any]) -> str:
+    """The report as a Markdown table (the MLflow artifact and the docs page)."""
+    lines = [
+        f"{document['newer']} against {document['older']}: the newer's figure over the older's, medians over"
+        f" {document['settings']['rounds']} rounds ({document['settings']['budget']}).",
+        "",
+        "| spec | iterations | bits | verdict | env steps/s | compile | peak memory |",
+        "|---|---:|---|---|---:|---:|---:|",
+    ]
+    for row in document["specs"]:
+        low, high = row["speed_spread"]
+        peak = "-" if row["peak_memory_ratio"] is None else f"{row['peak_memory_ratio']:.2f}x ({row['peak_memory']})"
+        lines.append(
+            f"| {row['spec']} | {row['iterations']} | {row['bits']} | {row['verdict']} |"
+            f" {row['speed_ratio']:.2f}x ({low:.2f}-{high:.2f}) | {row['compile_ratio']:.2f}x | {peak} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def table(document: dict[str, Any]):
+    """The report for the terminal (fits 100 columns)."""
+    from rich.table import Table
+
+    out = Table(title=f"drift: {document['newer']} against {document['older']}", title_justify="left")
+    for header, justify in [
+        ("spec", "left"),
+        ("bits", "left"),
+        ("verdict", "left"),
+        ("steps/s", "right"),
+        ("compile", "right"),
+        ("peak", "right"),
+    ]:
+        out.add_column(header, justify=justify)
+    for row in document["specs"]:
+        low, high = row["speed_spread"]
+        peak = "-" if row["peak_memory_ratio"] is None else f"{row['peak_memory_ratio']:.2f}x"
+        out.add_row(
+            row["spec"],
+            row["bits"],
+            row["verdict"],
+            f"{row['speed_ratio']:.2f}x\n({low:.2f}-{high:.2f})",
+            f"{row['compile_ratio']:.2f}x",
+            peak,
+        )
+    return out

@@ -1,0 +1,376 @@
+"""Judge a reproduction against its reference: bit for bit where that can be
+expected, statistically where it cannot, and speed only as a report.
+
+The rules, in the order they are applied:
+
+- **exact** when the reproduction ran on the same kind of machine with the
+  same numerics: every key of `EXACT_FINGERPRINT` and every package of
+  `NUMERICS_PACKAGES` equal to the reference's, and the same list of seeds
+  (seeds are one vmapped batch, and a batch of another size is another XLA
+  program: seed 0 alone does not give the bits seed 0 gives beside seed 1).
+  Then every curve point and every per-seed final value of every metric must
+  be the same float; any difference fails, named by metric, seed and env step.
+- **statistical** otherwise: for each metric of the reference, the
+  interquartile mean over seeds of the per-seed final values (the mean of the
+  last 10% of iterations) with a stratified-bootstrap 95% confidence
+  interval (`harness.judge.stats`), for the reference and the reproduction. A
+  metric passes when the two intervals overlap: the reproduction is not
+  distinguishable from the reference with the seeds at hand. The gating
+  metrics are the learning metrics (`LEARNING_METRICS`); losses and the rest
+  are judged by the same rule but only reported.
+- **speed**: steady-state env steps per second against the reference's,
+  labelled with both devices; reported, never judged.
+
+The verdict passes when every gating metric passes: all metrics when exact,
+the learning metrics when statistical.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, NamedTuple
+
+from harness.judge import differences, stats
+from harness.judge.machines import device_label, same_machine
+from harness.judge.xla_flags import exact_problem, numerics_flags, without_host_device_count
+from harness.record.schema import Results
+
+# Fingerprint keys that change the bits a run produces. The host name does
+# not; the CPU model and its instruction set do, because XLA compiles CPU
+# code for the host's.
+EXACT_FINGERPRINT = (
+    "platform",
+    "device_kind",
+    "device_count",
+    "local_device_count",
+    "process_count",
+    "xla_flags",
+    "prng_impl",
+    "jax_threefry_partitionable",
+    "cpu",
+    "cpu_model",
+    "cpu_isa",
+    "mesh",
+    "shards",
+    "batch",
+)
+# What a record without a key ran with: a reference made before the key was
+# recorded; `batch` is recorded only by a sweep's vmapped points.
+FINGERPRINT_DEFAULTS = {"mesh": "none", "shards": "none", "batch": "none"}
+# On exact layouts (the same `shards`), keys that do not change the bits:
+# how many devices there are and how the data axis splits (the seed axis
+# still does), and the flag that simulates host devices.
+LAYOUT_KEYS = ("device_count", "local_device_count", "process_count", "mesh", "xla_flags")
+# Packages whose code runs in the training program (MLflow and orbax do not).
+NUMERICS_PACKAGES = ("jax", "jaxlib", "flax", "optax", "pgx", "jumanji", "gymnax", "mctx", "xminigrid")
+# Packages that became dependencies after references were published: a
+# reference that does not record one was made before it existed here, so
+# its spec cannot have run its code.
+ADDED_LATER = frozenset({"xminigrid"})
+# Metrics that say whether an agent learned; the rest are diagnostics.
+# AlphaZero's two-player games have no episode return: their learning
+# metric is the win rate against a random player; single-player tasks report
+# the evaluation return too.
+LEARNING_METRICS = ("episode_return", "eval_return", "eval_random_win")
+
+RULES = {
+    "exact": "same fingerprint, numerics versions and seeds as the reference: every curve point and per-seed "
+    "final value of every metric must be bit-identical",
+    "statistical": "IQM over seeds of the per-seed final values, stratified-bootstrap 95% CI "
+    f"({stats.REPS} resamples, RandomState({stats.RANDOM_STATE})); a metric passes when the reference's "
+    "and the reproduction's intervals overlap",
+}
+
+
+# -------------------------------------------------------------------- verdict
+
+
+class MetricVerdict(NamedTuple):
+    name: str
+    gates: bool  # whether it decides the overall verdict
+    passed: bool
+    detail: str
+    reference: stats.Estimate
+    reproduction: stats.Estimate | None  # None when the reproduction lacks the metric
+    first_difference: dict[str, Any] | None  # exact mode: where the curves first differ
+
+
+class Speed(NamedTuple):
+    reference_sps: float
+    reproduction_sps: float
+    reference_seeds: int
+    reproduction_seeds: int
+    reference_compile_seconds: float
+    reproduction_compile_seconds: float
+    reference_device: str
+    reproduction_device: str
+    hardware: str  # "same machine", or "another machine: " and what differs (machines.same_machine)
+
+    @property
+    def ratio(self) -> float:
+        return self.reproduction_sps / self.reference_sps if self.reference_sps else float("nan")
+
+    def describe(self) -> str:
+        text = (
+            f"{self.reproduction_sps:,.0f} env steps/s ({self.reproduction_seeds} seeds, {self.reproduction_device})"
+            f" vs the reference's {self.reference_sps:,.0f} ({self.reference_seeds} seeds, {self.reference_device}):"
+            f" {self.ratio:.2f}x, {self.hardware}; compile {self.reproduction_compile_seconds:.1f} s vs"
+            f" {self.reference_compile_seconds:.1f} s. Reported, not judged"
+        )
+        if self.reproduction_seeds != self.reference_seeds:
+            text += " (steps/s count all seeds, so different seed counts do not compare)"
+        return text
+
+
+class Verdict(NamedTuple):
+    spec_name: str
+    spec_hash: str
+    mode: str  # "exact" or "statistical"
+    not_exact_because: list[str]  # empty in exact mode
+    metrics: list[MetricVerdict]
+    speed: Speed
+    reference_source: str  # a path or "run <id>"
+    reference_run_id: str | None
+    reference_seeds: list[int]
+    reproduction_seeds: list[int]
+
+    @property
+    def passed(self) -> bool:
+        return all(m.passed for m in self.metrics if m.gates)
+
+
+def not_exact_because(reference: Results, record: Results) -> list[str]:
+    """Why bit-identical curves cannot be expected; empty when they can."""
+    reasons = []
+    shards = reference.fingerprint.get("shards", "none")
+    exact_layouts = shards != "none" and shards == record.fingerprint.get("shards")
+    for key in EXACT_FINGERPRINT:
+        ref = reference.fingerprint.get(key, FINGERPRINT_DEFAULTS.get(key))
+        new = record.fingerprint.get(key, FINGERPRINT_DEFAULTS.get(key))
+        if key == "xla_flags":
+            ref = None if ref is None else numerics_flags(ref, reference.fingerprint.get("platform", ""))
+            new = None if new is None else numerics_flags(new, record.fingerprint.get("platform", ""))
+        if exact_layouts and key in LAYOUT_KEYS:
+            ref, new = _layout_free(key, ref), _layout_free(key, new)
+        if ref is None:
+            reasons.append(f"device.{key} is not recorded in the reference")
+        elif ref != new:
+            reasons.append(f"device.{key}: {ref!r} in the reference, {new!r} here")
+    if problem := exact_problem(record.fingerprint):
+        reasons.append(problem)
+    for package in NUMERICS_PACKAGES:
+        ref, new = reference.versions.get(package), record.versions.get(package)
+        if ref is None and package in ADDED_LATER:
+            continue
+        if ref != new:
+            reasons.append(f"{package} {ref} in the reference, {new} here")
+    if reference.seeds != record.seeds:
+        reasons.append(f"seeds {_seeds(reference.seeds)} in the reference, {_seeds(record.seeds)} here")
+    return reasons
+
+
+def _layout_free(key: str, value: str | None) -> str | None:
+    """What of a fingerprint value still matters on exact layouts: the
+    seed axis of a mesh (`none`, the plain program, has one), XLA's flags
+    but the simulated device count, nothing of the device counts."""
+    if value is None:
+        return None
+    if key == "mesh":
+        return "seed=1" if value == "none" else value.split(",")[0]
+    if key == "xla_flags":
+        return without_host_device_count(value)
+    return "any"
+
+
+def _seeds(seeds: list[int]) -> str:
+    seeds = list(seeds)
+    if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[0] + len(seeds))):
+        return f"{seeds[0]}..{seeds[-1]}"
+    return ",".join(map(str, seeds))
+
+
+def judge(reference: Results, record: Results, source: str, every: tuple[dict, dict] | None = None) -> Verdict:
+    """The verdict on `record` (a reproduction's results.json) against
+    `reference` (a published or logged results.json of the same spec); with
+    `every`, the two runs' iterations files (reference's, reproduction's), an
+    exact verdict compares every iteration too (harness.judge.differences)."""
+    reasons = not_exact_because(reference, record)
+    mode = "statistical" if reasons else "exact"
+    names = reference.metric_names()
+    learning = [n for n in names if n in LEARNING_METRICS] or names
+    verdicts = []
+    for name in names:
+        ref_estimate = stats.stratified_bootstrap_iqm(reference.finals(name))
+        finals = record.finals(name)
+        new_estimate = None if finals is None else stats.stratified_bootstrap_iqm(finals)
+        overlap = new_estimate is not None and ref_estimate.overlaps(new_estimate)
+        if new_estimate is None:
+            consistency = "the reproduction does not report this metric"
+        elif overlap:
+            consistency = "intervals overlap"
+        else:
+            side = "above" if new_estimate.low > ref_estimate.high else "below"
+            consistency = f"intervals do not overlap (reproduction {side} the reference)"
+        difference = None
+        if mode == "exact":
+            difference = differences.at_curve_points(reference, record, name)
+            if difference is None and every is not None:
+                difference = differences.at_every_iteration(*every, name)
+            passed = difference is None
+            if passed:
+                detail = "bit-identical" + (" at every iteration" if every is not None and name in every[0] else "")
+            else:
+                count = difference["count"]
+                counted = f" ({count} values differ)" if count else ""
+                detail = f"not bit-identical: {difference['what']}{counted}; statistically, {consistency}"
+        else:
+            passed, detail = overlap, consistency
+        gates = mode == "exact" or name in learning
+        verdicts.append(MetricVerdict(name, gates, passed, detail, ref_estimate, new_estimate, difference))
+    return Verdict(
+        spec_name=reference.spec.get("name", ""),
+        spec_hash=reference.spec_hash,
+        mode=mode,
+        not_exact_because=reasons,
+        metrics=verdicts,
+        speed=_speed(reference, record),
+        reference_source=source,
+        reference_run_id=reference.mlflow_run_id,
+        reference_seeds=list(reference.seeds),
+        reproduction_seeds=list(record.seeds),
+    )
+
+
+def _speed(reference: Results, record: Results) -> Speed:
+    ref_fp, new_fp = reference.fingerprint, record.fingerprint
+    return Speed(
+        reference_sps=reference.speed.sps,
+        reproduction_sps=record.speed.sps,
+        reference_seeds=len(reference.seeds),
+        reproduction_seeds=len(record.seeds),
+        reference_compile_seconds=reference.speed.compile_seconds,
+        reproduction_compile_seconds=record.speed.compile_seconds,
+        reference_device=device_label(ref_fp),
+        reproduction_device=device_label(new_fp),
+        hardware=same_machine(ref_fp, new_fp),
+    )
+
+
+# ------------------------------------------------------------------ rendering
+
+
+def _word(passed: bool) -> str:
+    return "pass" if passed else "fail"
+
+
+def to_dict(verdict: Verdict) -> dict[str, Any]:
+    return {
+        "verdict": _word(verdict.passed),
+        "mode": verdict.mode,
+        "rule": RULES[verdict.mode],
+        "not_exact_because": verdict.not_exact_because,
+        "spec_name": verdict.spec_name,
+        "spec_hash": verdict.spec_hash,
+        "reference": {
+            "source": verdict.reference_source,
+            "mlflow_run_id": verdict.reference_run_id,
+            "seeds": verdict.reference_seeds,
+        },
+        "reproduction": {"seeds": verdict.reproduction_seeds},
+        "metrics": {
+            m.name: {
+                "verdict": _word(m.passed),
+                "gates": m.gates,
+                "detail": m.detail,
+                "reference": m.reference.as_dict(),
+                "reproduction": m.reproduction.as_dict() if m.reproduction else None,
+                "first_difference": m.first_difference,
+            }
+            for m in verdict.metrics
+        },
+        "speed": {**verdict.speed._asdict(), "ratio": verdict.speed.ratio, "judged": False},
+    }
+
+
+def to_json(verdict: Verdict) -> str:
+    return json.dumps(to_dict(verdict), indent=2) + "\n"
+
+
+def headline(verdict: Verdict) -> str:
+    failed = [m.name for m in verdict.metrics if m.gates and not m.passed]
+    outcome = "PASS" if verdict.passed else f"FAIL ({', '.join(failed)})"
+    return (
+        f"{verdict.spec_name} ({verdict.spec_hash[:12]}) against {verdict.reference_source}: {verdict.mode}, {outcome}"
+    )
+
+
+def to_markdown(verdict: Verdict) -> str:
+    lines = [f"# Reproduction: {headline(verdict)}", "", f"Rule ({verdict.mode}): {RULES[verdict.mode]}.", ""]
+    if verdict.not_exact_because:
+        lines += ["Not judged bit for bit because:", "", *[f"- {reason}" for reason in verdict.not_exact_because], ""]
+    lines += [
+        "| metric | gates | reference IQM [95% CI] | reproduction IQM [95% CI] | verdict | detail |",
+        "|---|---|---|---|---|---|",
+    ]
+    for m in verdict.metrics:
+        new = f"{m.reproduction} (n={m.reproduction.n})" if m.reproduction else "-"
+        lines.append(
+            f"| {m.name} | {'yes' if m.gates else 'no'} | {m.reference} (n={m.reference.n}) | {new} "
+            f"| {_word(m.passed)} | {m.detail} |"
+        )
+    lines += ["", f"Speed: {verdict.speed.describe()}.", ""]
+    return "\n".join(lines)
+
+
+def table(verdict: Verdict):
+    """The verdict: a row per metric (`*`: it decides), the detail most
+    metrics share in the caption, any other below the table. Into a pipe or
+    a file it is printed at its natural width (harness.console.print_table),
+    so that no metric name or interval is cut."""
+    from collections import Counter
+
+    from rich import box
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    common = Counter(m.detail for m in verdict.metrics).most_common(1)
+    usual = common[0][0] if common else ""
+    ref_n, new_n = len(verdict.reference_seeds), len(verdict.reproduction_seeds)
+    out = Table(
+        title=f"reproduce: {headline(verdict)}",
+        title_justify="left",
+        caption=f"IQM [95% CI] over seeds; * decides the verdict{f'; {usual}' if usual else ''}",
+        caption_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        collapse_padding=True,
+    )
+    out.add_column("metric", no_wrap=True)
+    out.add_column(f"reference ({ref_n} seeds)", justify="right", no_wrap=True)
+    out.add_column(f"reproduction ({new_n})", justify="right", no_wrap=True)
+    out.add_column("verdict", no_wrap=True)
+    ordered = sorted(verdict.metrics, key=lambda m: (not m.gates, m.name))
+    for m in ordered:
+        mark = "[green]pass[/]" if m.passed else ("[bold red]fail[/]" if m.gates else "[yellow]differs[/]")
+        new = f"{m.reproduction}" if m.reproduction else "-"
+        out.add_row(f"{m.name}{' *' if m.gates else ''}", f"{m.reference}", new, mark)
+    details = [Text(f"{m.name}: {m.detail}") for m in ordered if m.detail and m.detail != usual]
+    return Group(out, *details)
+
+
+def verdict_tags(verdict: Verdict) -> dict[str, str]:
+    """Tags for the reproduction's parent run, to filter on in the MLflow UI."""
+    return {
+        "verdict": _word(verdict.passed),
+        "verdict.mode": verdict.mode,
+        **{f"verdict.{m.name}": _word(m.passed) for m in verdict.metrics},
+        "verdict.speed_ratio": f"{verdict.speed.ratio:.3f}",
+    }
+
+
+def log_verdict(client, run_id: str, verdict: Verdict) -> None:
+    from harness.record import tracking
+
+    tracking.set_tags(client, run_id, verdict_tags(verdict))
+    tracking.log_texts(client, run_id, {"verdict.json": to_json(verdict), "verdict.md": to_markdown(verdict)})

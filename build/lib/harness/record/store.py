@@ -1,0 +1,117 @@
+"""Robust use of an MLflow store by many processes at once.
+
+- `retry_locked`: SQLite lets one writer in at a time; under load the others
+  get "database is locked" after its busy timeout. Such calls are retried
+  (with growing, jittered pauses, up to `LOCKED_PATIENCE` seconds); every
+  `log_batch` is one transaction, so a retried call writes once.
+- `store_lock`: two processes opening a fresh SQLite store at once both run
+  MLflow's schema migrations and one fails ("duplicate column name"); and two
+  creating the same experiment race. An inter-process lock (`fcntl`, on a
+  file beside the database) serialises the first open and the experiment
+  lookup-or-create.
+- `configure_http`: MLflow's client retries a dead server for about four
+  minutes per call by default; the harness asks for a few seconds, so an
+  unreachable `--tracking-uri` is reported at once and a server that goes
+  away mid-run is noticed quickly (the user's own settings win).
+
+No JAX here: the metric writer imports this module.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import random
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
+
+LOCKED_PATIENCE = 300.0  # seconds a call keeps retrying "database is locked"
+_LOCKED = ("database is locked", "database table is locked", "database schema is locked")
+
+
+def is_locked_error(error: BaseException) -> bool:
+    text = str(error).lower()
+    return any(fragment in text for fragment in _LOCKED)
+
+
+def retry_locked(fn: Callable[..., T], *args, **kwargs) -> T:
+    """`fn(*args, **kwargs)`, retried while SQLite says the database is locked."""
+    deadline = time.monotonic() + LOCKED_PATIENCE
+    pause = 0.05
+    while True:
+        try:
+            return fn(*args, **kwargs)
+        except Exception as error:  # noqa: BLE001  (SQLAlchemy's and MLflow's wrappers of the same error)
+            if not is_locked_error(error) or time.monotonic() > deadline:
+                raise
+        time.sleep(pause * (0.5 + random.random()))
+        pause = min(pause * 2, 2.0)
+
+
+def sqlite_path(uri: str) -> Path | None:
+    """The database file of a `sqlite:///` URI, else None."""
+    if not uri.startswith("sqlite:"):
+        return None
+    path = uri.split(":///", 1)[1].split("?", 1)[0] if ":///" in uri else ""
+    return Path(path) if path and path != ":memory:" else None
+
+
+@contextlib.contextmanager
+def store_lock(uri: str) -> Iterator[None]:
+    """Held around a process's first use of a SQLite store (creation and
+    schema migration) and around experiment creation; a no-op for other
+    stores. The lock file is `<database>.lock`."""
+    path = sqlite_path(uri)
+    if path is None or not path.parent.is_dir():
+        yield
+        return
+    with open(path.with_name(path.name + ".lock"), "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def configure_http() -> None:
+    """A few seconds of retries against an unreachable server, not minutes."""
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
+
+
+def open_client(uri: str):
+    """An MlflowClient whose store is created (or migrated) under the lock."""
+    from mlflow.tracking import MlflowClient
+
+    configure_http()
+    with store_lock(uri):
+        client = MlflowClient(tracking_uri=uri)
+        retry_locked(client.search_experiments, max_results=1)
+    return client
+
+
+# MLflow 3's UI lands on an experiment's GenAI overview unless the experiment
+# says it holds model-training runs; then it opens on the runs table.
+EXPERIMENT_TAGS = {"mlflow.experimentKind": "custom_model_development"}
+
+
+def get_or_create_experiment(client, uri: str, name: str) -> str:
+    """The id of experiment `name`, created (as a model-training experiment)
+    if it does not exist; safe against clients creating it concurrently."""
+    with store_lock(uri):
+        found = retry_locked(client.get_experiment_by_name, name)
+        if found is not None:
+            return found.experiment_id
+        try:
+            return retry_locked(client.create_experiment, name, tags=EXPERIMENT_TAGS)
+        except Exception:  # noqa: BLE001  (another client of a server created it first)
+            found = retry_locked(client.get_experiment_by_name, name)
+            if found is None:
+                raise
+            return found.experiment_id

@@ -1,0 +1,108 @@
+"""`harness reproduce`: run a spec again and judge the run against its
+reference (harness.judge.reproduce has the rules). The reference is a
+published results.json (`results/`, the one made on this device class when
+there are several) or a finished run logged in MLflow, whose own spec is
+then the one run again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple
+
+from harness import build, spec
+from harness.console import err_console, out_console, print_table
+from harness.judge import differences, publish, references, reproduce
+from harness.plan import Plan
+from harness.record.schema import Results
+from harness.run import provenance
+from harness.sessions import results
+from harness.sessions.options import RunOptions
+from harness.sessions.run import Logged, print_claims, train_and_log
+
+
+class Reference(NamedTuple):
+    """What a reproduction runs and is judged against."""
+
+    plan: Plan  # the spec to run again
+    source: str  # where its spec came from: a path, or the run's spec.yaml
+    record: Results  # the reference's results.json
+    label: str  # the reference's name in the verdict: its path, or `run <id>`
+    uri: str  # the MLflow store the reproduction is logged to
+    iterations: Path | None = None  # its iterations.parquet, for an exact verdict at every iteration
+
+
+class Reproduced(NamedTuple):
+    logged: Logged
+    verdict: reproduce.Verdict
+
+
+def of_logged_run(uri: str, run_id: str, make_plan: Callable[[spec.Spec, str, dict], Plan]) -> Reference:
+    """The finished run `run_id` (or its parent) in the store at `uri` as the
+    reference: its logged spec, planned by `make_plan(spec, source,
+    key_lines)`, is run again and judged against its results.json."""
+    run_id, note, text, logged_results = publish.logged_run(uri, run_id)
+    if note:
+        err_console.print(note)
+    source = f"spec.yaml of run {run_id}"
+    plan = make_plan(spec.parse_text(text, source), source, spec.key_lines(text))
+    label = f"run {run_id}"
+    record = references.parse_reference(
+        logged_results, f"results.json of {label}", plan.spec_hash, spec.canonical(plan.spec)
+    )
+    record.mlflow_run_id = record.mlflow_run_id or run_id
+    return Reference(plan, source, record, label, uri)
+
+
+def of_spec(plan: Plan, spec_path: str, reference: str | None, uri: str) -> Reference:
+    """`plan` (made from the spec file `spec_path`) judged against the
+    results.json at `reference`, or (None) the spec's published reference
+    for this device class."""
+    path = Path(reference) if reference else references.reference_path(spec_path)
+    if not reference:
+        here = provenance.fingerprint(plan.layout, shards=plan.spec.devices.shards)
+        if choice := references.choose(path, here):
+            path = choice.path
+            err_console.print(f"reference: {path}: {choice.why}", soft_wrap=True)
+    record = references.load_reference(path, spec_path, plan.spec_hash, spec.canonical(plan.spec))
+    return Reference(plan, spec_path, record, str(path), uri, differences.beside(path))
+
+
+def run_and_judge(reference: Reference, options: RunOptions, seeds: list[int] | None = None) -> Reproduced | None:
+    """Run `reference.plan` again (on `seeds` instead of its own, if given),
+    tagged with what it reproduces, then judge it: the verdict is printed
+    and logged on its parent run (tags verdict.*, verdict.json, verdict.md).
+    None in a process of a multi-process job other than process 0."""
+    plan = reference.plan
+    if seeds:
+        # The claims are not part of what is rebuilt: on other seeds they are judged all the same.
+        plan = build.with_seeds(plan, seeds, reference.source)
+        plan = plan._replace(spec=plan.spec.model_copy(update={"claims": reference.plan.spec.claims}))
+    tags = {"reproduces": reference.label, "reproduces.spec_hash": reference.record.spec_hash}
+    if reference.record.mlflow_run_id:
+        tags["reproduces.run_id"] = reference.record.mlflow_run_id
+    logged = train_and_log(plan, reference.uri, dataclasses.replace(options, tags=tags))
+    if logged is None:  # not process 0 of a multi-process job: it judges
+        return None
+    results.print_summary(plan, logged.record, logged.uri, logged.experiment_id, logged.parent_id)
+    print_claims(logged.record)
+    verdict = reproduce.judge(reference.record, logged.record, reference.label, _every_iteration(reference, logged))
+    print_table(reproduce.table(verdict))
+    for reason in verdict.not_exact_because:
+        out_console.print(f"  not judged bit for bit: {reason}")
+    out_console.print(f"rule ({verdict.mode}): {reproduce.RULES[verdict.mode]}", soft_wrap=True)
+    out_console.print(f"speed: {verdict.speed.describe()}", soft_wrap=True)
+    reproduce.log_verdict(logged.client, logged.parent_id, verdict)
+    word = "[bold green]PASS[/]" if verdict.passed else "[bold red]FAIL[/]"
+    out_console.print(f"verdict: {word}, logged to run {logged.parent_id} (tags verdict.*, verdict.json, verdict.md)")
+    return Reproduced(logged, verdict)
+
+
+def _every_iteration(reference: Reference, logged: Logged) -> tuple[dict, dict] | None:
+    """The reference's and the reproduction's iterations files, when the
+    reference was published with one."""
+    ours = differences.load(reference.iterations)
+    run = differences.load(logged.iterations)
+    return None if ours is None or run is None else (ours, run)

@@ -1,0 +1,82 @@
+"""`harness drift`: two environments' runs of a spec side by side
+(harness.sessions.drift, harness.judge.drift). Here both sides are this
+environment, so what must come out is known: identical bits, an exact PASS,
+ratios near 1; the comparison's other answers are checked on records."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from mlflow.tracking import MlflowClient
+from support import TINY_SPEC, background_result, device_env, run_cli, write_spec
+
+from harness.judge import drift
+
+
+def run_drift(tmp_path_factory) -> tuple[subprocess.CompletedProcess, object]:
+    """`harness drift` of the tiny spec cut to 4 iterations, one round,
+    this Python on both sides: a process as a user starts it."""
+    tmp = tmp_path_factory.mktemp("drift")
+    spec = write_spec(tmp, TINY_SPEC, "tiny.yaml")
+    argv = [sys.executable, "-m", "harness", "drift", str(spec), "--older", sys.executable, "--newer", sys.executable]
+    argv += ["--rounds", "1", "--iterations", "4", "--out", str(tmp / "drift.json")]
+    argv += ["--tracking-uri", f"sqlite:///{tmp / 'mlflow.db'}"]
+    env = device_env(None)
+    env["COLUMNS"] = "200"
+    proc = subprocess.run(argv, cwd=tmp, env=env, capture_output=True, text=True, timeout=600, check=False)
+    return proc, tmp
+
+
+BACKGROUND = {"drift_run": (run_drift, 25)}
+
+
+@pytest.fixture(scope="module")
+def drift_run():
+    return background_result("drift_run")
+
+
+def test_drift_of_an_environment_against_itself_is_identical_and_passes(drift_run):
+    proc, tmp = drift_run
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    document = json.loads((tmp / "drift.json").read_text())
+    (row,) = document["specs"]
+    assert document["older"] == document["newer"] and document["older"].startswith("jax ")
+    assert (row["spec"], row["iterations"], row["bits"], row["verdict"]) == ("tiny", 4, "identical", "exact, PASS")
+    assert 0 < row["speed_ratio"] and 0 < row["compile_ratio"] and row["peak_memory"] == "host"
+    assert document["settings"] == {"rounds": 1, "budget": "4 iterations per spec", "iterations": 4}
+    assert "| tiny | 4 | identical | exact, PASS |" in (tmp / "drift.md").read_text()
+    assert "identical" in proc.stdout and "exact, PASS" in proc.stdout
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp / 'mlflow.db'}")
+    (logged,) = client.search_runs([client.get_experiment_by_name("drift").experiment_id])
+    assert logged.data.tags["drift.older"] == document["older"] and logged.info.status == "FINISHED"
+    # Both sides' runs are in the store, in the spec's experiment.
+    runs = client.search_runs([client.get_experiment_by_name(TINY_SPEC["name"]).experiment_id])
+    assert len([r for r in runs if "mlflow.parentRunId" not in r.data.tags]) == 2
+
+
+def test_bits_and_verdicts_compare_the_sides(tiny_record):
+    same = drift.Side("a", [tiny_record, tiny_record])
+    assert drift.compare("tiny", same, same)._replace(speed_spread=None)[2:4] == ("identical", "exact, PASS")
+    changed = tiny_record.model_copy(deep=True)
+    changed.curves.metrics["episode_return"]["1"][3] += 1.0
+    row = drift.compare("tiny", same, drift.Side("b", [changed, changed]))
+    assert (row.bits, row.verdict) == ("differ", "exact, FAIL")
+    row = drift.compare("tiny", same, drift.Side("b", [tiny_record, changed]))
+    assert row.bits == "differ within a side"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--older", "/no/such/python", "--newer", sys.executable], "--older/--newer /no/such/python: cannot start it"),
+        (["--older", sys.executable, "--newer", sys.executable, "--iterations", "2"], "--iterations at least 4"),
+    ],
+)
+def test_bad_drift_options_get_one_line_and_exit_2(tmp_path, args, message):
+    spec = write_spec(tmp_path, TINY_SPEC, "tiny.yaml")
+    code, out, err = run_cli("drift", str(spec), *args, "--tracking-uri", f"sqlite:///{tmp_path / 'm.db'}")
+    assert code == 2 and message in err and "Traceback" not in err, err

@@ -279,6 +279,8 @@ def cmd_drift(args: argparse.Namespace) -> int:
     """Two environments' runs of the specs side by side (harness.sessions.drift)."""
     if args.rounds < 1 or (args.iterations is not None and args.iterations < 4):
         raise OptionError("--rounds must be at least 1 and --iterations at least 4 (a warm-up chunk and timed ones)")
+    if args.max_seconds is not None and not args.max_seconds > 0:
+        raise OptionError(f"--max-seconds must be positive, not {args.max_seconds}")
     specs = [Path(p) for p in args.specs] or sorted(Path("experiments").glob("*.yaml"))
     if not specs:
         raise OptionError("no specs given, and no experiments/ folder here to take them from")
@@ -292,6 +294,7 @@ def cmd_drift(args: argparse.Namespace) -> int:
         iterations=args.iterations,
         uri=tracking.resolve_uri(args.tracking_uri, None),
         out=Path(args.out),
+        max_seconds=args.max_seconds,
     )
     return drift_session.drift_command(options)
 

@@ -268,6 +268,11 @@ def parser() -> argparse.ArgumentParser:
         type=int,
         help="cut each spec to this many iterations (its claims dropped): speed, compile and bits in minutes",
     )
+    dr.add_argument(
+        "--max-seconds",
+        type=float,
+        help="stop a run that takes longer (as Ctrl-C would) and report the spec as not finished on that side",
+    )
     dr.add_argument("--out", default="drift.json", help="where the report goes (default: drift.json; .md beside)")
     _add_store_options(dr)
     return p

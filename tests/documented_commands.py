@@ -110,6 +110,8 @@ NOT_RUN = {
     "--sizes 4,16,64,256,1024": "a second envs ladder of the spec README.md's scale runs, five compiles more",
     "--max-seconds 300": "README.md's ladder of the same spec runs; this one only bounds it",
     "run ids": "names runs of a store that is not here",
+    "drift": "needs a second environment with another JAX line (tests/test_drift.py runs the command,"
+    " this Python on both sides)",
 }
 RUN_ID = "0123456789abcdef0123456789abcdef"
 MINIMAL = yaml_block("docs/guides/specs.md", "name: my_cartpole")

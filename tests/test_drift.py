@@ -47,7 +47,7 @@ def test_drift_of_an_environment_against_itself_is_identical_and_passes(drift_ru
     assert document["older"] == document["newer"] and document["older"].startswith("jax ")
     assert (row["spec"], row["iterations"], row["bits"], row["verdict"]) == ("tiny", 4, "identical", "exact, PASS")
     assert 0 < row["speed_ratio"] and 0 < row["compile_ratio"] and row["peak_memory"] == "host"
-    assert document["settings"] == {"rounds": 1, "budget": "4 iterations per spec", "iterations": 4}
+    assert document["settings"]["budget"] == "4 iterations per spec" and document["settings"]["machine"]
     assert "| tiny | 4 | identical | exact, PASS |" in (tmp / "drift.md").read_text()
     assert "identical" in proc.stdout and "exact, PASS" in proc.stdout
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp / 'mlflow.db'}")
@@ -67,6 +67,14 @@ def test_bits_and_verdicts_compare_the_sides(tiny_record):
     assert (row.bits, row.verdict) == ("differ", "exact, FAIL")
     row = drift.compare("tiny", same, drift.Side("b", [tiny_record, changed]))
     assert row.bits == "differ within a side"
+
+
+def test_a_run_that_does_not_finish_is_a_row_of_its_own(tiny_record):
+    row = drift.unfinished("tiny", "newer", 300.0, {"older": [tiny_record], "newer": []})
+    assert row.verdict == f"the newer did not finish in 300 s; the older took {tiny_record.speed.wall_seconds:.0f} s"
+    document = drift.to_dict("a", "b", [row], {"rounds": 1, "budget": "each spec's own budget"})
+    assert "| tiny | 0 | - | the newer did not finish in 300 s" in drift.to_markdown(document)
+    assert drift.table(document).row_count == 1
 
 
 @pytest.mark.parametrize(

@@ -30,9 +30,9 @@ class Row(NamedTuple):
     iterations: int
     bits: str  # "identical", "differ" or "differ within a side" (a side not repeatable)
     verdict: str  # the newer side's first run judged against the older's: "statistical, PASS", ...
-    speed_ratio: float  # newer / older, medians of env steps/s over the rounds
-    speed_spread: tuple[float, float]  # the lowest and highest round-by-round ratio
-    compile_ratio: float
+    speed_ratio: float | None  # newer / older, medians of env steps/s over the rounds (None: a run unfinished)
+    speed_spread: tuple[float, float] | None  # the lowest and highest round-by-round ratio
+    compile_ratio: float | None
     peak_memory_ratio: float | None  # None: a side's records lack the peak
     peak_memory: str | None  # where the peaks were measured ("device" or "host")
 
@@ -80,6 +80,20 @@ def compare(spec: str, older: Side, newer: Side) -> Row:
     )
 
 
+def unfinished(spec: str, side: str, seconds: float | None, records: dict[str, list[Results]]) -> Row:
+    """The row of a spec whose run on `side` did not finish in `seconds`
+    (what the other side's runs took is in the verdict's words)."""
+    other = records["newer" if side == "older" else "older"]
+    took = f"; the {'newer' if side == 'older' else 'older'} took {other[0].speed.wall_seconds:.0f} s" if other else ""
+    return Row(spec, 0, "-", f"the {side} did not finish in {seconds:.0f} s{took}", None, None, None, None, None)
+
+
+def _times(value: float | None, spread: tuple[float, float] | None = None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.2f}x" + (f" ({spread[0]:.2f}-{spread[1]:.2f})" if spread else "")
+
+
 def to_dict(older: str, newer: str, rows: list[Row], settings: dict[str, Any]) -> dict[str, Any]:
     return {
         "older": older,
@@ -99,11 +113,10 @@ def to_markdown(document: dict[str, Any]) -> str:
         "|---|---:|---|---|---:|---:|---:|",
     ]
     for row in document["specs"]:
-        low, high = row["speed_spread"]
-        peak = "-" if row["peak_memory_ratio"] is None else f"{row['peak_memory_ratio']:.2f}x ({row['peak_memory']})"
+        peak = _times(row["peak_memory_ratio"]) + (f" ({row['peak_memory']})" if row["peak_memory"] else "")
         lines.append(
             f"| {row['spec']} | {row['iterations']} | {row['bits']} | {row['verdict']} |"
-            f" {row['speed_ratio']:.2f}x ({low:.2f}-{high:.2f}) | {row['compile_ratio']:.2f}x | {peak} |"
+            f" {_times(row['speed_ratio'], row['speed_spread'])} | {_times(row['compile_ratio'])} | {peak} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -123,14 +136,13 @@ def table(document: dict[str, Any]):
     ]:
         out.add_column(header, justify=justify)
     for row in document["specs"]:
-        low, high = row["speed_spread"]
-        peak = "-" if row["peak_memory_ratio"] is None else f"{row['peak_memory_ratio']:.2f}x"
+        speed = _times(row["speed_ratio"], row["speed_spread"]).replace(" (", "\n(")
         out.add_row(
             row["spec"],
             row["bits"],
             row["verdict"],
-            f"{row['speed_ratio']:.2f}x\n({low:.2f}-{high:.2f})",
-            f"{row['compile_ratio']:.2f}x",
-            peak,
+            speed,
+            _times(row["compile_ratio"]),
+            _times(row["peak_memory_ratio"]),
         )
     return out

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import tempfile
 from pathlib import Path
@@ -28,10 +29,11 @@ import yaml
 
 from harness import build, spec
 from harness.console import err_console, out_console, print_table
-from harness.judge import drift
+from harness.judge import drift, machines
 from harness.record import runs, schema, store, tracking
 
 ROOT = Path(__file__).resolve().parent.parent.parent
+STOP_SECONDS = 60  # after SIGINT, for a stopped run to end as it does on Ctrl-C
 
 
 class DriftError(ValueError):
@@ -46,6 +48,7 @@ class DriftOptions(NamedTuple):
     iterations: int | None  # None: each spec's own budget
     uri: str
     out: Path
+    max_seconds: float | None = None  # a run that takes longer is stopped and reported as not finished
 
 
 def _short(path: Path, iterations: int, folder: Path) -> Path:
@@ -61,17 +64,30 @@ def _short(path: Path, iterations: int, folder: Path) -> Path:
     return short
 
 
-def _run(python: str, spec_path: Path, out: Path, uri: str) -> schema.Results:
+def _run(python: str, spec_path: Path, out: Path, uri: str, max_seconds: float | None) -> schema.Results | None:
+    """One `harness run` of the spec in `python`'s environment: its record,
+    or None when it did not finish within `max_seconds` (it is then
+    interrupted as Ctrl-C would, so its MLflow run ends KILLED)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     argv = [python, "-m", "harness", "run", str(spec_path), "--results-out", str(out), "--no-progress"]
     argv += ["--deterministic", "--no-compile-cache", "--no-system-metrics", "--tracking-uri", uri]
     try:
-        done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+        process = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     except OSError as error:
         raise DriftError(f"cannot start {python}: {error}") from None
-    if done.returncode != 0:
-        tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-12:])
-        raise DriftError(f"{python}: harness run {spec_path.name} exited with {done.returncode}:\n{tail}")
+    try:
+        output, _ = process.communicate(timeout=max_seconds)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.communicate(timeout=STOP_SECONDS)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.communicate()
+        return None
+    if process.returncode != 0:
+        tail = "\n".join(output.strip().splitlines()[-12:])
+        raise DriftError(f"{python}: harness run {spec_path.name} exited with {process.returncode}:\n{tail}")
     return schema.parse(out.read_text(), str(out))
 
 
@@ -89,12 +105,13 @@ def drift_report(options: DriftOptions) -> dict:
     for python in (options.older, options.newer):
         check_python(python)
     rows = []
-    older_label = newer_label = ""
+    older_label = newer_label = machine = ""
     with tempfile.TemporaryDirectory(prefix="drift-") as tmp:
         folder = Path(tmp)
         for number, path in enumerate(options.specs, 1):
             run_path = _short(path, options.iterations, folder) if options.iterations else path
             sides: dict[str, list[schema.Results]] = {"older": [], "newer": []}
+            unfinished = None
             for round_ in range(options.rounds):
                 order = ["older", "newer"] if round_ % 2 == 0 else ["newer", "older"]
                 for side in order:
@@ -104,13 +121,23 @@ def drift_report(options: DriftOptions) -> dict:
                         f"[{number}/{len(options.specs)}] {path.stem}: round {round_ + 1}/{options.rounds}, {side}",
                         highlight=False,
                     )
-                    sides[side].append(_run(python, run_path, out, options.uri))
+                    record = _run(python, run_path, out, options.uri, options.max_seconds)
+                    if record is None:
+                        unfinished = side
+                        break
+                    sides[side].append(record)
+                if unfinished:
+                    break
+            if unfinished:
+                rows.append(drift.unfinished(path.stem, unfinished, options.max_seconds, sides))
+                continue
             older = drift.Side(drift.label(sides["older"][0]), sides["older"])
             newer = drift.Side(drift.label(sides["newer"][0]), sides["newer"])
             older_label, newer_label = older.label, newer.label
+            machine = machines.device_label(sides["older"][0].fingerprint)
             rows.append(drift.compare(path.stem, older, newer))
     budget = f"{options.iterations} iterations per spec" if options.iterations else "each spec's own budget"
-    settings = {"rounds": options.rounds, "budget": budget, "iterations": options.iterations}
+    settings = {"rounds": options.rounds, "budget": budget, "iterations": options.iterations, "machine": machine}
     return drift.to_dict(older_label, newer_label, rows, settings)
 
 
@@ -136,7 +163,7 @@ def drift_command(options: DriftOptions) -> int:
         f" {run.info.run_id} ({options.uri})",
         soft_wrap=True,
     )
-    failed = [row["spec"] for row in document["specs"] if row["verdict"].endswith("FAIL")]
+    failed = [row["spec"] for row in document["specs"] if row["verdict"].endswith("FAIL") or row["speed_ratio"] is None]
     if failed:
-        err_console.print(f"the newer side fails its verdict on: {', '.join(failed)}")
+        err_console.print(f"the newer side fails its verdict, or a run did not finish, on: {', '.join(failed)}")
     return 1 if failed else 0

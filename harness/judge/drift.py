@@ -94,6 +94,10 @@ def _times(value: float | None, spread: tuple[float, float] | None = None) -> st
     return f"{value:.2f}x" + (f" ({spread[0]:.2f}-{spread[1]:.2f})" if spread else "")
 
 
+def _rounds(n: int) -> str:
+    return "1 round" if n == 1 else f"{n} rounds"
+
+
 def to_dict(older: str, newer: str, rows: list[Row], settings: dict[str, Any]) -> dict[str, Any]:
     return {
         "older": older,
@@ -107,7 +111,7 @@ def to_markdown(document: dict[str, Any]) -> str:
     """The report as a Markdown table (the MLflow artifact and the docs page)."""
     lines = [
         f"{document['newer']} against {document['older']}: the newer's figure over the older's, medians over"
-        f" {document['settings']['rounds']} rounds ({document['settings']['budget']}).",
+        f" {_rounds(document['settings']['rounds'])} ({document['settings']['budget']}).",
         "",
         "| spec | iterations | bits | verdict | env steps/s | compile | peak memory |",
         "|---|---:|---|---|---:|---:|---:|",

@@ -1,2 +1,0 @@
-"""Judging records, never training: reproduction verdicts, comparisons
-across runs, interval estimates and baselines."""

@@ -26,9 +26,12 @@ class Peak(NamedTuple):
 
 def device_peak_bytes(devices: Any = None) -> int | None:
     """The largest allocator peak over `devices` (default: this process's
-    devices); None where the backend keeps no statistics (CPU)."""
+    devices; another process's are skipped); None where the backend keeps
+    no statistics (CPU)."""
     peaks = []
     for device in devices if devices is not None else jax.local_devices():
+        if device.process_index != jax.process_index():
+            continue  # another process's device: its statistics are not this process's to read
         stats = device.memory_stats() if hasattr(device, "memory_stats") else None
         if stats and stats.get("peak_bytes_in_use") is not None:
             peaks.append(int(stats["peak_bytes_in_use"]))

@@ -95,7 +95,7 @@ def make_results(
     run started (the code that ran); read now when not given. `wall_time`
     and `compile_cache` come from the session (harness.sessions.training)."""
     finals = per_seed_final(plan, result)
-    peak = memory.peak(plan.mesh.devices.flat if plan.mesh is not None else None)
+    peak = memory.peak()  # this process's devices: a job's other processes keep their own
     index = curve_indices(plan.num_iterations)
     evaluation_curves = None
     if result.evaluation:

@@ -41,6 +41,7 @@ def test_chunk_times_when_dispatch_blocks(chunks):
     # Each chunk is its own time: not the last ~0 (read right after the one
     # before), the first not two chunks' (read after the second's dispatch).
     assert len(result.chunk_seconds) == chunks
-    assert min(result.chunk_seconds) >= CHUNK_SECONDS, result.chunk_seconds
+    # (Each end is stamped by a thread that may wait a few ms for the GIL.)
+    assert min(result.chunk_seconds) > 0.7 * CHUNK_SECONDS, result.chunk_seconds
     assert result.chunk_seconds[0] < 2 * CHUNK_SECONDS
     assert [t.wall for t in result.chunk_times] == pytest.approx(result.chunk_seconds)

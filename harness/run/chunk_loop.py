@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 import jax
 import numpy as np
 
-from harness.run import cluster, devices
+from harness.run import cluster, completion, devices
 from harness.run.completion import Completion
 from harness.run.interrupts import Interrupted, interrupt_between_chunks
 from harness.types import ChunkMetrics, ChunkTimes, RunResult, Sink
@@ -165,7 +165,7 @@ class ChunkLoop:
                 fn = programs.tail if (programs.tail is not None and i == len(lengths) - 1) else programs.chunk
                 last = first_iteration + length - 1
                 state, metrics, evaluation = self.dispatch(i, fn, programs.evaluate, state, last)
-                finished = Completion((metrics, evaluation))
+                finished = completion.watch((metrics, evaluation))
                 due = self.checkpointer is not None and self.checkpointer.due(last)
                 if self.polled:
                     self.receive()  # the chunk before, finished: logged while this one runs

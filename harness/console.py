@@ -19,6 +19,11 @@ def si(value: float | None) -> str:
     return f"{value:.3g}"
 
 
+def megabytes(value: float | None) -> str:
+    """Bytes as whole MB (2**20) with thousands separators: 1,234; "-" for none."""
+    return f"{value / 2**20:,.0f}" if value is not None else "-"
+
+
 def print_table(table, console: Console = out_console, width: int | None = None) -> None:
     """Print a rich table; into a pipe or a file (where rich assumes 80
     columns) at its natural width rather than squeezed, or at `width` for a

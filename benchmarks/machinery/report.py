@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from benchmarks.machinery.measure import ENV_STEPS, SIMULATIONS, UPDATES, VALUES, Result
-from harness.console import si
+from harness.console import megabytes, si
 from harness.run import host_devices
 from harness.run.ceiling import Ceiling
 
@@ -201,9 +201,6 @@ def table(results: list[Result], changes: dict[str, Change], ceiling: Ceiling | 
 
     bandwidth = ceiling.bandwidth_gbs[0] if ceiling else None
 
-    def mb(value: float | None) -> str:
-        return f"{value / 2**20:,.0f}" if value is not None else "-"
-
     def lower_bound(r: Result) -> str:
         return "≥" if r.unbounded_loops else ""
 
@@ -249,8 +246,8 @@ def table(results: list[Result], changes: dict[str, Change], ceiling: Ceiling | 
         (
             "memory and result",
             [
-                ("peak RSS MB", lambda r: mb(r.peak_host_bytes)),
-                ("device MB", lambda r: mb(r.peak_device_bytes)),
+                ("peak RSS MB", lambda r: megabytes(r.peak_host_bytes)),
+                ("device MB", lambda r: megabytes(r.peak_device_bytes)),
                 (
                     "final metric / note",
                     lambda r: f"{r.final_metric} {r.final_value:.3g}" if r.final_metric else r.note or "-",

@@ -66,16 +66,22 @@ class BenchSession:
             def probe_record(stem: str) -> Path:
                 return probes / f"{machine}-{stem}-{filling.AXIS}.json"
 
-            def to_probe(stem: str) -> bool:
+            def recorded(stem: str):
+                """The record to take as it is; None when a probe is due (none,
+                or an unfinished probe's, to go on from)."""
                 found = filling.recorded(folders, machine, stem)
-                return found is None or (
-                    found.source == str(probe_record(stem)) and bool(filling.unfinished(probe_record(stem)))
-                )
+                if (
+                    found is not None
+                    and found.source == str(probe_record(stem))
+                    and filling.unfinished(Path(found.source))
+                ):
+                    return None
+                return found
 
-            found = None if to_probe(stem) else filling.recorded(folders, machine, stem)
+            found = recorded(stem)
             if found is None:
                 ceiling = self.ceiling.matmul_gflops[0] if self.ceiling else None
-                waiting = [s for s in self.filled_stems if s not in self.fills and to_probe(s)]
+                waiting = [s for s in self.filled_stems if s not in self.fills and recorded(s) is None]
                 seconds = self.fill_seconds_left / max(1, len(waiting))
                 started = time.perf_counter()
                 found = filling.probe(PUBLISHED_SPECS / f"{stem}.yaml", seconds, ceiling, probe_record(stem))

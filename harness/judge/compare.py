@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from harness.console import megabytes
 from harness.judge import claims, stats
 from harness.judge.machines import device_label
 from harness.judge.reproduce import LEARNING_METRICS
@@ -235,7 +236,7 @@ def _peak(peak_bytes: int | None, where: str | None) -> str:
     """A run's peak memory in MB, marked with where it was measured (a
     device's allocator, or a CPU process's resident memory); "-" for a
     record made before peaks were kept."""
-    return "-" if peak_bytes is None else f"{peak_bytes / 2**20:,.0f} ({where})"
+    return "-" if peak_bytes is None else f"{megabytes(peak_bytes)} ({where})"
 
 
 def table(summaries: list[dict[str, Any]], title: str):

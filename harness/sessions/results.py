@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from harness.console import fitting_table, out_console, print_table
+from harness.console import fitting_table, megabytes, out_console, print_table
 from harness.plan import Plan
 from harness.record.schema import Curves, Results, Speed, WallTime
 from harness.record.tracking import ui_hints
@@ -169,7 +169,7 @@ def peak_line(speed: Speed) -> str:
     """ ", peak memory N MB (device|host)", or "" for a record without it."""
     if speed.peak_memory_bytes is None:
         return ""
-    return f", peak memory {speed.peak_memory_bytes / 2**20:,.0f} MB ({speed.peak_memory})"
+    return f", peak memory {megabytes(speed.peak_memory_bytes)} MB ({speed.peak_memory})"
 
 
 def print_summary(plan: Plan, record: Results, uri: str, experiment_id: str, parent_id: str) -> None:

@@ -17,7 +17,7 @@ from typing import NamedTuple
 import yaml
 
 from harness import build, spec
-from harness.console import out_console, print_table, si
+from harness.console import megabytes, out_console, print_table, si
 from harness.record import runs, store, tracking
 from harness.run import ceiling, provenance, scaling
 
@@ -32,10 +32,6 @@ class ScaleOptions(NamedTuple):
     measure_ceiling: bool
     until_flat: bool = False  # end the ladder once the throughput has stopped growing (scaling.flat)
     max_seconds: float | None = None  # start no size that would end after this (from the command's start)
-
-
-def _mb(value: int | None) -> str:
-    return f"{value / 2**20:,.0f}" if value is not None else "-"
 
 
 def table(points: list[scaling.SizePoint], axis: str, title: str, saturated: scaling.SizePoint | None):
@@ -56,8 +52,8 @@ def table(points: list[scaling.SizePoint], axis: str, title: str, saturated: sca
             si(p.env_steps_per_second),
             share,
             f"{p.compile_seconds:.1f}",
-            _mb(p.program_bytes),
-            _mb(p.device_peak_bytes),
+            megabytes(p.program_bytes),
+            megabytes(p.device_peak_bytes),
         )
     return out
 

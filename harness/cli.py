@@ -22,9 +22,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import harness
-from harness import build, spec
-from harness import sweep as sweeps
-from harness.cli_options import OptionError, run_options, with_command_line
+from harness import spec
+from harness.cli_options import OptionError, load_plan, load_sweep, plan_of, plot_path, run_options
 from harness.cli_parser import parser
 from harness.console import err_console, out_console, print_table
 from harness.judge import claims, compare, publish, references
@@ -55,63 +54,17 @@ def _user_error(message: str) -> int:
     return EXIT_USER_ERROR
 
 
-def _plot_path(value: str) -> Path:
-    """`--out` of a command that draws a PNG: as given when it ends in .png,
-    with .png added when it has no suffix (matplotlib would add it unseen)."""
-    path = Path(value)
-    if path.suffix == "":
-        return path.with_suffix(".png")
-    if path.suffix.lower() != ".png":
-        raise OptionError(f"--out {value}: the plot is a PNG; give a path that ends in .png")
-    return path
-
-
-def _plan(loaded: spec.Spec, source: str, lines, args: argparse.Namespace | None) -> build.Plan:
-    """Build `loaded` with the command line's device options (if `args` has
-    any) in place of its `devices:` section; its claims checked against the
-    metrics its algorithm produces."""
-    plan = build.build(with_command_line(loaded, args), source, lines)
-    run_session.check_claims(plan, source, lines)
-    return plan
-
-
-def _load_plan(path: str, args: argparse.Namespace | None = None) -> build.Plan:
-    loaded = spec.load(path)
-    if loaded.sweep is not None:
-        raise SpecError(str(path), [("sweep", "a spec with a sweep: section is trained by harness sweep (or run)")])
-    return _plan(loaded, str(path), spec.key_lines(Path(path).read_text()), args)
-
-
-def _load_sweep(args: argparse.Namespace) -> sweeps.Sweep | None:
-    """The sweep of `args.spec` with the command line's sweep options, or
-    None for a spec without one and no --set."""
-    loaded = with_command_line(spec.load(args.spec), args)
-    sets = sweeps.parse_sets(getattr(args, "set", None) or [])
-    if loaded.sweep is None and not sets:
-        return None
-    return sweeps.make_sweep(
-        loaded,
-        args.spec,
-        spec.key_lines(Path(args.spec).read_text()),
-        sets=sets,
-        samples=getattr(args, "samples", None),
-        sample_seed=getattr(args, "sample_seed", 0),
-        max_points=getattr(args, "max_points", sweeps.MAX_POINTS),
-        exact_points=getattr(args, "exact_points", False),
-    )
-
-
 # ------------------------------------------------------------------ commands
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    sweep = _load_sweep(args)
+    sweep = load_sweep(args)
     if sweep is not None:
         sys.stdout.write(spec.to_yaml(sweep.spec))
         sys.stdout.write(f"# spec_hash: {spec.spec_hash(sweep.spec)}\n")
         sys.stdout.write("\n".join(sweep_session.describe(sweep)) + "\n")
         return 0
-    plan = _load_plan(args.spec)
+    plan = load_plan(args.spec)
     sys.stdout.write(spec.to_yaml(plan.spec))
     sys.stdout.write(f"# spec_hash: {plan.spec_hash}\n")
     sys.stdout.write(
@@ -123,7 +76,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     """Train every point of a sweep (harness.sweep), program by program."""
-    sweep = _load_sweep(args)
+    sweep = load_sweep(args)
     if sweep is None:
         return _user_error(f"{args.spec}: no sweep: add a sweep: section or --set KEY=V1,V2")
     if getattr(args, "profile", False):
@@ -140,7 +93,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     if spec.load(args.spec).sweep is not None:
         return cmd_sweep(args)
-    plan = _load_plan(args.spec, args)
+    plan = load_plan(args.spec, args)
     uri = tracking.resolve_uri(args.tracking_uri, plan.spec.tracking.uri)
     logged = run_session.train_and_log(plan, uri, run_options(args, resume=args.resume or False))
     if logged is None:  # not process 0 of a multi-process job: it logs
@@ -176,7 +129,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
 
 def cmd_publish(args: argparse.Namespace) -> int:
     """Copy results.json of a finished run of SPEC into results/."""
-    plan = _load_plan(args.spec)
+    plan = load_plan(args.spec)
     uri = tracking.resolve_uri(args.tracking_uri, plan.spec.tracking.uri)
     record = publish.publishable(plan, uri, args.run_id, args.random_baseline)
     if args.random_baseline:
@@ -206,10 +159,10 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
             return _user_error("--reference goes with a SPEC; with --run-id the run itself is the reference")
         uri = tracking.resolve_uri(args.tracking_uri, None)
         reference = reproduce.of_logged_run(
-            uri, args.run_id, lambda loaded, source, lines: _plan(loaded, source, lines, args)
+            uri, args.run_id, lambda loaded, source, lines: plan_of(loaded, source, lines, args)
         )
     else:
-        plan = _load_plan(args.spec, args)
+        plan = load_plan(args.spec, args)
         uri = tracking.resolve_uri(args.tracking_uri, plan.spec.tracking.uri)
         reference = reproduce.of_spec(plan, args.spec, args.reference, uri)
     reproduced = reproduce.run_and_judge(reference, run_options(args), args.seeds)
@@ -241,7 +194,7 @@ def cmd_scale(args: argparse.Namespace) -> int:
         chunk_iterations=args.chunk_iterations,
         timed_chunks=args.timed_chunks,
         uri=uri,
-        out=_plot_path(args.out),
+        out=plot_path(args.out),
         measure_ceiling=not args.no_ceiling,
         until_flat=not (args.sizes or args.stop),
         max_seconds=args.max_seconds,
@@ -253,7 +206,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     """A table and a plot across finished runs (see harness.judge.compare)."""
     if bool(args.experiment) == bool(args.run_ids):
         return _user_error("give either --experiment NAME or run ids")
-    out = _plot_path(args.out)
+    out = plot_path(args.out)
     uri = tracking.resolve_uri(args.tracking_uri, None)
     client = tracking.open_client(uri)
     runs, notes = compare.fetch(client, uri, experiment=args.experiment, run_ids=args.run_ids)

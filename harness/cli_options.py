@@ -1,6 +1,8 @@
 """The command line's options that change what a spec-driven command does:
 seeds and devices in place of the spec's, and how a training session runs
-(`RunOptions`). Bad values raise `OptionError`, reported like a spec error."""
+(`RunOptions`); the plan or sweep a command's spec argument loads into,
+with those options. Bad values raise `OptionError`, reported like a spec
+error."""
 
 from __future__ import annotations
 
@@ -10,9 +12,12 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from harness import build, spec
+from harness import sweep as sweeps
 from harness.record import windows
 from harness.run import determinism, host_devices
+from harness.sessions import run as run_session
 from harness.sessions.options import RunOptions
+from harness.spec import SpecError
 
 DEVICE_OPTIONS = {
     "count": "--devices",
@@ -95,3 +100,49 @@ def metric_points(args: argparse.Namespace) -> int:
     if points < 0:
         raise OptionError(f"--metric-points must be 0 (every iteration) or more, not {points}")
     return points
+
+
+def plot_path(value: str) -> Path:
+    """`--out` of a command that draws a PNG: as given when it ends in .png,
+    with .png added when it has no suffix (matplotlib would add it unseen)."""
+    path = Path(value)
+    if path.suffix == "":
+        return path.with_suffix(".png")
+    if path.suffix.lower() != ".png":
+        raise OptionError(f"--out {value}: the plot is a PNG; give a path that ends in .png")
+    return path
+
+
+def plan_of(loaded: spec.Spec, source: str, lines, args: argparse.Namespace | None) -> build.Plan:
+    """Build `loaded` with the command line's device options (if `args` has
+    any) in place of its `devices:` section; its claims checked against the
+    metrics its algorithm produces."""
+    plan = build.build(with_command_line(loaded, args), source, lines)
+    run_session.check_claims(plan, source, lines)
+    return plan
+
+
+def load_plan(path: str, args: argparse.Namespace | None = None) -> build.Plan:
+    loaded = spec.load(path)
+    if loaded.sweep is not None:
+        raise SpecError(str(path), [("sweep", "a spec with a sweep: section is trained by harness sweep (or run)")])
+    return plan_of(loaded, str(path), spec.key_lines(Path(path).read_text()), args)
+
+
+def load_sweep(args: argparse.Namespace) -> sweeps.Sweep | None:
+    """The sweep of `args.spec` with the command line's sweep options, or
+    None for a spec without one and no --set."""
+    loaded = with_command_line(spec.load(args.spec), args)
+    sets = sweeps.parse_sets(getattr(args, "set", None) or [])
+    if loaded.sweep is None and not sets:
+        return None
+    return sweeps.make_sweep(
+        loaded,
+        args.spec,
+        spec.key_lines(Path(args.spec).read_text()),
+        sets=sets,
+        samples=getattr(args, "samples", None),
+        sample_seed=getattr(args, "sample_seed", 0),
+        max_points=getattr(args, "max_points", sweeps.MAX_POINTS),
+        exact_points=getattr(args, "exact_points", False),
+    )

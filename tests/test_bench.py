@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 from support import TINY_SPEC, background_result, new_store, write_spec
 
+from benchmarks.machinery import history
 from benchmarks.machinery import measure as bench
-from benchmarks.machinery import report as bench_report
 from harness.run.ceiling import Ceiling
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -95,11 +95,11 @@ def test_a_tiny_entry_writes_its_table_row_json_and_mlflow_run(tiny_bench):
     # The saved JSON: pytest-benchmark's document, filed under the device key.
     path, document = saved_run(tmp)
     info = document["harness"]
-    assert path.parent.name == bench_report.device_key(info["fingerprint"])
+    assert path.parent.name == history.device_key(info["fingerprint"])
     assert document["machine_info"]["device_fingerprint"] == info["fingerprint"]
     assert info["ceiling"]["matmul_gflops"][0] > 0 and info["ceiling"]["bandwidth_gbs"][0] > 0
     assert info["ceiling"]["matmul_bf16_gflops"][0] > 0 and "bfloat16" in proc.stdout
-    (record,) = bench_report.entries(document)
+    (record,) = history.entries(document)
     result = bench.Result.from_dict(record)
     assert result.name == ENTRY and result.kind == "spec" and result.unit == bench.ENV_STEPS
     assert result.repeats == 2 and result.rate[1] <= result.rate[0] <= result.rate[2]
@@ -146,7 +146,7 @@ def planted(document: dict, factor: float, started: str) -> dict:
     """A copy of a saved run with every rate multiplied by `factor`."""
     out = copy.deepcopy(document)
     out["harness"]["started"] = started
-    for record in bench_report.entries(out):
+    for record in history.entries(out):
         record["rate"] = [rate * factor for rate in record["rate"]]
     return out
 
@@ -155,21 +155,21 @@ def test_a_planted_slowdown_in_saved_data_is_flagged_and_noise_is_not(tiny_bench
     proc, tmp = tiny_bench
     assert proc.returncode == 0, proc.stderr[-4000:]
     _, document = saved_run(tmp)
-    current = bench_report.entries(document)
+    current = history.entries(document)
     earlier = "2000-01-01T00:00:00+00:00"
 
     # The last run was 1/0.8 times as fast: this one is 20% slower.
-    changes = bench_report.compare(current, bench_report.previous_entries([planted(document, 1 / 0.8, earlier)]))
+    changes = history.compare(current, history.previous_entries([planted(document, 1 / 0.8, earlier)]))
     assert changes[ENTRY].regression and changes[ENTRY].ratio == pytest.approx(0.8)
     assert "REGRESSION" in changes[ENTRY].label()
     results = [bench.Result.from_dict(r) for r in current]
-    text = bench_report.render(bench_report.table(results, changes, None, "t"))
+    text = history.render(history.table(results, changes, None, "t"))
     assert "REGRESSION" in next(line for line in text.splitlines() if ENTRY in line)
 
     for factor in (1 / 0.92, 1 / 0.95, 1.0, 1 / 1.05, 1 / 1.09):  # under 10% either way
-        changes = bench_report.compare(current, bench_report.previous_entries([planted(document, factor, earlier)]))
+        changes = history.compare(current, history.previous_entries([planted(document, factor, earlier)]))
         assert changes[ENTRY].status == "same", factor
-    faster = bench_report.compare(current, bench_report.previous_entries([planted(document, 0.5, earlier)]))
+    faster = history.compare(current, history.previous_entries([planted(document, 0.5, earlier)]))
     assert faster[ENTRY].status == "faster"
 
 
@@ -187,12 +187,12 @@ def test_each_entry_is_compared_with_the_latest_run_that_has_it():
         run_document("2026-01-03T00:00:00", record("a", 200.0)),  # a `-k a` run
         run_document("2026-01-02T00:00:00", record("a", 150.0), record("b", 20.0)),
     ]
-    previous = bench_report.previous_entries(runs)
+    previous = history.previous_entries(runs)
     assert previous["a"]["rate"][0] == 200.0 and previous["b"]["rate"][0] == 20.0
-    changes = bench_report.compare([record("a", 150.0), record("b", 20.0), record("c", 1.0)], previous)
+    changes = history.compare([record("a", 150.0), record("b", 20.0), record("c", 1.0)], previous)
     assert changes["a"].regression and changes["a"].previous_started == "2026-01-03T00:00:00"
     assert changes["b"].status == "same" and changes["c"].status == "new"
-    changed = bench_report.compare([record("b", 1.0, config="other")], previous)
+    changed = history.compare([record("b", 1.0, config="other")], previous)
     assert changed["b"].status == "config changed" and not changed["b"].regression
 
 
@@ -213,11 +213,11 @@ def test_each_entry_is_set_against_the_matmul_ceiling_of_the_dtype_it_computes_i
     entry = dict(name="e", kind="micro", config={}, unit=bench.ENV_STEPS, rate=(1.0, 1.0, 1.0), repeats=1)
     f32 = bench.Result(**entry, gflops_per_second=50.0)
     bf16 = bench.Result(**entry, gflops_per_second=50.0, compute_dtype="bfloat16")
-    text = bench_report.render(bench_report.table([f32, bf16], {}, ceiling, "t"))
+    text = history.render(history.table([f32, bf16], {}, ceiling, "t"))
     assert "50%" in text and "12%" in text
     # Measured at other sizes than the last run: not compared.
     smaller = {**ceiling.as_dict(), "matmul_size": 2048}
-    assert "not compared" in bench_report.ceiling_change(ceiling, smaller)
+    assert "not compared" in history.ceiling_change(ceiling, smaller)
 
 
 def test_the_lowest_side_by_side_ratio_is_the_line_above_the_table():
@@ -226,17 +226,17 @@ def test_the_lowest_side_by_side_ratio_is_the_line_above_the_table():
         extra = {"our_rates": ours, "peer_rates": peer, "ratio": ratio}
         return bench.Result(name, "micro", {}, bench.ENV_STEPS, (1.0, 1.0, 1.0), 3, extra=extra)
 
-    assert bench_report.against_summary([record_result()]) is None  # no side-by-side entry: no line
+    assert history.against_summary([record_result()]) is None  # no side-by-side entry: no line
     fast = against("against_a", [12.0, 11.0, 13.0], [10.0, 10.0, 10.0])
     close = against("against_b", [9.5, 9.8, 10.4], [10.0, 10.1, 9.9])
     slow = against("against_c", [8.0, 8.1, 8.2], [10.0, 10.0, 10.1])
-    assert "at least as fast as every peer" in bench_report.against_summary([fast])
-    line = bench_report.against_summary([fast, close])
+    assert "at least as fast as every peer" in history.against_summary([fast])
+    line = history.against_summary([fast, close])
     assert line.startswith(
         "against peers: lowest ratio 0.98x, against_b (below 1.0x, within its rounds' spread 0.94-1.05)"
     )
     assert "2 side-by-side entries, 0.98x-1.20x" in line
-    assert "0.81x, against_c (SLOWER than the peer: 0.79-0.82" in bench_report.against_summary([fast, close, slow])
+    assert "0.81x, against_c (SLOWER than the peer: 0.79-0.82" in history.against_summary([fast, close, slow])
 
 
 def record_result() -> bench.Result:
@@ -245,21 +245,21 @@ def record_result() -> bench.Result:
 
 def test_runs_are_saved_and_found_by_device(tmp_path):
     fingerprint = {"platform": "cpu", "device_kind": "cpu", "cpu_model": "X", "host": "a"}
-    key = bench_report.device_key(fingerprint)
-    assert bench_report.device_key({**fingerprint, "host": "b"}) == key, "the host name is not the device"
-    assert bench_report.device_key({**fingerprint, "device_kind": "gpu"}) != key
+    key = history.device_key(fingerprint)
+    assert history.device_key({**fingerprint, "host": "b"}) == key, "the host name is not the device"
+    assert history.device_key({**fingerprint, "device_kind": "gpu"}) != key
     # A CPU split into host devices (the bench's one per core) is the same CPU.
     split = {**fingerprint, "device_count": "2", "local_device_count": "2"}
     split["xla_flags"] = "--xla_cpu_ftz=true --xla_force_host_platform_device_count=2"
-    assert bench_report.device_key(split) == bench_report.device_key({**fingerprint, "xla_flags": "--xla_cpu_ftz=true"})
+    assert history.device_key(split) == history.device_key({**fingerprint, "xla_flags": "--xla_cpu_ftz=true"})
     document = run_document("2026-01-01T00:00:00+00:00", record("a", 1.0))
     document["harness"].update(device_key=key, session="0123456789")
-    path = bench_report.save_run(tmp_path, document)
-    assert path.parent == bench_report.history_dir(tmp_path, key)
+    path = history.save_run(tmp_path, document)
+    assert path.parent == history.history_dir(tmp_path, key)
     (path.parent / "broken.json").write_text("{")
-    runs, notes = bench_report.load_runs(path.parent)
+    runs, notes = history.load_runs(path.parent)
     assert runs == [document] and len(notes) == 1 and "broken.json" in notes[0]
-    assert bench_report.load_runs(bench_report.history_dir(tmp_path, "other"))[0] == []
+    assert history.load_runs(history.history_dir(tmp_path, "other"))[0] == []
 
 
 def test_peak_host_memory_belongs_to_the_block():
@@ -308,167 +308,6 @@ def test_bad_input_gets_one_clear_message_and_a_nonzero_exit(tmp_path, args, mes
     assert "Traceback" not in output and not (tmp_path / "bench" / "history").exists()
 
 
-# A PureJaxRL-shaped checkout made here: ppo.py imports its wrappers (which
-# import Brax and navix, as PureJaxRL's do) and steps a gymnax env the way
-# PureJaxRL does, expecting the pre-1.0 five values.
-PEER_PPO = """
-import gymnax
-from wrappers import LogWrapper
-
-
-def make_train(config):
-    env, env_params = gymnax.make(config["ENV_NAME"])
-    env = LogWrapper(env)
-
-    def train(rng):
-        obs, state = env.reset(rng, env_params)
-        obs, state, reward, done, info = env.step(rng, state, 0, env_params)
-        return {"metrics": {"reward": reward, "done": done}}
-
-    return train
-"""
-PEER_WRAPPERS = """
-from brax import envs
-from brax.envs.wrappers.training import EpisodeWrapper, AutoResetWrapper
-import navix as nx
-
-
-class LogWrapper:
-    def __init__(self, env):
-        self._env = env
-
-    def __getattr__(self, name):
-        return getattr(self._env, name)
-"""
-
-
-def _needing(monkeypatch, name: str, needs: dict[str, str]) -> None:
-    """Peer `name`'s entries taken to import `needs` (module -> package)."""
-    from benchmarks.machinery import peer_checkouts
-
-    checkout = peer_checkouts.CHECKOUTS[name]
-    monkeypatch.setitem(peer_checkouts.CHECKOUTS, name, checkout._replace(needs=needs))
-
-
-def test_a_peer_checkout_is_imported_with_its_shims(tmp_path, monkeypatch):
-    from benchmarks.machinery import peers
-
-    folder = tmp_path / "purejaxrl" / "purejaxrl"
-    folder.mkdir(parents=True)
-    (folder / "ppo.py").write_text(PEER_PPO)
-    (folder / "wrappers.py").write_text(PEER_WRAPPERS)
-    assert peers.peer_dir("purejaxrl", tmp_path / "purejaxrl") == folder.resolve()
-    # What `--against` reports (the plugin turns it into a usage error, exit 4).
-    with pytest.raises(peers.PeerError, match="--against no/such/checkout: no PureJaxRL checkout there"):
-        peers.ready("purejaxrl", "no/such/checkout")
-    _needing(monkeypatch, "purejaxrl", {"no_such_module": "no-such-package"})
-    with pytest.raises(peers.MissingPackages, match=r"not installed here: no-such-package \(purejaxrl\)"):
-        peers.load_purejaxrl_ppo(folder)  # before anything of it is imported
-    _needing(monkeypatch, "purejaxrl", {})
-    make_train = peers.load_purejaxrl_ppo(tmp_path / "purejaxrl")
-    out = make_train({"ENV_NAME": "CartPole-v1"})(jax.random.PRNGKey(0))["metrics"]
-    assert float(out["reward"]) == 1.0 and not bool(out["done"])
-    assert "brax" not in sys.modules or sys.modules["brax"].__spec__ is not None  # stand-ins removed
-
-
-def test_the_packages_every_peer_lacks_are_told_at_once():
-    # What `--against all` says on a machine without the `peers` extra: the
-    # GPU image lacked three packages of two kinds, found one run at a time.
-    from benchmarks.machinery import peer_checkouts, peers
-
-    by_peer = {name: list(c.needs.values()) for name, c in peer_checkouts.CHECKOUTS.items()}
-    message = str(peers.MissingPackages(by_peer))
-    assert "distrax (purejaxrl, xland-minigrid), dm-haiku (pgx), omegaconf (pgx)" in message
-    assert "pip install distrax dm-haiku omegaconf" in message
-    # The `peers` extra (what `nox -s bench -- --against ...` installs) has them all.
-    import tomllib
-
-    extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["peers"]
-    assert {p for packages in by_peer.values() for p in packages} <= {r.split(">")[0].split("=")[0] for r in extra}
-
-
-XMINIGRID_SCRIPT = """
-import jax
-import pyrallis
-import wandb
-from nn import width
-from utils import Stats
-
-jax.config.update("jax_threefry_partitionable", True)
-
-
-class TrainConfig:
-    def __init__(self, **kwargs):
-        self.__dict__.update(kwargs)
-
-
-@pyrallis.wrap()
-def train(config):
-    return Stats().reward + width
-"""
-XMINIGRID_UTILS = """
-import jax.numpy as jnp
-from flax import struct
-
-
-class Stats(struct.PyTreeNode):
-    reward: jnp.ndarray = jnp.asarray(1.5)
-"""
-
-
-def test_an_xminigrid_checkout_is_identified_and_imported_with_its_shims(tmp_path, monkeypatch):
-    from benchmarks.machinery import peers
-
-    folder = tmp_path / "xland-minigrid" / "training"
-    folder.mkdir(parents=True)
-    (folder / "train_single_task.py").write_text(XMINIGRID_SCRIPT)
-    (folder / "nn.py").write_text("width = 2.0\n")
-    (folder / "utils.py").write_text(XMINIGRID_UTILS)
-    assert peers.identify(tmp_path / "xland-minigrid") == ("xland-minigrid", folder.resolve())
-    _needing(monkeypatch, "xland-minigrid", {})
-    assert peers.check(tmp_path / "xland-minigrid") == ("xland-minigrid", folder.resolve())
-    with pytest.raises(peers.PeerError, match="no checkout of a peer there; looked for PureJaxRL .*, xland-minigrid"):
-        peers.identify(tmp_path)
-    module = peers.load_xminigrid_single_task(tmp_path / "xland-minigrid")
-    # pyrallis.wrap gave the function back; the array default came through a factory.
-    assert float(module.train(module.TrainConfig())) == 3.5
-    assert not {"nn", "utils"} & set(sys.modules)  # its plain-named files are not left for other imports
-    assert "wandb" not in sys.modules or sys.modules["wandb"].__spec__ is not None  # stand-ins removed
-
-
-PGX_TRAIN = """
-import sys
-
-import pgx
-import wandb
-from network import width
-
-config = dict(argument.split("=") for argument in sys.argv[1:])
-baseline = pgx.make_baseline_model(config["env_id"] + "_v0")
-"""
-
-
-def test_a_pgx_checkout_is_identified_and_imported_with_its_command_line(tmp_path, monkeypatch):
-    from benchmarks.machinery import peers
-
-    folder = tmp_path / "pgx" / "examples" / "alphazero"
-    folder.mkdir(parents=True)
-    (folder / "train.py").write_text(PGX_TRAIN)
-    (folder / "network.py").write_text("width = 2\n")
-    assert peers.identify(tmp_path / "pgx") == ("pgx", folder.resolve())
-    _needing(monkeypatch, "pgx", {})
-    argv = list(sys.argv)
-    import pgx
-
-    make_baseline = pgx.make_baseline_model
-    module = peers.load_pgx_alphazero(tmp_path / "pgx", {"env_id": "connect_four", "num_layers": 2})
-    assert module.config == {"env_id": "connect_four", "num_layers": "2"}  # its command line
-    assert (sys.argv, pgx.make_baseline_model) == (argv, make_baseline)  # both given back
-    with pytest.raises(peers.PeerError, match="baseline connect_four_v0 is not loaded"):
-        module.baseline(None)  # nothing downloaded
-    assert "network" not in sys.modules
-
-
 @pytest.mark.parametrize(
     "path",
     sorted((ROOT / "benchmarks" / "specs").rglob("*.yaml")),
@@ -491,14 +330,3 @@ def test_long_entry_names_wrap_after_a_separator_within_the_column():
         assert "".join(lines) == name and all(len(line) <= 26 for line in lines)
         assert all(line[-1] in "[-_/|" for line in lines[:-1]), lines
     assert wrap_name("iteration[ppo-deterministic]", 26) == "iteration[\nppo-deterministic]"
-
-
-def test_a_side_by_side_entry_fails_when_the_peer_runs_other_work():
-    """Each side's env steps per call come from its own configuration; an
-    entry whose peer steps fewer envs than the entry counts (as
-    xland-minigrid's script did on split host devices) fails, naming both."""
-    from benchmarks.machinery import peers
-
-    peers.same_work("against_xminigrid_ppo", "xland-minigrid", 16_384, 16_384)
-    with pytest.raises(AssertionError, match="xland-minigrid takes 8,192 env steps per call .* the project 16,384"):
-        peers.same_work("against_xminigrid_ppo", "xland-minigrid", 16_384, 8_192)

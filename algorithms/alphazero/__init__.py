@@ -4,7 +4,10 @@ evaluation against fixed opponents and a pool of earlier parameters.
 
   buffer.py      the episode replay buffer
   ranked.py      ranked rewards
-  search.py      mctx search over the real env
+  search.py      tree search over the real env (mctx, or batched_search.py)
+  state.py       the training state
+  self_play.py   self-play: games, buffer rows, value targets
+  training.py    the loss and the minibatch updates
   opponents.py   evaluation games, opponents, the Elo pool
   evaluation.py  `make_alphazero`'s evaluate: the agent against them
   config.py      its hyperparameters (`AlphaZeroConfig`)

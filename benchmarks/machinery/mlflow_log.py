@@ -8,10 +8,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from benchmarks.machinery.history import Change
 from benchmarks.machinery.measure import ENV_STEPS, Result
-from benchmarks.machinery.report import EXPERIMENT, Change
 from harness.record import store, tracking
 from harness.run.ceiling import Ceiling
+
+EXPERIMENT = "bench"  # the MLflow experiment of the bench's runs
 
 
 def _tags(info: dict[str, Any]) -> dict[str, str]:

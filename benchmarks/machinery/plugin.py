@@ -34,7 +34,7 @@ and pytest's own `-k NAME` to select entries.
 Every entry records a `benchmarks.machinery.measure.Result`; at the end of the session the
 entries are compared with their last run on the same device, printed as one
 table, saved under <bench dir>/history/<device key>/ and logged to MLflow
-(`benchmarks.machinery.report`).
+(`benchmarks.machinery.history`, `report`, `mlflow_log`).
 
 The plugin is this module's hooks; what they use is in the modules beside it:
 what the options select (`selection`), the session that collects the entries'

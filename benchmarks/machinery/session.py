@@ -119,18 +119,18 @@ class BenchSession:
             self.errors.append(f"the bench report failed:\n{traceback.format_exc()}")
 
     def _finalize(self, document: dict | None) -> None:
-        from benchmarks.machinery import mlflow_log
+        from benchmarks.machinery import history, mlflow_log
         from benchmarks.machinery import report as bench_report
         from harness.run import provenance
 
         fingerprint = provenance.fingerprint(device=self.device)
-        key = bench_report.device_key(fingerprint)
-        runs, notes = bench_report.load_runs(bench_report.history_dir(self.bench_dir, key))
+        key = history.device_key(fingerprint)
+        runs, notes = history.load_runs(history.history_dir(self.bench_dir, key))
         current = [r.to_dict() for r in self.results]
-        changes = bench_report.compare(current, bench_report.previous_entries(runs))
+        changes = history.compare(current, history.previous_entries(runs))
         self.regressions = [name for name, change in changes.items() if change.regression]
         self.info = {
-            "format": bench_report.FORMAT,
+            "format": history.FORMAT,
             "session": self.session,
             "mode": self.mode,
             "started": self.started.isoformat(),
@@ -154,7 +154,7 @@ class BenchSession:
             }
         document["harness"] = self.info
         document.setdefault("machine_info", {})["device_fingerprint"] = fingerprint
-        saved = bench_report.save_run(self.bench_dir, document)
+        saved = history.save_run(self.bench_dir, document)
 
         title = f"harness bench ({self.mode}), {self.started:%Y-%m-%d %H:%M} UTC"
         previous_ceiling = runs[-1]["harness"].get("ceiling") if runs else None
@@ -180,7 +180,7 @@ class BenchSession:
                 self.ceiling,
                 {"sps.png": chart, "report.txt": text, "benchmark.json": json.dumps(document, indent=2, default=str)},
             )
-            lines.append(f"MLflow: {self.uri}, experiment {bench_report.EXPERIMENT!r}, session run {run_id}")
+            lines.append(f"MLflow: {self.uri}, experiment {mlflow_log.EXPERIMENT!r}, session run {run_id}")
         except Exception as error:  # noqa: BLE001  (the store can fail in many ways)
             self.errors.append(f"logging to MLflow at {self.uri} failed: {error}")
         if profiles := [r.extra["profile"] for r in self.results if "profile" in r.extra]:
@@ -190,7 +190,7 @@ class BenchSession:
             )
         if self.regressions:
             lines.append(
-                f"REGRESSION (more than {100 * bench_report.REGRESSION_THRESHOLD:.0f}% slower than the last run "
+                f"REGRESSION (more than {100 * history.REGRESSION_THRESHOLD:.0f}% slower than the last run "
                 f"on this device): {', '.join(self.regressions)}"
             )
         self.report = "\n".join(lines)

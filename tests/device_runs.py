@@ -1,5 +1,7 @@
 """Run tiny specs of every algorithm on several device layouts and print
-their curves as JSON: `python tests/device_runs.py`. A layout is `plain`
+their curves as JSON: `python tests/device_runs.py [exact]` (with `exact`,
+the exact layouts' specs, whose layouts must give the same bits; without,
+the others, compared within a tolerance). A layout is `plain`
 (plain jit, no mesh) or `SEEDxDATA`. Started by tests/test_devices.py in a
 subprocess with 4 simulated CPU devices (XLA_FLAGS must be set before JAX
 starts). Compiles dominate the time, so each spec runs few layouts: PPO
@@ -168,14 +170,21 @@ LAYOUTS = {
 }
 
 
+def is_exact(name: str) -> bool:
+    return "_exact" in name
+
+
 def main() -> None:
     from harness import build
     from harness import spec as S
     from harness import sweep as sweeps
     from harness.run import runner
 
+    exact = sys.argv[1:] == ["exact"]
     out: dict[str, dict[str, dict[str, list]]] = {}
     for name, data in SPECS.items():
+        if is_exact(name) != exact:
+            continue
         out[name] = {}
         for layout in LAYOUTS[name]:
             spec_data = {"name": name, "seeds": [0, 1], "logging": {"interval": 2}, **data}

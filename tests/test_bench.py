@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from support import TINY_SPEC, background_result, new_store, write_spec
 
-from benchmarks.machinery import history
+from benchmarks.machinery import history, report
 from benchmarks.machinery import measure as bench
 from harness.run.ceiling import Ceiling
 
@@ -163,7 +163,7 @@ def test_a_planted_slowdown_in_saved_data_is_flagged_and_noise_is_not(tiny_bench
     assert changes[ENTRY].regression and changes[ENTRY].ratio == pytest.approx(0.8)
     assert "REGRESSION" in changes[ENTRY].label()
     results = [bench.Result.from_dict(r) for r in current]
-    text = history.render(history.table(results, changes, None, "t"))
+    text = report.render(report.table(results, changes, None, "t"))
     assert "REGRESSION" in next(line for line in text.splitlines() if ENTRY in line)
 
     for factor in (1 / 0.92, 1 / 0.95, 1.0, 1 / 1.05, 1 / 1.09):  # under 10% either way
@@ -213,7 +213,7 @@ def test_each_entry_is_set_against_the_matmul_ceiling_of_the_dtype_it_computes_i
     entry = dict(name="e", kind="micro", config={}, unit=bench.ENV_STEPS, rate=(1.0, 1.0, 1.0), repeats=1)
     f32 = bench.Result(**entry, gflops_per_second=50.0)
     bf16 = bench.Result(**entry, gflops_per_second=50.0, compute_dtype="bfloat16")
-    text = history.render(history.table([f32, bf16], {}, ceiling, "t"))
+    text = report.render(report.table([f32, bf16], {}, ceiling, "t"))
     assert "50%" in text and "12%" in text
     # Measured at other sizes than the last run: not compared.
     smaller = {**ceiling.as_dict(), "matmul_size": 2048}
@@ -226,17 +226,17 @@ def test_the_lowest_side_by_side_ratio_is_the_line_above_the_table():
         extra = {"our_rates": ours, "peer_rates": peer, "ratio": ratio}
         return bench.Result(name, "micro", {}, bench.ENV_STEPS, (1.0, 1.0, 1.0), 3, extra=extra)
 
-    assert history.against_summary([record_result()]) is None  # no side-by-side entry: no line
+    assert report.against_summary([record_result()]) is None  # no side-by-side entry: no line
     fast = against("against_a", [12.0, 11.0, 13.0], [10.0, 10.0, 10.0])
     close = against("against_b", [9.5, 9.8, 10.4], [10.0, 10.1, 9.9])
     slow = against("against_c", [8.0, 8.1, 8.2], [10.0, 10.0, 10.1])
-    assert "at least as fast as every peer" in history.against_summary([fast])
-    line = history.against_summary([fast, close])
+    assert "at least as fast as every peer" in report.against_summary([fast])
+    line = report.against_summary([fast, close])
     assert line.startswith(
         "against peers: lowest ratio 0.98x, against_b (below 1.0x, within its rounds' spread 0.94-1.05)"
     )
     assert "2 side-by-side entries, 0.98x-1.20x" in line
-    assert "0.81x, against_c (SLOWER than the peer: 0.79-0.82" in history.against_summary([fast, close, slow])
+    assert "0.81x, against_c (SLOWER than the peer: 0.79-0.82" in report.against_summary([fast, close, slow])
 
 
 def record_result() -> bench.Result:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from device_runs import LAYOUTS
-from support import background_result, device_env
+from device_runs import LAYOUTS, is_exact
+from support import EXACT_XLA_FLAGS, TEST_XLA_FLAGS, background_result, device_env
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -25,17 +25,14 @@ ROOT = Path(__file__).resolve().parent.parent
 RTOL, ATOL = 1e-5, 1e-6
 
 
-def run_layouts(tmp_path_factory) -> dict:
-    """Every algorithm's tiny spec on the plain path and on meshes of 1, 2
-    and 4 devices (data-parallel, and seeds split as well)."""
-    del tmp_path_factory
+def _device_runs(*args: str, flags: str) -> dict:
     out = subprocess.run(
-        [sys.executable, str(ROOT / "tests" / "device_runs.py")],
-        env=device_env(4),
+        [sys.executable, str(ROOT / "tests" / "device_runs.py"), *args],
+        env=device_env(4, flags),
         capture_output=True,
         text=True,
-        # About 11 minutes alone on a 2-core CPU, compiles mostly; beside the
-        # rest of the suite on the other core it has run past 15.
+        # Several minutes alone on a 2-core CPU, compiles mostly; beside the
+        # rest of the suite on the other core, twice that.
         timeout=1800,
         cwd=ROOT,
     )
@@ -43,9 +40,30 @@ def run_layouts(tmp_path_factory) -> dict:
     return json.loads(out.stdout)
 
 
+def run_layouts(tmp_path_factory) -> dict:
+    """Every algorithm's tiny spec on the plain path and on meshes of 1, 2
+    and 4 devices (data-parallel, and seeds split as well), compiled as the
+    suite compiles."""
+    del tmp_path_factory
+    return _device_runs(flags=TEST_XLA_FLAGS)
+
+
+def run_exact_layouts(tmp_path_factory) -> dict:
+    """The exact layouts' specs on the plain path and on 4 devices, compiled
+    as users compile them (support.processes.EXACT_XLA_FLAGS): programs that
+    differ, whose bits must not."""
+    del tmp_path_factory
+    return _device_runs("exact", flags=EXACT_XLA_FLAGS)
+
+
 @pytest.fixture(scope="module")
 def layouts_run():
     return background_result("layouts_run")
+
+
+@pytest.fixture(scope="module")
+def exact_layouts_run():
+    return background_result("exact_layouts_run")
 
 
 def _differences(curves: dict[str, list], reference: dict[str, list]) -> list[str]:
@@ -65,7 +83,7 @@ def _differences(curves: dict[str, list], reference: dict[str, list]) -> list[st
         (name, layout)
         for name, layouts in LAYOUTS.items()
         for layout in layouts
-        if layout not in ("plain", "1x1") and "_exact" not in name
+        if layout not in ("plain", "1x1") and not is_exact(name)
     ],
 )
 def test_same_curves_on_1_2_and_4_devices(layouts_run, algorithm, layout):
@@ -111,26 +129,26 @@ def _same_bits_on_every_layout(runs: dict[str, dict], iterations: int) -> dict[s
 
 
 @pytest.mark.parametrize("algorithm", ["ppo_exact", "ppo_gru_exact", "reinforce_exact", "reinforce_exact_normalized"])
-def test_exact_layouts_train_the_same_bits_on_1_and_4_devices(layouts_run, algorithm):
+def test_exact_layouts_train_the_same_bits_on_1_and_4_devices(exact_layouts_run, algorithm):
     """`devices.shards`: whole runs (64 iterations, each of several
     minibatch updates, gradient clipping and an annealed learning rate),
     every metric of every iteration bit-identical on the plain program (8
     logical shards on one device) and on a mesh of 4 data-parallel devices
     (2 shards each). Each layout is a program compiled apart, most of this
     test's time."""
-    reference = _same_bits_on_every_layout(layouts_run[algorithm], 64)
+    reference = _same_bits_on_every_layout(exact_layouts_run[algorithm], 64)
     # Not a run that stands still: it learns.
     assert np.mean(reference["episode_length"][-8:]) > np.mean(reference["episode_length"][:8])
 
 
 @pytest.mark.parametrize("algorithm", ["alphazero_exact", "alphazero_knapsack_exact"])
-def test_alphazero_exact_layouts_train_the_same_bits(layouts_run, algorithm):
+def test_alphazero_exact_layouts_train_the_same_bits(exact_layouts_run, algorithm):
     """AlphaZero on an exact layout: self-play, training and evaluation,
     every metric of every iteration (32) bit-identical on the plain program
     (8 logical shards on one device) and on 4 data devices (2 each), with
     the batched search: tic-tac-toe with an MLP, and Knapsack with the set
     network and ranked rewards, whose returns are real numbers."""
-    reference = _same_bits_on_every_layout(layouts_run[algorithm], 32)
+    reference = _same_bits_on_every_layout(exact_layouts_run[algorithm], 32)
     assert any(name.startswith("eval/") for name in reference)
 
 
@@ -140,11 +158,11 @@ def test_seeds_differ_from_each_other(layouts_run):
     assert not np.allclose(loss[:, 0], loss[:, 1])
 
 
-def test_single_player_knapsack_with_ranked_rewards(layouts_run):
+def test_single_player_knapsack_with_ranked_rewards(exact_layouts_run):
     """AlphaZero on jumanji's Knapsack (one player, ranked rewards, the set
     network), as the exact layouts trained it (32 iterations), judged
     against each evaluation instance's optimum."""
-    run = {name: np.asarray(values) for name, values in layouts_run["alphazero_knapsack_exact"]["plain"].items()}
+    run = {name: np.asarray(values) for name, values in exact_layouts_run["alphazero_knapsack_exact"]["plain"].items()}
     assert {"episode_return", "ranked_threshold"} <= set(run)
     assert {name for name in run if name.startswith("eval/")} == {
         "eval/eval_return",
@@ -168,4 +186,4 @@ def test_single_player_knapsack_with_ranked_rewards(layouts_run):
     assert np.all(run["eval/eval_random_optimality_gap"] > run["eval/eval_greedy_optimality_gap"])
 
 
-BACKGROUND = {"layouts_run": (run_layouts, 300)}
+BACKGROUND = {"layouts_run": (run_layouts, 150), "exact_layouts_run": (run_exact_layouts, 250)}

@@ -1,4 +1,5 @@
 import numpy as np
+from support import EXACT_COMPILER_OPTIONS
 
 from algorithms.returns import discounted_returns, vtrace_gae
 
@@ -115,10 +116,15 @@ def test_unrolled_recursions_give_the_same_bits(monkeypatch):
     discount = np.where(rng.random(203) < 0.05, 0.0, 0.99).astype(np.float32)
     log_rho = rng.normal(scale=0.3, size=203).astype(np.float32)
 
+    def compiled(fn):
+        # Two programs that must give the same bits: compiled as users compile
+        # them (support.processes.EXACT_COMPILER_OPTIONS).
+        return jax.jit(fn).lower().compile(compiler_options=EXACT_COMPILER_OPTIONS)()
+
     def both():
         # Fresh functions, so each is traced with the UNROLL of the moment.
-        gae = jax.jit(lambda: vtrace_gae(r, discount, v, 0.5, lambda_=0.95, log_rho_t=log_rho))()
-        return gae.advantage, gae.target, jax.jit(lambda: discounted_returns(r, discount, 0.5))()
+        gae = compiled(lambda: vtrace_gae(r, discount, v, 0.5, lambda_=0.95, log_rho_t=log_rho))
+        return gae.advantage, gae.target, compiled(lambda: discounted_returns(r, discount, 0.5))
 
     unrolled = both()
     monkeypatch.setattr(returns, "UNROLL", 1)

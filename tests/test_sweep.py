@@ -8,11 +8,13 @@ from __future__ import annotations
 import copy
 import json
 import signal
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 from mlflow.tracking import MlflowClient
-from support import new_store, run_cli, train, write_spec
+from support import EXACT_XLA_FLAGS, background_result, device_env, new_store, run_cli, train, write_spec
 
 from harness import spec as S
 from harness import sweep as sweeps
@@ -167,20 +169,60 @@ def test_a_point_trains_what_its_spec_trains(swept, singles):
                 assert worst <= TOLERANCE, (point.label(), name, seed, worst)
 
 
-def test_exact_points_give_their_specs_own_bits(swept, singles):
+# A sweep's exact points and their specs are programs that differ, whose bits
+# must not: compiled as users compile them (support.processes.EXACT_XLA_FLAGS),
+# in a process of their own.
+EXACT_POINTS = """
+import copy, json, sys
+import numpy as np
+from harness import spec as S
+from harness import sweep as sweeps
+from harness.run import runner
+from support import train
+data = json.loads(sys.argv[1])
+sweep = sweeps.make_sweep(S.parse(data), "spec.yaml", exact_points=True)
+(group,) = sweep.groups
+plan = group.plan
+result = runner.run(plan.algorithm, group.run_seeds, plan.num_iterations, 4, numbers=group.numbers, block=group.block)
+differ = []
+for i, point in enumerate(sweep.points):
+    single = train(S.canonical(point.spec))[1]
+    for name, values in single.metrics.items():
+        if not np.array_equal(result.metrics[name][:, 2 * i : 2 * i + 2], values):
+            differ.append(f"{point.label()}: {name}")
+print(json.dumps({"block": group.block, "points": len(sweep.points), "differ": differ}))
+"""
+
+
+def run_exact_points(tmp_path_factory) -> dict:
+    del tmp_path_factory
     data = copy.deepcopy(SWEEP_SPEC)
     data["sweep"] = {"optimizer.learning_rate": [0.001, 0.003]}
-    sweep = sweeps.make_sweep(S.parse(data), "spec.yaml", exact_points=True)
-    (group,) = sweep.groups
-    assert group.block == 2 and sweep.sweep_hash != sweeps.make_sweep(S.parse(data), "spec.yaml").sweep_hash
-    plan = group.plan
-    result = runner.run(
-        plan.algorithm, group.run_seeds, plan.num_iterations, 4, numbers=group.numbers, block=group.block
+    env = device_env(None, EXACT_XLA_FLAGS)
+    out = subprocess.run(
+        [sys.executable, "-c", EXACT_POINTS, json.dumps(data)], env=env, capture_output=True, text=True, timeout=900
     )
-    for i, index in enumerate((0, 2)):
-        _, single = singles[index]
-        for name, values in single.metrics.items():
-            np.testing.assert_array_equal(result.metrics[name][:, 2 * i : 2 * i + 2], values, err_msg=name)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+BACKGROUND = {"exact_points": (run_exact_points, 30)}
+
+
+@pytest.fixture(scope="module")
+def exact_points():
+    return background_result("exact_points")
+
+
+def test_exact_points_give_their_specs_own_bits(exact_points):
+    """`--exact-points`: each point of the learning rates' sweep, run in one
+    program with the other, trains its own spec's bits, every metric."""
+    assert (exact_points["block"], exact_points["points"]) == (2, 2)
+    assert exact_points["differ"] == []
+    data = copy.deepcopy(SWEEP_SPEC)
+    data["sweep"] = {"optimizer.learning_rate": [0.001, 0.003]}
+    exact = sweeps.make_sweep(S.parse(data), "spec.yaml", exact_points=True)
+    assert exact.sweep_hash != sweeps.make_sweep(S.parse(data), "spec.yaml").sweep_hash
 
 
 def test_an_interrupted_sweep_resumes_bit_identically(swept):

@@ -5,6 +5,8 @@ server (`server`) and the work done in the background (`background`)."""
 
 from support.background import Background, at_session_end, background_result
 from support.processes import (
+    EXACT_COMPILER_OPTIONS,
+    EXACT_XLA_FLAGS,
     TEST_XLA_FLAGS,
     USER_XLA_FLAGS,
     device_env,
@@ -18,6 +20,8 @@ from support.specs import TINY_AZ, TINY_PENDULUM, TINY_PPO, TINY_SPEC, new_store
 from support.training import programs_of, record_of, train, train_plan
 
 __all__ = [
+    "EXACT_COMPILER_OPTIONS",
+    "EXACT_XLA_FLAGS",
     "TEST_XLA_FLAGS",
     "TINY_AZ",
     "TINY_PENDULUM",

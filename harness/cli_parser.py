@@ -63,18 +63,61 @@ def _add_device_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_sweep_options(p: argparse.ArgumentParser, *, described: bool = True) -> None:
+    """The options that make a sweep's points (`described`: their whole
+    help, else a pointer to harness sweep's)."""
+
+    def h(text: str) -> str:
+        return text if described else "as for harness sweep"
+
+    p.add_argument(
+        "--set", action="append", metavar="KEY=V1,V2,...", help=h("sweep KEY over these values (repeatable)")
+    )
+    p.add_argument("--samples", type=int, metavar="N", help=h("N random points instead of the grid"))
+    p.add_argument("--sample-seed", type=int, default=0, help=h("seed of the random points (default 0)"))
+    p.add_argument("--max-points", type=int, default=sweeps.MAX_POINTS, help=h("refuse more points than this (1024)"))
+    p.add_argument(
+        "--exact-points",
+        action="store_true",
+        help=h(
+            "train each program's points one after another, each point's seeds batched as in its own run:"
+            " every point's curves bit-identical to its spec's own run (one compile; no batching across points)"
+        ),
+    )
+
+
+def _add_training_options(p: argparse.ArgumentParser) -> None:
+    """Where and how a training command runs: devices, the compilation
+    cache, system metrics, and how its per-iteration metrics reach MLflow."""
+    _add_device_options(p)
+    compile_cache.add_arguments(p)
+    _add_system_metrics_options(p)
+    p.add_argument(
+        "--live-metrics",
+        action="store_true",
+        help="stream per-iteration metrics to MLflow during training even on a CPU backend "
+        "(default there: written when training ends, so the store does not slow training)",
+    )
+    _add_metric_points(p)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="harness", description=DESCRIPTION)
     sub = p.add_subparsers(dest="command", required=True)
+    for command in (_validate, _run, _sweep, _sync, _publish, _reproduce, _compare, _scale, _drift):
+        command(sub)
+    return p
 
+
+def _validate(sub) -> None:
+    """`harness validate`."""
     v = sub.add_parser("validate", help="check a spec and print it resolved, with its hash (and a sweep's points)")
     v.add_argument("spec")
-    v.add_argument("--set", action="append", metavar="KEY=V1,V2,...", help="as for harness sweep")
-    v.add_argument("--samples", type=int, metavar="N", help="as for harness sweep")
-    v.add_argument("--sample-seed", type=int, default=0, help="as for harness sweep")
-    v.add_argument("--max-points", type=int, default=sweeps.MAX_POINTS, help="as for harness sweep")
-    v.add_argument("--exact-points", action="store_true", help="as for harness sweep")
+    _add_sweep_options(v, described=False)
 
+
+def _run(sub) -> None:
+    """`harness run`."""
     r = sub.add_parser("run", help="train a spec over all its seeds and log it to MLflow")
     r.add_argument("spec")
     _add_store_options(r, checkpoints=True, progress=True)
@@ -92,16 +135,7 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="trace one steady-state chunk with JAX's profiler into the run directory and log it to MLflow",
     )
-    _add_device_options(r)
-    compile_cache.add_arguments(r)
-    _add_system_metrics_options(r)
-    r.add_argument(
-        "--live-metrics",
-        action="store_true",
-        help="stream per-iteration metrics to MLflow during training even on a CPU backend "
-        "(default there: written when training ends, so the store does not slow training)",
-    )
-    _add_metric_points(r)
+    _add_training_options(r)
     r.add_argument(
         "--resume",
         nargs="?",
@@ -112,6 +146,9 @@ def parser() -> argparse.ArgumentParser:
     )
     r.set_defaults(metric=None)
 
+
+def _sweep(sub) -> None:
+    """`harness sweep`."""
     sw = sub.add_parser(
         "sweep",
         help="train a grid or random draws of hyperparameters, numeric ones in one program, and rank them",
@@ -122,27 +159,17 @@ def parser() -> argparse.ArgumentParser:
         "seed under each; the sweep run gets the summary (summary.md, summary.json, sweep.png).",
     )
     sw.add_argument("spec")
-    sw.add_argument("--set", action="append", metavar="KEY=V1,V2,...", help="sweep KEY over these values (repeatable)")
-    sw.add_argument("--samples", type=int, metavar="N", help="N random points instead of the grid")
-    sw.add_argument("--sample-seed", type=int, default=0, help="seed of the random points (default 0)")
-    sw.add_argument("--max-points", type=int, default=sweeps.MAX_POINTS, help="refuse more points than this (1024)")
-    sw.add_argument(
-        "--exact-points",
-        action="store_true",
-        help="train each program's points one after another, each point's seeds batched as in its own run:"
-        " every point's curves bit-identical to its spec's own run (one compile; no batching across points)",
-    )
+    _add_sweep_options(sw)
     sw.add_argument("--metric", help="the final metric to rank points by (default: eval_return or episode_return)")
     _add_store_options(sw, checkpoints=True, progress=True)
-    _add_device_options(sw)
-    compile_cache.add_arguments(sw)
-    _add_system_metrics_options(sw)
-    sw.add_argument("--live-metrics", action="store_true", help="stream per-iteration metrics during training")
-    _add_metric_points(sw)
+    _add_training_options(sw)
     sw.add_argument(
         "--resume", nargs="?", const=True, metavar="RUN_ID", help="continue the newest unfinished sweep of this spec"
     )
 
+
+def _sync(sub) -> None:
+    """`harness sync`."""
     sy = sub.add_parser(
         "sync",
         help="upload the metrics and end-of-run records that an unreachable MLflow store did not get",
@@ -154,6 +181,9 @@ def parser() -> argparse.ArgumentParser:
     sy.add_argument("run_ids", nargs="*", metavar="RUN_ID")
     _add_store_options(sy, checkpoints=True)
 
+
+def _publish(sub) -> None:
+    """`harness publish`."""
     pub = sub.add_parser("publish", help="write results/<spec>.json from a finished MLflow run of the spec")
     pub.add_argument("spec")
     pub.add_argument("--run-id", help="the parent run to publish (default: the latest finished run of the spec)")
@@ -168,6 +198,9 @@ def parser() -> argparse.ArgumentParser:
         help="also record the return of a uniformly random policy on the spec's env and seeds",
     )
 
+
+def _reproduce(sub) -> None:
+    """`harness reproduce`."""
     rep = sub.add_parser(
         "reproduce",
         help="run a published spec (or a logged run's spec) again and judge it against its reference",
@@ -189,6 +222,9 @@ def parser() -> argparse.ArgumentParser:
     compile_cache.add_arguments(rep)
     _add_system_metrics_options(rep)
 
+
+def _compare(sub) -> None:
+    """`harness compare`."""
     cmp = sub.add_parser(
         "compare",
         help="a table and a curve plot across finished runs, logged to MLflow",
@@ -205,6 +241,9 @@ def parser() -> argparse.ArgumentParser:
     )
     cmp.add_argument("--out", default="compare.png", help="where to write the plot (default: compare.png)")
 
+
+def _scale(sub) -> None:
+    """`harness scale`."""
     sc = sub.add_parser(
         "scale",
         help="throughput against batch size: where a device saturates for a spec",
@@ -249,6 +288,9 @@ def parser() -> argparse.ArgumentParser:
     )
     _add_store_options(sc)
 
+
+def _drift(sub) -> None:
+    """`harness drift`."""
     dr = sub.add_parser(
         "drift",
         help="what another set of package versions (a JAX upgrade) changes: bits, verdict, speed, compile, memory",
@@ -275,7 +317,6 @@ def parser() -> argparse.ArgumentParser:
     )
     dr.add_argument("--out", default="drift.json", help="where the report goes (default: drift.json; .md beside)")
     _add_store_options(dr)
-    return p
 
 
 def _add_metric_points(parser: argparse.ArgumentParser) -> None:

@@ -173,7 +173,7 @@ def test_a_point_trains_what_its_spec_trains(swept, singles):
 # must not: compiled as users compile them (support.processes.EXACT_XLA_FLAGS),
 # in a process of their own.
 EXACT_POINTS = """
-import copy, json, sys
+import json, sys
 import numpy as np
 from harness import spec as S
 from harness import sweep as sweeps

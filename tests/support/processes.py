@@ -44,8 +44,9 @@ def _elemental_emitters() -> bool:
     return (major, minor) < (0, 11)
 
 
-TEST_XLA_FLAGS = f"{EXACT_XLA_FLAGS} --{_ELEMENTAL}=false" if _elemental_emitters() else EXACT_XLA_FLAGS
-EXACT_COMPILER_OPTIONS = {_ELEMENTAL: True} if _elemental_emitters() else {}
+_HAS_ELEMENTAL = _elemental_emitters()
+TEST_XLA_FLAGS = f"{EXACT_XLA_FLAGS} --{_ELEMENTAL}=false" if _HAS_ELEMENTAL else EXACT_XLA_FLAGS
+EXACT_COMPILER_OPTIONS = {_ELEMENTAL: True} if _HAS_ELEMENTAL else {}
 
 
 def run_cli(*argv: str) -> tuple[int, str, str]:

@@ -103,7 +103,7 @@ NOT_RUN = {
     "reproduce": "judges against the spec's reference in results/, which a tiny variant has not"
     " (tests/test_reproduce_e2e.py reproduces a tiny spec against its own)",
     "--resume": "continues an interrupted run (tests/test_checkpoint.py, tests/test_sweep.py)",
-    "--coordinator": "a job of several hosts (test_devices.py runs a two-process job)",
+    "--coordinator": "a job of several hosts (test_two_processes.py runs a two-process job)",
     "--cluster": "a Slurm job of several hosts",
     "--seed-axis": "as documented, a mesh of 8 devices (tests/test_published_layouts.py runs seed axes)",
     "--axis seeds": "AlphaZero at seven sizes of seeds, a compile each (README.md's envs ladder runs)",

@@ -1,7 +1,10 @@
 """The way per-iteration metrics leave the training process: a queue, a
 thread that moves it into the stdin of the metric writer process
 (harness.record.metric_writer), and that process's end, which says whether
-every metric reached the store.
+every metric reached the store. A small run whose metrics wait until
+training ends is written in this process instead, at `finish`: starting a
+writer (a Python that imports MLflow and opens the store, about 2.5 CPU
+seconds here) would cost more than its writing.
 
 `Tracking` (harness.record.tracking) owns one `MetricFeed` and decides what
 goes into it; this module only carries entries across. No JAX here.
@@ -18,7 +21,7 @@ import threading
 from pathlib import Path
 
 from harness.record.client import TrackingError
-from harness.record.metric_writer import EXIT_OFFLINE
+from harness.record.metric_writer import EXIT_OFFLINE, write_here
 
 
 class MetricFeed:
@@ -28,12 +31,17 @@ class MetricFeed:
 
     `put` returns at once. With `live` off, entries wait in this process
     until `finish`: on a CPU backend the store's work would compete with
-    training for the same cores. After `finish`, `start` begins a new writer
+    training for the same cores; and if one process is to write them
+    (`workers` 1) and the run's `client` is given, `finish` writes them with
+    it, with no writer process. After `finish`, `start` begins a new writer
     for the entries that follow."""
 
-    def __init__(self, uri: str, *, live: bool, workers: int):
+    def __init__(self, uri: str, *, live: bool, workers: int, client=None):
         self.uri = uri
         self.workers = workers
+        self._client = client if not live and workers == 1 else None  # writing here, at finish
+        self._runs: list[str] | None = None  # between start and finish
+        self._directory: Path | None = None
         self._writer: subprocess.Popen | None = None  # harness.record.metric_writer, between start and finish
         self._writer_log = None
         self._outbox: queue.Queue = queue.Queue()
@@ -46,12 +54,15 @@ class MetricFeed:
     @property
     def running(self) -> bool:
         """Whether a writer was started and not yet finished."""
-        return self._writer is not None
+        return self._runs is not None
 
     def start(self, runs: list[str], directory: Path | None) -> None:
         """Start a writer for the seed columns' `runs` (run ids, in column
         order); with a run `directory`, it records there which journal
         entries reached the store."""
+        self._runs, self._directory = runs, directory
+        if self._client is not None:
+            return
         # A session of its own, so that Ctrl-C reaches only this process,
         # which then flushes the writer before ending the runs.
         # Its stderr goes to a file: a pipe nobody reads could fill and stall it.
@@ -65,7 +76,11 @@ class MetricFeed:
         # its workers while training goes on, whether or not metrics wait.
         self._writer.stdin.write(json.dumps({"runs": runs}) + "\n")
         self._writer.stdin.flush()
-        self._feeder = threading.Thread(target=self._feed, name="metric-feeder", daemon=True)
+        # The feeder is given the pipe: `finish` may clear `_writer` before
+        # the thread first runs (a run stopped at once).
+        self._feeder = threading.Thread(
+            target=self._feed, args=(self._writer.stdin,), name="metric-feeder", daemon=True
+        )
         self._feeder.start()
 
     def put(self, entry: dict) -> None:
@@ -77,6 +92,15 @@ class MetricFeed:
         running). Returns why the store could not be reached when the writer
         says so and the entries are `journaled` (kept for harness sync);
         None otherwise. Any other failure is raised by `raise_error`."""
+        runs, self._runs = self._runs, None
+        if self._client is not None:
+            entries = []
+            while not self._outbox.empty():
+                entries.append(self._outbox.get())
+            offline = write_here(self._client, runs, entries, self._directory)
+            if offline is not None and not journaled and self._error is None:
+                self._error = offline
+            return offline if journaled else None
         writer, self._writer = self._writer, None
         self._outbox.put(None)
         self._release.set()
@@ -91,23 +115,27 @@ class MetricFeed:
             self._error = log.splitlines()[-1] if log else f"exit code {code}"
         return None
 
-    def _feed(self) -> None:
-        """Move queued entries into the writer's stdin. A thread of its own,
-        because a write blocks whenever the writer lags behind."""
-        assert self._writer is not None and self._writer.stdin is not None
-        stdin = self._writer.stdin
-        self._release.wait()
-        while (item := self._outbox.get()) is not None:
-            if self._error is None:
-                try:
-                    stdin.write(json.dumps(item, allow_nan=True) + "\n")
-                    stdin.flush()
-                except OSError as error:  # the writer died; its stderr says why
-                    self._error = f"the metric writer stopped ({error})"
+    def _feed(self, stdin) -> None:
+        """Move queued entries into the writer's `stdin`. A thread of its
+        own, because a write blocks whenever the writer lags behind. The
+        pipe is closed however the thread ends, so that the writer, and
+        `finish` waiting for it, always end."""
         try:
-            stdin.close()
-        except OSError:
-            pass
+            self._release.wait()
+            while (item := self._outbox.get()) is not None:
+                if self._error is None:
+                    try:
+                        stdin.write(json.dumps(item, allow_nan=True) + "\n")
+                        stdin.flush()
+                    except OSError as error:  # the writer died; its stderr says why
+                        self._error = f"the metric writer stopped ({error})"
+        except Exception as error:  # noqa: BLE001  (reported by raise_error)
+            self._error = self._error or f"the metric feeder stopped ({type(error).__name__}: {error})"
+        finally:
+            try:
+                stdin.close()
+            except OSError:
+                pass
 
     def raise_error(self) -> None:
         """A TrackingError if the metrics could not be written."""

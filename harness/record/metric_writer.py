@@ -98,6 +98,31 @@ def upload_entry(client, run_ids: list[str], entry: dict, skip: dict[str, set] |
         log_metrics(client, run_id, entry_metrics(entry, column, timestamp, skip.get(run_id) if skip else None))
 
 
+def write_here(client, run_ids: list[str], entries: list[dict], run_dir: Path | None) -> str | None:
+    """Write `entries` (the protocol's, after the runs) with `client`, in
+    this process, as the writer alone would; each entry's `seq` is recorded
+    in `run_dir` once it is in the store. Returns why the store could not be
+    reached (the first failure; nothing after it is tried), None when every
+    entry reached it. For a small run that waits until training ends anyway
+    (`harness.record.metric_feed`): a writer process would cost more to
+    start than the writing itself."""
+    from harness.record.journal import mark_uploaded
+
+    collecting = gc.isenabled()
+    gc.disable()  # as in `_tune_gc`: the ORM's objects are freed by reference counting
+    try:
+        for entry in coalesce(entries):
+            upload_entry(client, entry.get("runs", run_ids), entry)
+            if run_dir is not None and entry.get("seq") is not None:
+                mark_uploaded(run_dir, entry["seq"])
+    except Exception as error:  # noqa: BLE001  (the store is gone, or refuses)
+        return f"{type(error).__name__}: {error}".splitlines()[0][:500]
+    finally:
+        if collecting:
+            gc.enable()
+    return None
+
+
 def split_entry(entry: dict, run_ids: list[str], workers: int) -> list[tuple[str, int, dict]]:
     """The jobs of one entry, (run id, column, entry with some of the
     names), at least `workers` of them where the names allow."""

@@ -3,7 +3,8 @@ and a child run per seed.
 
 Per-iteration metrics go through `log_batch` in a niced child process
 (`harness.record.metric_writer`, fed by `harness.record.metric_feed`), so the
-training loop never waits on the store.
+training loop never waits on the store; a small run whose metrics wait until
+training ends (on a CPU) writes them itself, then.
 With a journal attached (`harness run` always attaches one), every chunk is
 first appended to it on local disk; when the store goes away mid-run, the
 writer and the end-of-run calls stop trying, training goes on, and what did
@@ -113,7 +114,7 @@ class Tracking:
         # about, says how many processes write them
         # (harness.record.metric_writer.workers_for).
         workers = workers_for(expected_values) if expected_values is not None else WORKERS
-        self._metrics = MetricFeed(uri, live=live_metrics, workers=workers)
+        self._metrics = MetricFeed(uri, live=live_metrics, workers=workers, client=self.client)
         self._windows = Windows()  # at most so many points per curve (harness.record.windows)
         self.journal: Journal | None = None
         # Why the store could not be reached (None: it could); what it did

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -18,9 +19,16 @@ class Background:
     gives its works' seconds here, about). Two lanes: one at a time left
     the suite waiting for the chain long after the in-process tests were
     done; more than the cores starve the in-process tests.
-    `result(name)` waits for one (re-raising its error)."""
+    `result(name)` waits for one (re-raising its error).
+
+    The lanes, and the processes they start, run at a lower priority
+    (`NICE`): the in-process tests are one thread, which beside two lanes
+    would get a third of two cores and be left with a long tail of its
+    own once the lanes are done; niced, the lanes take the core it leaves,
+    and both cores while it waits or once it ends."""
 
     LANES = 2
+    NICE = 10
 
     def __init__(self, works: dict, tmp_path_factory: pytest.TempPathFactory):
         self.done = {name: threading.Event() for name in works}
@@ -38,6 +46,10 @@ class Background:
             thread.start()
 
     def _run(self, tmp_path_factory) -> None:
+        try:  # this thread only (Linux); the processes it starts inherit it
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), self.NICE)
+        except OSError:
+            pass
         while True:
             with self._lock:
                 if not self._queue:

@@ -19,6 +19,14 @@ import nox
 
 nox.options.sessions = ["tests"]
 nox.options.reuse_existing_virtualenvs = True
+# uv makes the sessions' environments where it is installed (`pip install nox
+# uv`): the project's packages in seconds rather than a minute and a half of
+# pip; else virtualenv and pip.
+nox.options.default_venv_backend = "uv|virtualenv"
+# Compiled to bytecode as pip does: the suite starts a hundred Python
+# processes, and where PYTHONDONTWRITEBYTECODE is set each would compile
+# every module it imports (a few CPU seconds for JAX and MLflow) again.
+os.environ.setdefault("UV_COMPILE_BYTECODE", "1")
 
 
 def _load(name: str, *parts: str):
@@ -109,7 +117,9 @@ def _install(session: nox.Session, extras: str = "test") -> list[str]:
         return args
     others = [p.split("[")[0] for b, packages in build.PACKAGES.items() if b != choice.build for p in packages]
     if others:  # a reused environment may hold another build's plugin
-        session.run("python", "-m", "pip", "uninstall", "--yes", "--quiet", *others, silent=True)
+        pip = ["uv", "pip"] if session.venv_backend == "uv" else ["python", "-m", "pip"]
+        yes = () if pip[0] == "uv" else ("--yes",)
+        session.run(*pip, "uninstall", *yes, "--quiet", *others, silent=True, external=True)
     session.install("-c", constraints, "-e", f".[{extras}]", *build.requirements(choice.build))
     return args
 

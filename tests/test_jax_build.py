@@ -159,12 +159,17 @@ def test_a_gpu_machine_gets_the_cuda_plugin(noxfile, monkeypatch):
     assert "JAX build: cuda12 (NVIDIA driver 580.159.04)" in session.logged
 
 
-def test_a_cpu_machine_gets_the_cpu_build_and_loses_a_reused_plugin(noxfile, monkeypatch):
+@pytest.mark.parametrize("backend", ["virtualenv", "uv"])
+def test_a_cpu_machine_gets_the_cpu_build_and_loses_a_reused_plugin(noxfile, monkeypatch, backend):
     _with_machine(monkeypatch, noxfile, None)
-    session = Session([])
+    session = Session([], backend=backend)
     noxfile._install(session)
     assert session.installed == [("-c", "constraints.txt", "-e", ".[test]")]
-    assert any("uninstall" in args and "jax-cuda12-plugin" in args for args in session.ran)
+    (uninstall,) = [args for args in session.ran if "uninstall" in args]
+    assert "jax-cuda12-plugin" in uninstall
+    # A uv environment has no pip of its own: uv's pip takes the plugin out.
+    pip = ("uv", "pip") if backend == "uv" else ("python", "-m", "pip")
+    assert uninstall[: len(pip)] == pip
     assert session.env[jax_build.ENV] == "cpu"
 
 

@@ -125,9 +125,7 @@ def on_mesh(fn: Callable, mesh: Mesh | None, *, metrics_axis: int) -> Callable:
         return _expand_data(state), _expand_data(metrics, metrics_axis + 1)
 
     metrics_spec = P(*([None] * metrics_axis), SEED, DATA)
-    return jax.shard_map(
-        per_device, mesh=mesh, in_specs=(P(SEED, DATA),), out_specs=(P(SEED, DATA), metrics_spec), check_vma=False
-    )
+    return _shard_map(per_device, mesh, (P(SEED, DATA), metrics_spec))
 
 
 def init_on_mesh(init: Callable, mesh: Mesh | None) -> Callable:
@@ -140,7 +138,46 @@ def init_on_mesh(init: Callable, mesh: Mesh | None) -> Callable:
     def per_device(inputs):
         return _expand_data(init(_squeeze_data(inputs)))
 
-    return jax.shard_map(per_device, mesh=mesh, in_specs=(P(SEED, DATA),), out_specs=P(SEED, DATA), check_vma=False)
+    return _shard_map(per_device, mesh, P(SEED, DATA))
+
+
+def _shard_map(per_device: Callable, mesh: Mesh, out_specs: Any) -> Callable:
+    """`jax.shard_map` of `per_device` over one tree laid out `P(SEED, DATA)`,
+    with no array of size 0 crossing into or out of it: XLA's SPMD
+    partitioner in jaxlib 0.11.2 crashes (a segmentation fault while
+    compiling) on one, e.g. a feed-forward policy's empty recurrent carry.
+    Such an array holds no values: an input is made inside as zeros of its
+    block's shape, and an output leaves as one element in place of each
+    axis of size 0, cut back to 0 outside. What the program computes is
+    unchanged."""
+    blocks = (mesh.shape[SEED], mesh.shape[DATA])
+
+    def run(tree):
+        leaves, treedef = jax.tree.flatten(tree)
+        empty_axes: list[tuple[int, ...]] = []  # per output leaf, found while tracing
+
+        def inner(kept):
+            given = iter(kept)
+            local = [
+                jnp.zeros((x.shape[0] // blocks[0], x.shape[1] // blocks[1], *x.shape[2:]), x.dtype)
+                if x.size == 0
+                else next(given)
+                for x in leaves
+            ]
+            out, out_def = jax.tree.flatten(per_device(jax.tree.unflatten(treedef, local)))
+            empty_axes[:] = [tuple(i for i, n in enumerate(x.shape) if n == 0) for x in out]
+            filled = [jnp.zeros(tuple(n or 1 for n in x.shape), x.dtype) if x.size == 0 else x for x in out]
+            return jax.tree.unflatten(out_def, filled)
+
+        mapped = jax.shard_map(inner, mesh=mesh, in_specs=(P(SEED, DATA),), out_specs=out_specs, check_vma=False)
+        out, out_def = jax.tree.flatten(mapped([x for x in leaves if x.size]))
+        cut = [
+            x[tuple(slice(0, 0) if i in axes else slice(None) for i in range(x.ndim))] if axes else x
+            for x, axes in zip(out, empty_axes, strict=True)
+        ]
+        return jax.tree.unflatten(out_def, cut)
+
+    return run
 
 
 def per_run(inputs: Any, mesh: Mesh | None) -> Any:

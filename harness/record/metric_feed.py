@@ -53,13 +53,13 @@ class MetricFeed:
 
     @property
     def running(self) -> bool:
-        """Whether a writer was started and not yet finished."""
+        """Whether `start` was called and `finish` not yet."""
         return self._runs is not None
 
     def start(self, runs: list[str], directory: Path | None) -> None:
-        """Start a writer for the seed columns' `runs` (run ids, in column
-        order); with a run `directory`, it records there which journal
-        entries reached the store."""
+        """Start a writer (or, writing here, remember) for the seed columns'
+        `runs` (run ids, in column order); with a run `directory`, which
+        journal entries reached the store is recorded there."""
         self._runs, self._directory = runs, directory
         if self._client is not None:
             return

@@ -117,9 +117,10 @@ def _install(session: nox.Session, extras: str = "test") -> list[str]:
         return args
     others = [p.split("[")[0] for b, packages in build.PACKAGES.items() if b != choice.build for p in packages]
     if others:  # a reused environment may hold another build's plugin
-        pip = ["uv", "pip"] if session.venv_backend == "uv" else ["python", "-m", "pip"]
-        yes = () if pip[0] == "uv" else ("--yes",)
-        session.run(*pip, "uninstall", *yes, "--quiet", *others, silent=True, external=True)
+        if session.venv_backend == "uv":  # no pip of its own there: uv's
+            session.run("uv", "pip", "uninstall", "--quiet", *others, silent=True, external=True)
+        else:
+            session.run("python", "-m", "pip", "uninstall", "--yes", "--quiet", *others, silent=True)
     session.install("-c", constraints, "-e", f".[{extras}]", *build.requirements(choice.build))
     return args
 

@@ -98,6 +98,23 @@ def upload_entry(client, run_ids: list[str], entry: dict, skip: dict[str, set] |
         log_metrics(client, run_id, entry_metrics(entry, column, timestamp, skip.get(run_id) if skip else None))
 
 
+def upload_entries(client, run_ids: list[str], entries: list[dict], run_dir: Path, skip=None) -> None:
+    """Write `entries` with `client` in order (a sweep's entry names its
+    columns' runs), recording each entry's `seq` in `run_dir` once it is in
+    the store; `skip` as for `upload_entry`. Raises the store's error."""
+    from harness.record.journal import mark_uploaded
+
+    for entry in entries:
+        upload_entry(client, entry.get("runs", run_ids), entry, skip)
+        if run_dir is not None and entry.get("seq") is not None:
+            mark_uploaded(run_dir, entry["seq"])
+
+
+def offline_reason(error: BaseException) -> str:
+    """Why the store could not be used, in one line."""
+    return f"{type(error).__name__}: {error}".splitlines()[0][:500]
+
+
 def write_here(client, run_ids: list[str], entries: list[dict], run_dir: Path | None) -> str | None:
     """Write `entries` (the protocol's, after the runs) with `client`, in
     this process, as the writer alone would; each entry's `seq` is recorded
@@ -106,17 +123,12 @@ def write_here(client, run_ids: list[str], entries: list[dict], run_dir: Path | 
     entry reached it. For a small run that waits until training ends anyway
     (`harness.record.metric_feed`): a writer process would cost more to
     start than the writing itself."""
-    from harness.record.journal import mark_uploaded
-
     collecting = gc.isenabled()
     gc.disable()  # as in `_tune_gc`: the ORM's objects are freed by reference counting
     try:
-        for entry in coalesce(entries):
-            upload_entry(client, entry.get("runs", run_ids), entry)
-            if run_dir is not None and entry.get("seq") is not None:
-                mark_uploaded(run_dir, entry["seq"])
+        upload_entries(client, run_ids, coalesce(entries), run_dir)
     except Exception as error:  # noqa: BLE001  (the store is gone, or refuses)
-        return f"{type(error).__name__}: {error}".splitlines()[0][:500]
+        return offline_reason(error)
     finally:
         if collecting:
             gc.enable()
@@ -270,7 +282,7 @@ def main(uri: str, run_dir: str | None = None, workers: str | None = None) -> in
     try:
         uploader = Uploader(uri, run_ids, int(workers) if workers else WORKERS)
     except Exception as error:  # noqa: BLE001
-        offline = f"{type(error).__name__}: {error}"
+        offline = offline_reason(error)
 
     def settle(wait: bool = False) -> str | None:
         try:
@@ -278,7 +290,7 @@ def main(uri: str, run_dir: str | None = None, workers: str | None = None) -> in
                 if run_dir and seq is not None:
                     mark_uploaded(Path(run_dir), seq)
         except Exception as error:  # noqa: BLE001  (the store is gone, or refuses)
-            return f"{type(error).__name__}: {error}"
+            return offline_reason(error)
         return None
 
     for lines in _batches_of_lines(sys.stdin):
@@ -288,7 +300,7 @@ def main(uri: str, run_dir: str | None = None, workers: str | None = None) -> in
             for entry in coalesce([json.loads(line) for line in lines]):
                 uploader.submit(entry)
         except Exception as error:  # noqa: BLE001  (the writer's own upload: the store is gone)
-            offline = f"{type(error).__name__}: {error}"
+            offline = offline_reason(error)
             continue
         offline = settle()
     if offline is None and uploader is not None:
@@ -296,7 +308,7 @@ def main(uri: str, run_dir: str | None = None, workers: str | None = None) -> in
     if uploader is not None:
         uploader.close()
     if offline is not None:
-        print(f"offline: {offline.splitlines()[0][:500]}", file=sys.stderr)
+        print(f"offline: {offline}", file=sys.stderr)
         return EXIT_OFFLINE
     return 0
 

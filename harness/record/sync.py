@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from harness.record import store
-from harness.record.journal import PENDING_FILE, Journal, mark_uploaded, read_pending
-from harness.record.metric_writer import upload_entry
+from harness.record.journal import PENDING_FILE, Journal, read_pending
+from harness.record.metric_writer import upload_entries
 from harness.record.tracking import TrackingError, first_line, log_texts, open_client
 from harness.record.windows import Windows
 
@@ -50,10 +50,7 @@ def sync_run(directory: Path, uri: str | None = None) -> SyncReport:
                 }
                 for run_id in run_ids
             }
-            for entry in entries:
-                upload_entry(client, entry.get("runs", run_ids), entry, stored)
-                if entry.get("seq") is not None:
-                    mark_uploaded(journal.directory, entry["seq"])
+            upload_entries(client, run_ids, entries, journal.directory, stored)
         calls = read_pending(directory)
         delivered = 0
         timestamp = int(time.time() * 1000)

@@ -91,6 +91,7 @@ def run_options(args: argparse.Namespace, **extra) -> RunOptions:
         profile=getattr(args, "profile", False),
         metric_points=metric_points(args),
         checkpoint_dir=Path(args.checkpoint_dir) if getattr(args, "checkpoint_dir", None) else None,
+        parent_run=getattr(args, "parent_run", None),
         **extra,
     )
 

@@ -123,6 +123,11 @@ def _run(sub) -> None:
     _add_store_options(r, checkpoints=True, progress=True)
     r.add_argument("--results-out", help="also write results.json to this path")
     r.add_argument(
+        "--parent-run",
+        metavar="RUN_ID",
+        help="log this run under the MLflow run RUN_ID, in its experiment (as harness drift groups its runs)",
+    )
+    r.add_argument(
         "--seeds",
         type=int,
         nargs="+",

@@ -82,11 +82,32 @@ def tiny_az_runs() -> tuple[tuple[build.Plan, runner.RunResult], ...]:
 # ------------------------------------------------- work started in the background
 
 
+def _selected_works(items: list[pytest.Item]) -> dict:
+    """The `BACKGROUND` works (fixture name -> (work(tmp_path_factory),
+    about how many seconds it takes)) that the selected tests use, in their
+    order."""
+    works = {}
+    for item in items:
+        for name, work in getattr(item.module, "BACKGROUND", {}).items():
+            if name in item.fixturenames:
+                works.setdefault(name, work)
+    return works
+
+
+_QUEUE: list[str] = []  # the background works in the order they start
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests of modules with background work run last (in their order), so
-    that the session does other tests while that work runs instead of
-    waiting for it."""
-    items.sort(key=lambda item: hasattr(item.module, "BACKGROUND"))
+    """Tests of modules with background work run last, in the order their
+    works are expected to end (Background.plan), so that the session does
+    other tests while that work runs instead of waiting for it."""
+    queue, ends = Background.plan(_selected_works(items))
+    _QUEUE[:] = queue
+
+    def expected_end(item: pytest.Item) -> float:
+        return max((ends.get(name, 0.0) for name in getattr(item.module, "BACKGROUND", {})), default=-1.0)
+
+    items.sort(key=expected_end)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -99,13 +120,8 @@ def _background_work(request, tmp_path_factory):
     # made it on their first `mktemp` raced (pytest's factory is not
     # thread-safe), and one failed with "not a normalized and relative path".
     tmp_path_factory.getbasetemp()
-    works = {}
-    for item in request.session.items:
-        for name, work in getattr(item.module, "BACKGROUND", {}).items():
-            if name in item.fixturenames:
-                works.setdefault(name, work)
-    if works:
-        background.RUNNING.append(Background(works, tmp_path_factory))
+    if works := _selected_works(request.session.items):
+        background.RUNNING.append(Background(works, [name for name in _QUEUE if name in works], tmp_path_factory))
     yield
     background.finish()
 
@@ -114,7 +130,10 @@ def pytest_terminal_summary(terminalreporter) -> None:
     """The background work's wall times, beside pytest's --durations."""
     for running in background.RUNNING:
         if running.seconds:
-            times = ", ".join(f"{name} {seconds:.0f} s" for name, seconds in running.seconds.items())
+            times = ", ".join(
+                f"{name} {seconds:.0f} s (ended at {running.ended[name]:.0f} s)"
+                for name, seconds in running.seconds.items()
+            )
             terminalreporter.write_line(f"background work: {times}")
 
 

@@ -49,11 +49,13 @@ SPEC_KEYS = {"exact_4_shards": {"shards": 4}}
 LOWERED = [layout for layout in LAYOUTS if layout != "devices_2"]
 
 
-# The metric names traced so far, by what decides them: the spec, its
-# shards (an exact layout's program), and whether there is a mesh. The
-# claims check of a layout that differs only in its axes' sizes uses the
-# names found then instead of tracing again.
-_TRACED: dict[tuple, set[str]] = {}
+# The metric names traced so far, by spec: the names are the keys of the
+# dicts its step and evaluation return, which no layout changes (shard_map
+# runs the same per-device function; an exact layout's shards split the same
+# step). The claims check on every other layout uses the names found on one
+# device instead of tracing again under the mesh; the step's trace under
+# each layout's mesh is checked where its first chunk is lowered.
+_TRACED: dict[str, set[str]] = {}
 _current: list = [None]
 
 
@@ -63,10 +65,9 @@ def _remember_traces() -> None:
     trace = tracing.metric_names
 
     def metric_names(algorithm, layout, numbers=None):
-        key = (_current[0], layout is not None)
-        if key not in _TRACED:
-            _TRACED[key] = trace(algorithm, layout, numbers)
-        return _TRACED[key]
+        if _current[0] not in _TRACED:
+            _TRACED[_current[0]] = trace(algorithm, layout, numbers)
+        return _TRACED[_current[0]]
 
     tracing.metric_names = metric_names
 
@@ -120,7 +121,7 @@ def check(path: Path, layout: str, lower: bool) -> dict:
     from harness.run import runner
 
     loaded = spec.load(path)
-    _current[0] = (path.stem, SPEC_KEYS.get(layout, {}).get("shards"))
+    _current[0] = path.stem
     if layout == "one_device":
         out = validate(path)
         if out.get("status") == "refused":

@@ -30,7 +30,7 @@ def run_drift(tmp_path_factory) -> tuple[subprocess.CompletedProcess, object]:
     return proc, tmp
 
 
-BACKGROUND = {"drift_run": (run_drift, 25)}
+BACKGROUND = {"drift_run": (run_drift, 20)}
 
 
 @pytest.fixture(scope="module")
@@ -51,11 +51,18 @@ def test_drift_of_an_environment_against_itself_is_identical_and_passes(drift_ru
     assert "| tiny | 4 | identical | exact, PASS |" in (tmp / "drift.md").read_text()
     assert "identical" in proc.stdout and "exact, PASS" in proc.stdout
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp / 'mlflow.db'}")
-    (logged,) = client.search_runs([client.get_experiment_by_name("drift").experiment_id])
+    runs = client.search_runs([client.get_experiment_by_name("drift").experiment_id])
+    (logged,) = [r for r in runs if r.info.run_name == "drift"]
     assert logged.data.tags["drift.older"] == document["older"] and logged.info.status == "FINISHED"
-    # Both sides' runs are in the store, in the spec's experiment.
-    runs = client.search_runs([client.get_experiment_by_name(TINY_SPEC["name"]).experiment_id])
-    assert len([r for r in runs if "mlflow.parentRunId" not in r.data.tags]) == 2
+    assert {"drift.json", "drift.md"} <= {a.path for a in client.list_artifacts(logged.info.run_id)}
+    # Both sides' runs are under it, each with its seeds' runs under it, and
+    # none in the spec's own experiment.
+    sides = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == logged.info.run_id]
+    assert len(sides) == 2 and all(r.info.status == "FINISHED" for r in sides)
+    assert {r.data.tags["version.jax"] for r in sides} == {document["older"].split()[1]}
+    seeds = [r for r in runs if r.data.tags.get("mlflow.parentRunId") in {s.info.run_id for s in sides}]
+    assert len(seeds) == 2 * len(TINY_SPEC["seeds"])
+    assert client.get_experiment_by_name(TINY_SPEC["name"]) is None
 
 
 def test_bits_and_verdicts_compare_the_sides(tiny_record):
@@ -88,3 +95,21 @@ def test_bad_drift_options_get_one_line_and_exit_2(tmp_path, args, message):
     spec = write_spec(tmp_path, TINY_SPEC, "tiny.yaml")
     code, out, err = run_cli("drift", str(spec), *args, "--tracking-uri", f"sqlite:///{tmp_path / 'm.db'}")
     assert code == 2 and message in err and "Traceback" not in err, err
+
+
+def test_a_killed_side_leaves_no_run_running(tmp_path):
+    """A side's run killed where it could not end its own runs (inside a
+    compile, deaf to Ctrl-C): drift ends them KILLED, and nothing else."""
+    from harness.sessions import drift as session
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.create_experiment("drift")
+    parent = client.create_run(experiment, run_name="drift").info.run_id
+    done = client.create_run(experiment, tags={"mlflow.parentRunId": parent}).info.run_id
+    client.set_terminated(done)
+    killed = client.create_run(experiment, tags={"mlflow.parentRunId": parent}).info.run_id
+    seeds = [client.create_run(experiment, tags={"mlflow.parentRunId": killed}).info.run_id for _ in range(2)]
+    session._end_killed(uri, parent)
+    status = {run_id: client.get_run(run_id).info.status for run_id in [parent, done, killed, *seeds]}
+    assert status == {parent: "RUNNING", done: "FINISHED", killed: "KILLED", seeds[0]: "KILLED", seeds[1]: "KILLED"}

@@ -175,6 +175,16 @@ def test_unusable_tracking_store_is_reported_before_any_compile(tmp_path, capsys
     assert code == 2 and "cannot use the MLflow tracking store" in err and "Traceback" not in err
 
 
+def test_an_unknown_parent_run_is_reported_before_any_compile(tmp_path, capsys, tiny_spec_data):
+    path = write_spec(tmp_path, tiny_spec_data)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    code = cli.main(["run", str(path), "--tracking-uri", uri, "--no-progress", "--parent-run", "0123abcd"])
+    err = capsys.readouterr().err
+    assert code == 2 and "--parent-run 0123abcd: no such run in" in err and "Traceback" not in err, err
+    client = MlflowClient(tracking_uri=uri)
+    assert client.get_experiment_by_name(tiny_spec_data["name"]) is None  # nothing half-written
+
+
 def test_the_record_package_imports_no_jax():
     """The metric writer and `harness sync` run from harness.record alone,
     without starting JAX."""

@@ -95,14 +95,28 @@ class Tracking:
             tracking.log_summary(...); tracking.log_artifacts(...)
     """
 
-    def __init__(self, uri: str, experiment: str, *, live_metrics: bool = True, expected_values: int | None = None):
+    def __init__(
+        self,
+        uri: str,
+        experiment: str,
+        *,
+        live_metrics: bool = True,
+        expected_values: int | None = None,
+        under: str | None = None,
+    ):
+        """`under`: an existing run to log under, in its experiment instead
+        of `experiment` (harness run --parent-run)."""
         quiet_mlflow()
         self.uri = uri
+        self.under = under
         try:
             self.client = store.open_client(uri)
-            self.experiment_id = store.get_or_create_experiment(self.client, uri, experiment)
+            if under is None:
+                self.experiment_id = store.get_or_create_experiment(self.client, uri, experiment)
         except Exception as error:  # noqa: BLE001  (MLflow raises many kinds)
             raise TrackingError(f"cannot use the MLflow tracking store {uri!r}: {first_line(error)}") from None
+        if under is not None:
+            self.experiment_id = self._experiment_of(under)
         self.parent_id: str | None = None
         # The runs that get per-iteration metrics, in column order: by seed,
         # or (a sweep) by column index, points x seeds.
@@ -122,6 +136,20 @@ class Tracking:
         self.offline: str | None = None
 
     # ------------------------------------------------------------ lifecycle
+
+    def _experiment_of(self, run_id: str) -> str:
+        from mlflow.exceptions import MlflowException
+
+        try:
+            return store.retry_locked(self.client.get_run, run_id).info.experiment_id
+        except MlflowException as error:
+            raise TrackingError(f"--parent-run {run_id}: no such run in {self.uri!r} ({first_line(error)})") from None
+        except Exception as error:  # noqa: BLE001  (MLflow raises many kinds)
+            raise TrackingError(f"cannot use the MLflow tracking store {self.uri!r}: {first_line(error)}") from None
+
+    def _top_tags(self, tags: dict[str, str]) -> dict[str, str]:
+        """The invocation's own run's tags: under `under` when there is one."""
+        return {**tags, "mlflow.parentRunId": self.under} if self.under else tags
 
     def _create(self, name: str, tags: dict[str, str]) -> str:
         run = store.retry_locked(self.client.create_run, self.experiment_id, run_name=name, tags=tags)
@@ -144,7 +172,7 @@ class Tracking:
             self._log_params(run_id, {**params, "seed": str(seed)})
 
     def start(self, run_name: str, params: dict[str, str], tags: dict[str, str], seeds: tuple[int, ...]) -> None:
-        self.parent_id = self._create(run_name, tags)
+        self.parent_id = self._create(run_name, self._top_tags(tags))
         self._log_params(self.parent_id, params)
         self._start_seeds(run_name, params, tags, seeds, self.parent_id, by_column=False)
 
@@ -159,7 +187,7 @@ class Tracking:
         """A sweep's runs: the sweep's own (the parent), one per point (name,
         params, tags) under it, and one per seed under each point; the
         columns of the per-iteration metrics are points x seeds."""
-        self.parent_id = self._create(run_name, tags)
+        self.parent_id = self._create(run_name, self._top_tags(tags))
         self._log_params(self.parent_id, params)
         for name, point_params, point_tags in points:
             point_id = self._create(name, {**point_tags, "mlflow.parentRunId": self.parent_id})

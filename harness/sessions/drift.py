@@ -6,13 +6,13 @@ files), one process per run, alternating, and what the newer changes
 Each environment is a Python with its own packages; both run this
 checkout's harness (PYTHONPATH), so only the packages differ. Every run is
 `harness run --deterministic --no-compile-cache` (compile time measured,
-GPU bits repeatable) into one MLflow store; with `iterations`, each spec is
+GPU bits repeatable) into one MLflow store, under one parent run `drift`
+(experiment `drift`, tagged with both sides); with `iterations`, each spec is
 cut to that many iterations (claims dropped: a short run answers the
 speed, compile and bits questions, not the returns). Rounds alternate the
 order (older first, then newer first) so that neither side always runs on
 a warmer machine. The report goes to the terminal, to `out` (JSON, with
-its Markdown beside) and to MLflow as a run `drift` in the experiment
-`drift`, tagged with both sides.
+its Markdown beside) and to that parent run's artifacts.
 """
 
 from __future__ import annotations
@@ -64,13 +64,16 @@ def _short(path: Path, iterations: int, folder: Path) -> Path:
     return short
 
 
-def _run(python: str, spec_path: Path, out: Path, uri: str, max_seconds: float | None) -> schema.Results | None:
-    """One `harness run` of the spec in `python`'s environment: its record,
-    or None when it did not finish within `max_seconds` (it is then
-    interrupted as Ctrl-C would, so its MLflow run ends KILLED)."""
+def _run(python: str, spec_path: Path, out: Path, options: DriftOptions, parent: str) -> schema.Results | None:
+    """One `harness run` of the spec in `python`'s environment, under the
+    MLflow run `parent`: its record, or None when it did not finish within
+    `options.max_seconds` (it is then interrupted as Ctrl-C would, so its
+    MLflow run ends KILLED)."""
+    max_seconds = options.max_seconds
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     argv = [python, "-m", "harness", "run", str(spec_path), "--results-out", str(out), "--no-progress"]
-    argv += ["--deterministic", "--no-compile-cache", "--no-system-metrics", "--tracking-uri", uri]
+    argv += ["--deterministic", "--no-compile-cache", "--no-system-metrics", "--tracking-uri", options.uri]
+    argv += ["--parent-run", parent]
     try:
         process = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     except OSError as error:
@@ -81,14 +84,28 @@ def _run(python: str, spec_path: Path, out: Path, uri: str, max_seconds: float |
         process.send_signal(signal.SIGINT)
         try:
             process.communicate(timeout=STOP_SECONDS)
-        except subprocess.TimeoutExpired:
+        except subprocess.TimeoutExpired:  # e.g. inside a compile, where Python's handler cannot run
             process.kill()
             process.communicate()
+            _end_killed(options.uri, parent)
         return None
     if process.returncode != 0:
         tail = "\n".join(output.strip().splitlines()[-12:])
         raise DriftError(f"{python}: harness run {spec_path.name} exited with {process.returncode}:\n{tail}")
     return schema.parse(out.read_text(), str(out))
+
+
+def _end_killed(uri: str, parent: str) -> None:
+    """A run killed before it could end its MLflow runs: those still RUNNING
+    under `parent` (its own and its seeds') end KILLED."""
+    client = tracking.open_client(uri)
+    experiment = client.get_run(parent).info.experiment_id
+    below = [parent]
+    while below:
+        query = f"tags.mlflow.parentRunId = '{below.pop()}' and attributes.status = 'RUNNING'"
+        for run in client.search_runs([experiment], query):
+            client.set_terminated(run.info.run_id, status="KILLED")
+            below.append(run.info.run_id)
 
 
 def check_python(python: str) -> None:
@@ -101,69 +118,84 @@ def check_python(python: str) -> None:
         raise DriftError(f"--older/--newer {python}: it cannot import jax: {done.stderr.strip().splitlines()[-1]}")
 
 
-def drift_report(options: DriftOptions) -> dict:
-    for python in (options.older, options.newer):
-        check_python(python)
-    rows = []
-    older_label = newer_label = machine = ""
+def _spec_rows(options: DriftOptions, path: Path, number: int, folder: Path, parent: str):
+    """One spec's runs, round by round (the order alternating), and its row
+    of the report; and the device its older side ran on."""
+    run_path = _short(path, options.iterations, folder) if options.iterations else path
+    records: dict[str, list[schema.Results]] = {"older": [], "newer": []}
+    for round_ in range(options.rounds):
+        for side in ["older", "newer"] if round_ % 2 == 0 else ["newer", "older"]:
+            err_console.print(
+                f"[{number}/{len(options.specs)}] {path.stem}: round {round_ + 1}/{options.rounds}, {side}",
+                highlight=False,
+            )
+            python = options.older if side == "older" else options.newer
+            record = _run(python, run_path, folder / f"{path.stem}-{side}-{round_}.json", options, parent)
+            if record is None:
+                return drift.unfinished(path.stem, side, options.max_seconds, records), None
+            records[side].append(record)
+    older = drift.Side(drift.label(records["older"][0]), records["older"])
+    newer = drift.Side(drift.label(records["newer"][0]), records["newer"])
+    return drift.compare(path.stem, older, newer), machines.device_label(records["older"][0].fingerprint)
+
+
+def drift_report(options: DriftOptions, sides: dict[str, str], parent: str) -> dict:
+    """Every spec's runs on both sides (named in `sides`), under the MLflow
+    run `parent`, and the report of what the newer side changes."""
+    rows, machine = [], ""
     with tempfile.TemporaryDirectory(prefix="drift-") as tmp:
-        folder = Path(tmp)
         for number, path in enumerate(options.specs, 1):
-            run_path = _short(path, options.iterations, folder) if options.iterations else path
-            sides: dict[str, list[schema.Results]] = {"older": [], "newer": []}
-            unfinished = None
-            for round_ in range(options.rounds):
-                order = ["older", "newer"] if round_ % 2 == 0 else ["newer", "older"]
-                for side in order:
-                    python = options.older if side == "older" else options.newer
-                    out = folder / f"{path.stem}-{side}-{round_}.json"
-                    err_console.print(
-                        f"[{number}/{len(options.specs)}] {path.stem}: round {round_ + 1}/{options.rounds}, {side}",
-                        highlight=False,
-                    )
-                    record = _run(python, run_path, out, options.uri, options.max_seconds)
-                    if record is None:
-                        unfinished = side
-                        break
-                    sides[side].append(record)
-                if unfinished:
-                    break
-            if unfinished:
-                rows.append(drift.unfinished(path.stem, unfinished, options.max_seconds, sides))
-                continue
-            older = drift.Side(drift.label(sides["older"][0]), sides["older"])
-            newer = drift.Side(drift.label(sides["newer"][0]), sides["newer"])
-            older_label, newer_label = older.label, newer.label
-            machine = machines.device_label(sides["older"][0].fingerprint)
-            rows.append(drift.compare(path.stem, older, newer))
+            row, device = _spec_rows(options, path, number, Path(tmp), parent)
+            rows.append(row)
+            machine = device or machine
     budget = f"{options.iterations} iterations per spec" if options.iterations else "each spec's own budget"
     settings = {"rounds": options.rounds, "budget": budget, "iterations": options.iterations, "machine": machine}
-    return drift.to_dict(older_label, newer_label, rows, settings)
+    return drift.to_dict(sides["older"], sides["newer"], rows, settings)
+
+
+def _sides(options: DriftOptions) -> dict[str, str]:
+    """Each side's JAX and Python as its environment reports them, before
+    any run (a Python that cannot import JAX is refused here)."""
+    probe = "import sys, jax; print(f'jax {jax.__version__} (Python {sys.version.split()[0]})')"
+    found = {}
+    for side, python in (("older", options.older), ("newer", options.newer)):
+        check_python(python)
+        found[side] = subprocess.run([python, "-c", probe], capture_output=True, text=True, check=True).stdout.strip()
+    return found
 
 
 def drift_command(options: DriftOptions) -> int:
-    """Run, print, write and log the report; 0, or 1 when a verdict fails."""
-    document = drift_report(options)
-    print_table(drift.table(document))
-    markdown = drift.to_markdown(document)
-    options.out.parent.mkdir(parents=True, exist_ok=True)
-    options.out.write_text(json.dumps(document, indent=1) + "\n")
-    options.out.with_suffix(".md").write_text(markdown)
+    """Run, print, write and log the report; 0, or 1 when a verdict fails.
+    The parent run is opened first (an unusable store is reported before
+    any training) and ends FINISHED with the report, or FAILED or KILLED."""
+    sides = _sides(options)
     client = tracking.open_client(options.uri)
     experiment = store.get_or_create_experiment(client, options.uri, "drift")
-    run = client.create_run(
-        experiment,
-        run_name="drift",
-        tags={"harness.kind": "drift", "drift.older": document["older"], "drift.newer": document["newer"]},
-    )
-    runs.log_texts(client, run.info.run_id, {"drift.json": json.dumps(document, indent=1), "drift.md": markdown})
-    client.set_terminated(run.info.run_id)
+    tags = {"harness.kind": "drift", "drift.older": sides["older"], "drift.newer": sides["newer"]}
+    run_id = client.create_run(experiment, run_name="drift", tags=tags).info.run_id
+    status = "FAILED"
+    try:
+        document = drift_report(options, sides, run_id)
+        print_table(drift.table(document))
+        markdown = drift.to_markdown(document)
+        options.out.parent.mkdir(parents=True, exist_ok=True)
+        options.out.write_text(json.dumps(document, indent=1) + "\n")
+        options.out.with_suffix(".md").write_text(markdown)
+        runs.log_texts(client, run_id, {"drift.json": json.dumps(document, indent=1), "drift.md": markdown})
+        status = "FINISHED"
+    except KeyboardInterrupt:
+        status = "KILLED"
+        raise
+    finally:
+        client.set_terminated(run_id, status=status)
     out_console.print(
         f"report written to {options.out} (and {options.out.with_suffix('.md').name}); logged to MLflow run"
-        f" {run.info.run_id} ({options.uri})",
+        f" {run_id} ({options.uri}), with every side's runs under it",
         soft_wrap=True,
     )
     failed = [row["spec"] for row in document["specs"] if row["verdict"].endswith("FAIL") or row["speed_ratio"] is None]
     if failed:
-        err_console.print(f"the newer side fails its verdict, or a run did not finish, on: {', '.join(failed)}")
+        err_console.print(
+            f"the newer side fails its verdict, or a run did not finish, on: {', '.join(failed)}", soft_wrap=True
+        )
     return 1 if failed else 0

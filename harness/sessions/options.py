@@ -26,6 +26,7 @@ class RunOptions:
     # (default there: written when training ends; see harness.record.tracking).
     live_metrics: bool = False
     tags: Mapping[str, str] = field(default_factory=dict)  # added to the parent run's
+    parent_run: str | None = None  # an MLflow run to log under, in its experiment (harness run --parent-run)
     checkpoint_dir: Path | None = None  # the checkpoint root; None: beside the store
     resume: str | bool = False  # True: the newest unfinished run of the spec; or a run id
     on_chunk: Callable[[ChunkMetrics], None] | None = None  # after each chunk is logged

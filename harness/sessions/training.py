@@ -122,7 +122,11 @@ class TrainingSession:
         live = options.live_metrics or jax.default_backend() != "cpu"
         # Before anything is compiled: an unusable store is reported at once.
         self.tracker = tracking.Tracking(
-            uri, experiment, live_metrics=live, expected_values=runs * METRICS_PER_ITERATION
+            uri,
+            experiment,
+            live_metrics=live,
+            expected_values=runs * METRICS_PER_ITERATION,
+            under=options.parent_run,
         )
         self.versions, self.git = provenance.versions(), provenance.git_state()
         self.journal: journal.Journal | None = None

@@ -15,11 +15,17 @@ class Background:
     bench's tiny entry, signalled runs, device layouts, a multi-process job,
     store faults, a published spec on unseen seeds), done in LANES threads
     started when the session starts, beside the in-process tests: each
-    lane takes the next work, the longest first (each module's BACKGROUND
-    gives its works' seconds here, about). Two lanes: one at a time left
+    lane takes the next work (each module's BACKGROUND gives its works'
+    wall seconds in a full run here, about). Two lanes: one at a time left
     the suite waiting for the chain long after the in-process tests were
     done; more than the cores starve the in-process tests.
     `result(name)` waits for one (re-raising its error).
+
+    The queue (`plan`) starts with the LANES longest works, then takes the
+    others in the order their modules' tests come, and those modules run in
+    the order their works are expected to end: the session's own thread,
+    when it comes to them, neither waits for a short work queued behind the
+    long ones nor leaves a module's tests for the end, on one core.
 
     The lanes, and the processes they start, run at a lower priority
     (`NICE`): the in-process tests are one thread, which beside two lanes
@@ -30,13 +36,28 @@ class Background:
     LANES = 2
     NICE = 10
 
-    def __init__(self, works: dict, tmp_path_factory: pytest.TempPathFactory):
+    @classmethod
+    def plan(cls, works: dict) -> tuple[list[str], dict[str, float]]:
+        """The queue of `works` (name -> (work, about how many seconds),
+        in their modules' order) and when each is expected to end, the lanes
+        each taking the next work when free."""
+        longest = sorted(works, key=lambda name: -works[name][1])[: cls.LANES]
+        queue = longest + [name for name in works if name not in longest]
+        free, ends = [0.0] * cls.LANES, {}
+        for name in queue:
+            lane = free.index(min(free))
+            free[lane] += works[name][1]
+            ends[name] = free[lane]
+        return queue, ends
+
+    def __init__(self, works: dict, queue: list[str], tmp_path_factory: pytest.TempPathFactory):
         self.done = {name: threading.Event() for name in works}
         self.values: dict[str, object] = {}
         self.errors: dict[str, BaseException] = {}
         self.seconds: dict[str, float] = {}  # each work's wall time, for the session's summary
-        order = sorted(works, key=lambda name: -works[name][1])
-        self._queue = [(name, works[name][0]) for name in order]
+        self.started = time.perf_counter()
+        self.ended: dict[str, float] = {}  # when each work ended, seconds after the start
+        self._queue = [(name, works[name][0]) for name in queue]
         self._lock = threading.Lock()
         self.threads = [
             threading.Thread(target=self._run, args=(tmp_path_factory,), name=f"background-{lane}", daemon=True)
@@ -61,6 +82,7 @@ class Background:
             except BaseException as error:  # noqa: BLE001  (re-raised in the test that needs it)
                 self.errors[name] = error
             self.seconds[name] = time.perf_counter() - start
+            self.ended[name] = time.perf_counter() - self.started
             self.done[name].set()
 
     def result(self, name: str):

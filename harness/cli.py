@@ -235,6 +235,8 @@ def cmd_drift(args: argparse.Namespace) -> int:
     if args.max_seconds is not None and not args.max_seconds > 0:
         raise OptionError(f"--max-seconds must be positive, not {args.max_seconds}")
     specs = [Path(p) for p in args.specs] or sorted(Path("experiments").glob("*.yaml"))
+    if args.bench:
+        specs += sorted(Path("benchmarks", "specs").glob("*.yaml"))
     if not specs:
         raise OptionError("no specs given, and no experiments/ folder here to take them from")
     for path in specs:

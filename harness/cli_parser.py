@@ -307,6 +307,11 @@ def _drift(sub) -> None:
         "logged to MLflow (experiment 'drift'). Exit 1 when a verdict fails.",
     )
     dr.add_argument("specs", nargs="*", metavar="SPEC", help="spec files (default: every spec in experiments/)")
+    dr.add_argument(
+        "--bench",
+        action="store_true",
+        help="also the bench's spec entries (benchmarks/specs/*.yaml), after the specs",
+    )
     dr.add_argument("--older", required=True, metavar="PYTHON", help="the older environment's Python")
     dr.add_argument("--newer", required=True, metavar="PYTHON", help="the newer environment's Python")
     dr.add_argument("--rounds", type=int, default=2, help="runs of each spec on each side (default 2)")

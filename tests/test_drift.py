@@ -113,3 +113,13 @@ def test_a_killed_side_leaves_no_run_running(tmp_path):
     session._end_killed(uri, parent)
     status = {run_id: client.get_run(run_id).info.status for run_id in [parent, done, killed, *seeds]}
     assert status == {parent: "RUNNING", done: "FINISHED", killed: "KILLED", seeds[0]: "KILLED", seeds[1]: "KILLED"}
+
+
+def test_report_rows_are_named_by_stem_unless_two_folders_share_one():
+    from pathlib import Path
+
+    from harness.sessions.drift import row_names
+
+    paths = [Path("experiments/ppo_cartpole.yaml"), Path("experiments/ppo_pendulum.yaml")]
+    paths.append(Path("benchmarks/specs/ppo_cartpole.yaml"))
+    assert row_names(paths) == ["experiments/ppo_cartpole", "ppo_pendulum", "benchmarks/specs/ppo_cartpole"]

@@ -59,7 +59,7 @@ def _short(path: Path, iterations: int, folder: Path) -> Path:
     data["budget"] = {"env_steps": iterations * plan.env_steps_per_iteration}
     data.setdefault("logging", {})["interval"] = max(1, iterations // 4)
     data.pop("claims", None)
-    short = folder / path.name
+    short = folder / f"{path.parent.name}-{path.name}"
     short.write_text(yaml.safe_dump(data, sort_keys=False))
     return short
 
@@ -118,25 +118,34 @@ def check_python(python: str) -> None:
         raise DriftError(f"--older/--newer {python}: it cannot import jax: {done.stderr.strip().splitlines()[-1]}")
 
 
-def _spec_rows(options: DriftOptions, path: Path, number: int, folder: Path, parent: str):
+def row_names(paths: list[Path]) -> list[str]:
+    """Each spec's name in the report: its file's stem, or its path as
+    given without the suffix where two folders hold that stem (a published
+    spec and the bench's entry of the same name)."""
+    stems = [path.stem for path in paths]
+    return [p.with_suffix("").as_posix() if stems.count(p.stem) > 1 else p.stem for p in paths]
+
+
+def _spec_rows(options: DriftOptions, path: Path, name: str, number: int, folder: Path, parent: str):
     """One spec's runs, round by round (the order alternating), and its row
-    of the report; and the device its older side ran on."""
+    (`name`) of the report; and the device its older side ran on."""
     run_path = _short(path, options.iterations, folder) if options.iterations else path
     records: dict[str, list[schema.Results]] = {"older": [], "newer": []}
     for round_ in range(options.rounds):
         for side in ["older", "newer"] if round_ % 2 == 0 else ["newer", "older"]:
             err_console.print(
-                f"[{number}/{len(options.specs)}] {path.stem}: round {round_ + 1}/{options.rounds}, {side}",
+                f"[{number}/{len(options.specs)}] {name}: round {round_ + 1}/{options.rounds}, {side}",
                 highlight=False,
             )
             python = options.older if side == "older" else options.newer
-            record = _run(python, run_path, folder / f"{path.stem}-{side}-{round_}.json", options, parent)
+            out = folder / f"{number}-{side}-{round_}.json"
+            record = _run(python, run_path, out, options, parent)
             if record is None:
-                return drift.unfinished(path.stem, side, options.max_seconds, records), None
+                return drift.unfinished(name, side, options.max_seconds, records), None
             records[side].append(record)
     older = drift.Side(drift.label(records["older"][0]), records["older"])
     newer = drift.Side(drift.label(records["newer"][0]), records["newer"])
-    return drift.compare(path.stem, older, newer), machines.device_label(records["older"][0].fingerprint)
+    return drift.compare(name, older, newer), machines.device_label(records["older"][0].fingerprint)
 
 
 def drift_report(options: DriftOptions, sides: dict[str, str], parent: str) -> dict:
@@ -144,8 +153,8 @@ def drift_report(options: DriftOptions, sides: dict[str, str], parent: str) -> d
     run `parent`, and the report of what the newer side changes."""
     rows, machine = [], ""
     with tempfile.TemporaryDirectory(prefix="drift-") as tmp:
-        for number, path in enumerate(options.specs, 1):
-            row, device = _spec_rows(options, path, number, Path(tmp), parent)
+        for number, (path, name) in enumerate(zip(options.specs, row_names(options.specs), strict=True), 1):
+            row, device = _spec_rows(options, path, name, number, Path(tmp), parent)
             rows.append(row)
             machine = device or machine
     budget = f"{options.iterations} iterations per spec" if options.iterations else "each spec's own budget"

@@ -122,6 +122,8 @@ def to_markdown(document: dict[str, Any]) -> str:
             f"| {row['spec']} | {row['iterations']} | {row['bits']} | {row['verdict']} |"
             f" {_times(row['speed_ratio'], row['speed_spread'])} | {_times(row['compile_ratio'])} | {peak} |"
         )
+    if pending := document["settings"].get("not run yet"):
+        lines += ["", f"Not run yet (the report stopped before them): {', '.join(pending)}."]
     return "\n".join(lines) + "\n"
 
 

@@ -151,15 +151,27 @@ def _spec_rows(options: DriftOptions, path: Path, name: str, number: int, folder
 def drift_report(options: DriftOptions, sides: dict[str, str], parent: str) -> dict:
     """Every spec's runs on both sides (named in `sides`), under the MLflow
     run `parent`, and the report of what the newer side changes."""
-    rows, machine = [], ""
+    rows, machine, names = [], "", row_names(options.specs)
+    budget = f"{options.iterations} iterations per spec" if options.iterations else "each spec's own budget"
+    settings = {"rounds": options.rounds, "budget": budget, "iterations": options.iterations}
     with tempfile.TemporaryDirectory(prefix="drift-") as tmp:
-        for number, (path, name) in enumerate(zip(options.specs, row_names(options.specs), strict=True), 1):
+        for number, (path, name) in enumerate(zip(options.specs, names, strict=True), 1):
             row, device = _spec_rows(options, path, name, number, Path(tmp), parent)
             rows.append(row)
             machine = device or machine
-    budget = f"{options.iterations} iterations per spec" if options.iterations else "each spec's own budget"
-    settings = {"rounds": options.rounds, "budget": budget, "iterations": options.iterations, "machine": machine}
-    return drift.to_dict(sides["older"], sides["newer"], rows, settings)
+            if number < len(names):  # the report so far, should the rest not come
+                pending = {**settings, "machine": machine, "not run yet": names[number:]}
+                _write(options.out, drift.to_dict(sides["older"], sides["newer"], rows, pending))
+    return drift.to_dict(sides["older"], sides["newer"], rows, {**settings, "machine": machine})
+
+
+def _write(out: Path, document: dict) -> str:
+    """The report as JSON at `out` and as Markdown beside it; the Markdown."""
+    markdown = drift.to_markdown(document)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(document, indent=1) + "\n")
+    out.with_suffix(".md").write_text(markdown)
+    return markdown
 
 
 def _sides(options: DriftOptions) -> dict[str, str]:
@@ -186,10 +198,7 @@ def drift_command(options: DriftOptions) -> int:
     try:
         document = drift_report(options, sides, run_id)
         print_table(drift.table(document))
-        markdown = drift.to_markdown(document)
-        options.out.parent.mkdir(parents=True, exist_ok=True)
-        options.out.write_text(json.dumps(document, indent=1) + "\n")
-        options.out.with_suffix(".md").write_text(markdown)
+        markdown = _write(options.out, document)
         runs.log_texts(client, run_id, {"drift.json": json.dumps(document, indent=1), "drift.md": markdown})
         status = "FINISHED"
     except KeyboardInterrupt:

@@ -123,3 +123,23 @@ def test_report_rows_are_named_by_stem_unless_two_folders_share_one():
     paths = [Path("experiments/ppo_cartpole.yaml"), Path("experiments/ppo_pendulum.yaml")]
     paths.append(Path("benchmarks/specs/ppo_cartpole.yaml"))
     assert row_names(paths) == ["experiments/ppo_cartpole", "ppo_pendulum", "benchmarks/specs/ppo_cartpole"]
+
+
+def test_a_cut_report_judges_bits_only(tiny_record):
+    """Cut to a few iterations, differing bits are not judged (the returns
+    are too short) and do not fail the report; identical bits are an exact
+    PASS; an unfinished run fails it."""
+    same = drift.Side("a", [tiny_record])
+    changed = tiny_record.model_copy(deep=True)
+    changed.curves.metrics["episode_return"]["1"][3] += 1.0
+    rows = [drift.compare("same", same, same), drift.compare("moved", same, drift.Side("b", [changed]))]
+    cut = drift.to_dict("a", "b", rows, {"rounds": 1, "budget": "4 iterations per spec", "iterations": 4})
+    assert [drift.shown_verdict(row, cut["settings"]) for row in cut["specs"]] == [
+        "exact, PASS",
+        "not judged (4 iterations)",
+    ]
+    assert drift.failed(cut) == [] and "| moved | " in drift.to_markdown(cut)
+    whole = drift.to_dict("a", "b", rows, {"rounds": 1, "budget": "each spec's own budget", "iterations": None})
+    assert drift.failed(whole) == ["moved"]
+    unfinished = drift.unfinished("late", "newer", 300.0, {"older": [tiny_record], "newer": []})
+    assert drift.failed(drift.to_dict("a", "b", [unfinished], cut["settings"])) == ["late"]

@@ -91,7 +91,26 @@ def unfinished(spec: str, side: str, seconds: float | None, records: dict[str, l
 def _times(value: float | None, spread: tuple[float, float] | None = None) -> str:
     if value is None:
         return "-"
-    return f"{value:.2f}x" + (f" ({spread[0]:.2f}-{spread[1]:.2f})" if spread else "")
+    return f"{value:.2f}x" + (f" ({spread[0]:.2f}-{spread[1]:.2f})" if spread and spread[0] != spread[1] else "")
+
+
+def shown_verdict(row: dict[str, Any], settings: dict[str, Any]) -> str:
+    """The verdict as the report shows it: a run cut to a few iterations
+    (`--iterations`) is too short for its returns to be judged, so only
+    identical bits (an exact PASS) are a verdict there."""
+    cut = settings.get("iterations")
+    if cut and row["iterations"] and row["bits"] != "identical":
+        return f"not judged ({cut} iterations)"
+    return row["verdict"]
+
+
+def failed(document: dict[str, Any]) -> list[str]:
+    """The specs whose newer run did not finish, or fails a verdict shown."""
+    return [
+        row["spec"]
+        for row in document["specs"]
+        if row["speed_ratio"] is None or shown_verdict(row, document["settings"]).endswith("FAIL")
+    ]
 
 
 def _rounds(n: int) -> str:
@@ -119,7 +138,7 @@ def to_markdown(document: dict[str, Any]) -> str:
     for row in document["specs"]:
         peak = _times(row["peak_memory_ratio"]) + (f" ({row['peak_memory']})" if row["peak_memory"] else "")
         lines.append(
-            f"| {row['spec']} | {row['iterations']} | {row['bits']} | {row['verdict']} |"
+            f"| {row['spec']} | {row['iterations']} | {row['bits']} | {shown_verdict(row, document['settings'])} |"
             f" {_times(row['speed_ratio'], row['speed_spread'])} | {_times(row['compile_ratio'])} | {peak} |"
         )
     if pending := document["settings"].get("not run yet"):
@@ -146,7 +165,7 @@ def table(document: dict[str, Any]):
         out.add_row(
             row["spec"],
             row["bits"],
-            row["verdict"],
+            shown_verdict(row, document["settings"]),
             speed,
             _times(row["compile_ratio"]),
             _times(row["peak_memory_ratio"]),

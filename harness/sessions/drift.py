@@ -211,8 +211,7 @@ def drift_command(options: DriftOptions) -> int:
         f" {run_id} ({options.uri}), with every side's runs under it",
         soft_wrap=True,
     )
-    failed = [row["spec"] for row in document["specs"] if row["verdict"].endswith("FAIL") or row["speed_ratio"] is None]
-    if failed:
+    if failed := drift.failed(document):
         err_console.print(
             f"the newer side fails its verdict, or a run did not finish, on: {', '.join(failed)}", soft_wrap=True
         )

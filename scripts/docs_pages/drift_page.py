@@ -26,7 +26,8 @@ def drift_page(reports: list[tuple[Path, dict]]) -> str:
         "*verdict*: the newer side's run judged against the older's as `harness reproduce` judges (statistical "
         "where the versions differ); the ratios are the newer side's median over the older's, with the "
         "round-by-round range of the speed ratio. A report cut to a few iterations per spec answers speed, "
-        "compile time and bits; its returns are too short to judge.\n\n"
+        "compile time and bits; its returns are too short to judge, so its verdict is given only where the bits "
+        "are identical (an exact PASS).\n\n"
     )
     if not reports:
         out.append("No report is committed yet.\n")

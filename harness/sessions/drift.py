@@ -108,14 +108,17 @@ def _end_killed(uri: str, parent: str) -> None:
             below.append(run.info.run_id)
 
 
-def check_python(python: str) -> None:
-    """`python` runs and imports JAX, or a DriftError says why."""
+def side_label(python: str) -> str:
+    """The JAX and Python of `python`'s environment ("jax 0.11.2 (Python
+    3.12.1)"), or a DriftError saying why it cannot run or import JAX."""
+    probe = "import sys, jax; print(f'jax {jax.__version__} (Python {sys.version.split()[0]})')"
     try:
-        done = subprocess.run([python, "-c", "import jax"], capture_output=True, text=True, check=False)
+        done = subprocess.run([python, "-c", probe], capture_output=True, text=True, check=False)
     except OSError as error:
         raise DriftError(f"--older/--newer {python}: cannot start it ({error.strerror})") from None
     if done.returncode != 0:
         raise DriftError(f"--older/--newer {python}: it cannot import jax: {done.stderr.strip().splitlines()[-1]}")
+    return done.stdout.strip()
 
 
 def row_names(paths: list[Path]) -> list[str]:
@@ -174,22 +177,12 @@ def _write(out: Path, document: dict) -> str:
     return markdown
 
 
-def _sides(options: DriftOptions) -> dict[str, str]:
-    """Each side's JAX and Python as its environment reports them, before
-    any run (a Python that cannot import JAX is refused here)."""
-    probe = "import sys, jax; print(f'jax {jax.__version__} (Python {sys.version.split()[0]})')"
-    found = {}
-    for side, python in (("older", options.older), ("newer", options.newer)):
-        check_python(python)
-        found[side] = subprocess.run([python, "-c", probe], capture_output=True, text=True, check=True).stdout.strip()
-    return found
-
-
 def drift_command(options: DriftOptions) -> int:
     """Run, print, write and log the report; 0, or 1 when a verdict fails.
     The parent run is opened first (an unusable store is reported before
     any training) and ends FINISHED with the report, or FAILED or KILLED."""
-    sides = _sides(options)
+    # Each side's environment checked before any run.
+    sides = {"older": side_label(options.older), "newer": side_label(options.newer)}
     client = tracking.open_client(options.uri)
     experiment = store.get_or_create_experiment(client, options.uri, "drift")
     tags = {"harness.kind": "drift", "drift.older": sides["older"], "drift.newer": sides["newer"]}

@@ -13,7 +13,8 @@ import pytest
 from mlflow.tracking import MlflowClient
 from support import TINY_SPEC, background_result, device_env, run_cli, write_spec
 
-from harness.judge import drift
+from harness.judge import compare, drift
+from harness.record import tracking
 
 
 def run_drift(tmp_path_factory) -> tuple[subprocess.CompletedProcess, object]:
@@ -63,6 +64,16 @@ def test_drift_of_an_environment_against_itself_is_identical_and_passes(drift_ru
     seeds = [r for r in runs if r.data.tags.get("mlflow.parentRunId") in {s.info.run_id for s in sides}]
     assert len(seeds) == 2 * len(TINY_SPEC["seeds"])
     assert client.get_experiment_by_name(TINY_SPEC["name"]) is None
+    # A side's run stands for itself (not for the drift run above it), a
+    # seed's for its side's; `harness compare --experiment drift` sets the
+    # two sides side by side.
+    uri = f"sqlite:///{tmp / 'mlflow.db'}"
+    side = sides[0].info.run_id
+    assert tracking.get_parent_run(client, uri, side)[0].info.run_id == side
+    seed = next(r.info.run_id for r in seeds if r.data.tags["mlflow.parentRunId"] == side)
+    assert tracking.get_parent_run(client, uri, seed)[0].info.run_id == side
+    compared, _ = compare.fetch(client, uri, experiment="drift")
+    assert sorted(r.run_id for r in compared) == sorted(r.info.run_id for r in sides)
 
 
 def test_bits_and_verdicts_compare_the_sides(tiny_record):

@@ -84,8 +84,9 @@ def fetch(client, uri: str, *, experiment: str | None = None, run_ids: list[str]
         )
         for run in candidates:
             tags = run.data.tags
-            point = "sweep.point" in tags and "seed" not in tags  # a sweep's point: a run of its spec
-            if ("mlflow.parentRunId" in tags and not point) or "spec_hash" not in tags or _is_sweep(run):
+            # A sweep's point and a run logged under another (harness run
+            # --parent-run) have parents too, and are runs of their specs.
+            if "seed" in tags or "spec_hash" not in tags or _is_sweep(run):
                 continue  # a seed's run, a sweep's own run, or not a training run (e.g. a comparison)
             loaded = _load(client, run)
             if loaded is None:

@@ -63,8 +63,10 @@ def get_parent_run(client, uri: str, run_id: str):
             raise TrackingError(f"no run {run_id!r} in the MLflow tracking store {uri!r}") from None
         raise TrackingError(f"cannot read run {run_id!r} from {uri!r}: {error}") from None
     parent_id = run.data.tags.get("mlflow.parentRunId")
-    # A sweep's point run is the parent run of its spec (its own parent is the sweep's).
-    if parent_id is None or ("sweep.point" in run.data.tags and "seed" not in run.data.tags):
+    # Only a seed's run stands for its parent: a sweep's point run is the
+    # parent run of its spec (its own parent is the sweep's), and a run
+    # logged under another (harness run --parent-run) is its invocation's.
+    if parent_id is None or "seed" not in run.data.tags:
         return run, None
     note = f"run {run_id} is the run of seed {run.data.tags.get('seed', '?')}; using its parent run {parent_id}"
     return get_parent_run(client, uri, parent_id)[0], note

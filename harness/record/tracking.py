@@ -143,7 +143,9 @@ class Tracking:
         try:
             return store.retry_locked(self.client.get_run, run_id).info.experiment_id
         except MlflowException as error:
-            raise TrackingError(f"--parent-run {run_id}: no such run in {self.uri!r} ({first_line(error)})") from None
+            if error.error_code == "RESOURCE_DOES_NOT_EXIST":
+                raise TrackingError(f"--parent-run {run_id}: no such run in {self.uri!r}") from None
+            raise TrackingError(f"cannot use the MLflow tracking store {self.uri!r}: {first_line(error)}") from None
         except Exception as error:  # noqa: BLE001  (MLflow raises many kinds)
             raise TrackingError(f"cannot use the MLflow tracking store {self.uri!r}: {first_line(error)}") from None
 

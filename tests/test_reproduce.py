@@ -180,6 +180,12 @@ def test_a_key_neither_records_is_not_taken_as_agreement():
     )
 
 
+def test_a_cpu_is_labelled_by_its_model_and_vector_level():
+    assert machines.device_label(ZEN3) == "1x cpu (AMD EPYC, avx2) on vm"
+    assert machines.device_label(changed(cpu_isa=ZEN4_ISA)) == "1x cpu (AMD EPYC, avx512) on vm"
+    assert machines.device_label(changed(cpu_isa=None)) == "1x cpu (AMD EPYC) on vm"
+
+
 def test_the_speed_line_names_another_cpu_generation():
     speed = reproduce.Speed(
         reference_sps=1000.0,

@@ -17,11 +17,15 @@ MOST_FLAGS = 3
 
 
 def device_label(fingerprint: dict[str, str]) -> str:
-    """`1x cpu (AMD EPYC) on vm`, `8x TPU v4 on host`."""
+    """`1x cpu (AMD EPYC, avx2) on vm`, `8x TPU v4 on host`: a CPU named by
+    its model and widest vector extension, where the fingerprint has them
+    (two chips that both call themselves "AMD EPYC" can be generations apart)."""
     count = fingerprint.get("device_count", "?")
     kind = fingerprint.get("device_kind", "?")
     if fingerprint.get("platform") == "cpu":
-        kind = f"cpu ({fingerprint.get('cpu_model') or fingerprint.get('cpu', '?')})"
+        model = fingerprint.get("cpu_model") or fingerprint.get("cpu", "?")
+        level = simd_level(fingerprint.get("cpu_isa", ""))
+        kind = f"cpu ({model})" if level == "?" else f"cpu ({model}, {level})"
     return f"{count}x {kind} on {fingerprint.get('host', '?')}"
 
 

@@ -13,7 +13,7 @@ from docs_pages import ROOT
 from docs_pages.common import drawing, header, seconds, short, svg, table, thinned
 from harness import spec as S
 from harness.judge import claims as claims_judge
-from harness.judge import references
+from harness.judge import machines, references
 from harness.record import schema
 
 
@@ -77,7 +77,8 @@ def device_label(reference: Reference) -> str:
     fingerprint = reference.record.fingerprint
     model = fingerprint.get("cpu_model")
     if fingerprint.get("platform") == "cpu" and model:
-        return f"{reference.device_class} ({model})"
+        level = machines.simd_level(fingerprint.get("cpu_isa", ""))
+        return f"{reference.device_class} ({model})" if level == "?" else f"{reference.device_class} ({model}, {level})"
     return reference.device_class
 
 

@@ -14,7 +14,7 @@ from mlflow.tracking import MlflowClient
 from support import TINY_SPEC, background_result, device_env, run_cli, write_spec
 
 from harness.judge import compare, drift
-from harness.record import tracking
+from harness.record import schema, tracking
 
 
 def run_drift(tmp_path_factory) -> tuple[subprocess.CompletedProcess, object]:
@@ -154,3 +154,28 @@ def test_a_cut_report_judges_bits_only(tiny_record):
     assert drift.failed(whole) == ["moved"]
     unfinished = drift.unfinished("late", "newer", 300.0, {"older": [tiny_record], "newer": []})
     assert drift.failed(drift.to_dict("a", "b", [unfinished], cut["settings"])) == ["late"]
+
+
+def test_the_newer_sides_claims_are_judged_in_the_report(tiny_record):
+    """In a whole-budget report each row says whether the spec's claims hold
+    on the newer side; one that fails there fails the report, and says so
+    where the older side's run failed it too."""
+
+    def with_claims(**holds: bool) -> schema.Results:
+        record = tiny_record.model_copy(deep=True)
+        record.claims = {
+            name: schema.ClaimOutcome(claim={}, value=1.0, low=0.5, high=1.5, seeds=2, holds=held)
+            for name, held in holds.items()
+        }
+        return record
+
+    older = drift.Side("a", [with_claims(solves=True, beats_random=False)])
+    held = drift.compare("held", older, drift.Side("b", [with_claims(solves=True, beats_random=True)]))
+    broken = drift.compare("broken", older, drift.Side("b", [with_claims(solves=False, beats_random=False)]))
+    assert held.claims == "2/2 hold"
+    assert broken.claims == "0/2 hold: solves, beats_random fail (also on the older: beats_random)"
+    assert drift.compare("none", drift.Side("a", [tiny_record]), drift.Side("b", [tiny_record])).claims == "-"
+    whole = drift.to_dict("a", "b", [held, broken], {"rounds": 1, "budget": "each spec's own budget"})
+    assert drift.failed(whole) == ["broken"]
+    assert "| held | " in drift.to_markdown(whole) and " | 2/2 hold | " in drift.to_markdown(whole)
+    assert drift.table(whole).row_count == 2

@@ -1,6 +1,7 @@
 """What moving from one set of package versions to another (a JAX upgrade,
 a new lock file) changes in a spec's runs: bits, the statistical verdict,
-steady-state speed, compile time and peak memory (`harness drift`).
+the spec's claims on the newer side, steady-state speed, compile time and
+peak memory (`harness drift`).
 
 The runs are made by `harness.sessions.drift`, each side's in its own
 environment, in rounds; this module compares their records: the older
@@ -35,6 +36,7 @@ class Row(NamedTuple):
     compile_ratio: float | None
     peak_memory_ratio: float | None  # None: a side's records lack the peak
     peak_memory: str | None  # where the peaks were measured ("device" or "host")
+    claims: str = "-"  # the spec's claims on the newer side's first run: "2/2 hold", "1/2 hold: x fails", "-"
 
 
 def label(record: Results) -> str:
@@ -52,6 +54,24 @@ def _median(values: list[float]) -> float:
 
 def _ratio(new: float, old: float) -> float:
     return new / old if old else float("nan")
+
+
+def claims_held(older: Results, newer: Results) -> str:
+    """The spec's claims judged on the newer side's run: `2/2 hold`, or
+    `1/2 hold: name fails` (`, also on the older` where the older side's
+    run fails it too); `-` where the run judged none (a cut spec)."""
+    judged = newer.claims or {}
+    if not judged:
+        return "-"
+    held = sum(outcome.holds for outcome in judged.values())
+    out = f"{held}/{len(judged)} hold"
+    broken = [name for name, outcome in judged.items() if not outcome.holds]
+    if broken:
+        before = older.claims or {}
+        also = [name for name in broken if name in before and not before[name].holds]
+        out += ": " + ", ".join(broken) + (" fails" if len(broken) == 1 else " fail")
+        out += f" (also on the older: {', '.join(also)})" if also else ""
+    return out
 
 
 def compare(spec: str, older: Side, newer: Side) -> Row:
@@ -77,6 +97,7 @@ def compare(spec: str, older: Side, newer: Side) -> Row:
         ),
         peak_memory_ratio=_ratio(_median(peaks_new), _median(peaks_old)) if peaks_old and peaks_new else None,
         peak_memory=new[0].speed.peak_memory,
+        claims=claims_held(old[0], new[0]),
     )
 
 
@@ -105,11 +126,14 @@ def shown_verdict(row: dict[str, Any], settings: dict[str, Any]) -> str:
 
 
 def failed(document: dict[str, Any]) -> list[str]:
-    """The specs whose newer run did not finish, or fails a verdict shown."""
+    """The specs whose newer run did not finish, fails a verdict shown, or
+    fails one of its claims."""
     return [
         row["spec"]
         for row in document["specs"]
-        if row["speed_ratio"] is None or shown_verdict(row, document["settings"]).endswith("FAIL")
+        if row["speed_ratio"] is None
+        or shown_verdict(row, document["settings"]).endswith("FAIL")
+        or " fail" in row.get("claims", "-")
     ]
 
 
@@ -132,14 +156,14 @@ def to_markdown(document: dict[str, Any]) -> str:
         f"{document['newer']} against {document['older']}: the newer's figure over the older's, medians over"
         f" {_rounds(document['settings']['rounds'])} ({document['settings']['budget']}).",
         "",
-        "| spec | iterations | bits | verdict | env steps/s | compile | peak memory |",
-        "|---|---:|---|---|---:|---:|---:|",
+        "| spec | iterations | bits | verdict | claims | env steps/s | compile | peak memory |",
+        "|---|---:|---|---|---|---:|---:|---:|",
     ]
     for row in document["specs"]:
         peak = _times(row["peak_memory_ratio"]) + (f" ({row['peak_memory']})" if row["peak_memory"] else "")
         lines.append(
             f"| {row['spec']} | {row['iterations']} | {row['bits']} | {shown_verdict(row, document['settings'])} |"
-            f" {_times(row['speed_ratio'], row['speed_spread'])} | {_times(row['compile_ratio'])} | {peak} |"
+            f" {row.get('claims', '-')} | {_times(row['speed_ratio'], row['speed_spread'])} | {_times(row['compile_ratio'])} | {peak} |"
         )
     if pending := document["settings"].get("not run yet"):
         lines += ["", f"Not run yet (the report stopped before them): {', '.join(pending)}."]
@@ -155,6 +179,7 @@ def table(document: dict[str, Any]):
         ("spec", "left"),
         ("bits", "left"),
         ("verdict", "left"),
+        ("claims", "left"),
         ("steps/s", "right"),
         ("compile", "right"),
         ("peak", "right"),
@@ -166,6 +191,7 @@ def table(document: dict[str, Any]):
             row["spec"],
             row["bits"],
             shown_verdict(row, document["settings"]),
+            row.get("claims", "-"),
             speed,
             _times(row["compile_ratio"]),
             _times(row["peak_memory_ratio"]),

@@ -47,6 +47,7 @@ EXIT_USER_ERROR = 2
 EXIT_FAILED = 1
 EXIT_INTERRUPTED = 130  # SIGINT; SIGTERM exits 143
 EXIT_INCOMPLETE = 3  # trained to the end; the MLflow record waits for harness sync
+EXIT_NOT_JUDGED = 4  # harness reproduce: too few seeds for a statistical verdict
 
 
 def _user_error(message: str) -> int:
@@ -168,6 +169,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     reproduced = reproduce.run_and_judge(reference, run_options(args), args.seeds)
     if reproduced is None:  # not process 0 of a multi-process job: it judges
         return 0
+    if reproduced.verdict.not_judged:
+        return EXIT_NOT_JUDGED
     if not reproduced.verdict.passed:
         return EXIT_FAILED
     return EXIT_INCOMPLETE if reproduced.logged.offline else 0

@@ -213,7 +213,8 @@ def _reproduce(sub) -> None:
         "logged with --run-id and judge it against that run. Exact (bit-identical curves) when device "
         "fingerprint, numerics versions and seeds match the reference; statistical (IQM over seeds, "
         "stratified-bootstrap 95% CI, pass when the intervals overlap) otherwise. Speed is reported, never "
-        "judged. Exit code 0 when every gating metric passes, 1 when one fails.",
+        "judged. Exit code 0 when every gating metric passes, 1 when one fails, 4 when the verdict would be "
+        "statistical but a side has one seed (not judged).",
     )
     rep.add_argument("spec", nargs="?", help="a spec file with a reference in results/")
     rep.add_argument("--run-id", help="re-run the spec logged with this MLflow run and judge against it")

@@ -222,6 +222,24 @@ def test_statistical_verdict_fails_when_the_learning_rate_is_broken(tiny_record)
     assert "FAIL (episode_return)" in markdown and "| episode_return | yes |" in markdown
 
 
+def test_one_seed_on_a_side_gives_no_statistical_verdict(tiny_record):
+    """A one-seed interval is a point that other bits would miss: with one
+    seed on either side a statistical verdict is "not judged" and says which
+    side; bit for bit, one seed is judged as any other."""
+    one = tiny_record.model_copy(deep=True)
+    one.seeds = one.seeds[:1]
+    elsewhere = one.model_copy(deep=True)
+    elsewhere.fingerprint["cpu_isa"] = "AuthenticAMD family 25 model 1: avx avx2 fma"
+    verdict = reproduce.judge(elsewhere, one, "reference.json")
+    assert verdict.mode == "statistical" and not verdict.passed and verdict.outcome == "not judged"
+    assert verdict.not_judged.startswith("1 seed in the reference and 1 seed in the reproduction: ")
+    assert "NOT JUDGED" in reproduce.headline(verdict) and "Not judged statistically" in reproduce.to_markdown(verdict)
+    assert reproduce.to_dict(verdict)["verdict"] == reproduce.verdict_tags(verdict)["verdict"] == "not judged"
+    assert reproduce.judge(elsewhere, tiny_record, "reference.json").not_judged.startswith("1 seed in the reference:")
+    exact = reproduce.judge(one, one, "reference.json")
+    assert exact.mode == "exact" and exact.passed and not exact.not_judged
+
+
 def test_verdict_json_is_complete(tiny_record):
     verdict = reproduce.to_dict(reproduce.judge(tiny_record, tiny_record, "results/tiny.json"))
     assert verdict["verdict"] == "pass" and verdict["mode"] == "exact" and "bit-identical" in verdict["rule"]

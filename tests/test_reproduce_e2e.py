@@ -82,7 +82,8 @@ def reproductions(server, published, tmp_path_factory):
       curve point of one seed changed;
     - `every_iteration`: the spec path against the published reference with
       one value changed in its iterations file;
-    - `other_seeds`: the spec path with other seeds (statistical).
+    - `other_seeds`: the spec path with other seeds (statistical);
+    - `one_seed`: the spec path with one other seed (statistical, not judged).
     """
     spec, reference_path, reference, client = published
     tmp = tmp_path_factory.mktemp("reproductions")
@@ -106,6 +107,7 @@ def reproductions(server, published, tmp_path_factory):
         "planted": [str(spec), "--reference", str(planted_path)],
         "every_iteration": [str(spec), "--reference", str(every_path)],
         "other_seeds": [str(spec), "--reference", str(reference_path), "--seeds", "2", "3", "4", "5"],
+        "one_seed": [str(spec), "--reference", str(reference_path), "--seeds", "7"],
     }
     out = {}
     for name, argv in cases.items():
@@ -181,6 +183,16 @@ def test_other_seeds_are_judged_statistically_and_pass(reproductions, published)
     verdict = json.loads(r.artifact(client, "verdict.json"))
     ret = verdict["metrics"]["episode_return"]
     assert ret["reference"]["n"] == 2 and ret["reproduction"]["n"] == 4
+
+
+def test_one_seed_is_not_judged_statistically_and_exits_4(reproductions):
+    """One seed has no spread: not a pass, not a failure, and its own exit
+    code; the run is recorded and the verdict logged as `not judged`."""
+    r = reproductions["one_seed"]
+    assert r.code == cli.EXIT_NOT_JUDGED == 4, r.out + r.err
+    assert "statistical, NOT JUDGED" in r.flat and "1 seed in the reproduction" in r.flat
+    assert "Traceback" not in r.err and r.run.info.status == "FINISHED"
+    assert r.tags["verdict"] == r.tags["verdict.episode_return"] == "not judged"
 
 
 GPU_CLASS = {"platform": "gpu", "device_kind": "NVIDIA H100 80GB HBM3"}
@@ -317,7 +329,7 @@ def test_compare_refuses_different_specs_and_lists_the_keys(reproductions, publi
     argv = ["compare", "--experiment", TINY_SPEC["name"], "--tracking-uri", client.tracking_uri]
     code, out, err = run_cli(*[*argv, "--out", str(tmp_path / "refused.png")])
     assert code == 2 and "Traceback" not in out + err
-    assert "2 different specs" in err and "seeds: [0, 1]" in err and "[2, 3, 4, 5]" in err
+    assert "3 different specs" in err and "seeds: [0, 1]" in err and "[2, 3, 4, 5]" in err and "[7]" in err
     assert "--allow-different-specs" in err
     assert not (tmp_path / "refused.png").exists()
 
@@ -336,4 +348,4 @@ def test_compare_refuses_different_specs_and_lists_the_keys(reproductions, publi
     ]
     assert sorted(row["run_id"] for row in summary["runs"]) == sorted(trained)
     assert len(trained) >= 1 + len(reproductions)
-    assert {row["verdict"] for row in summary["runs"]} == {None, "pass", "fail"}
+    assert {row["verdict"] for row in summary["runs"]} == {None, "pass", "fail", "not judged"}

@@ -89,7 +89,7 @@ def compare(spec: str, older: Side, newer: Side) -> Row:
         spec=spec,
         iterations=new[0].iterations,
         bits=bits,
-        verdict=f"{verdict.mode}, {'PASS' if verdict.passed else 'FAIL'}",
+        verdict=f"{verdict.mode}, {verdict.outcome.upper()}",
         speed_ratio=_ratio(_median([r.speed.sps for r in new]), _median([r.speed.sps for r in old])),
         speed_spread=(min(speed), max(speed)),
         compile_ratio=_ratio(

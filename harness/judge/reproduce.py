@@ -17,7 +17,10 @@ The rules, in the order they are applied:
   metric passes when the two intervals overlap: the reproduction is not
   distinguishable from the reference with the seeds at hand. The gating
   metrics are the learning metrics (`LEARNING_METRICS`); losses and the rest
-  are judged by the same rule but only reported.
+  are judged by the same rule but only reported. With fewer than
+  `stats.MIN_SEEDS` seeds on a side there is no spread to compare (a one-seed
+  interval is a point): the verdict is "not judged", neither a pass nor a
+  failure, and says why.
 - **speed**: steady-state env steps per second against the reference's,
   labelled with both devices; reported, never judged.
 
@@ -133,10 +136,16 @@ class Verdict(NamedTuple):
     reference_run_id: str | None
     reference_seeds: list[int]
     reproduction_seeds: list[int]
+    not_judged: str = ""  # why a statistical verdict cannot be given (too few seeds); "" when it is
 
     @property
     def passed(self) -> bool:
-        return all(m.passed for m in self.metrics if m.gates)
+        return not self.not_judged and all(m.passed for m in self.metrics if m.gates)
+
+    @property
+    def outcome(self) -> str:
+        """`pass`, `fail` or `not judged`."""
+        return "not judged" if self.not_judged else _word(self.passed)
 
 
 def not_exact_because(reference: Results, record: Results) -> list[str]:
@@ -196,6 +205,7 @@ def judge(reference: Results, record: Results, source: str, every: tuple[dict, d
     exact verdict compares every iteration too (harness.judge.differences)."""
     reasons = not_exact_because(reference, record)
     mode = "statistical" if reasons else "exact"
+    not_judged = stats.too_few_seeds(len(reference.seeds), len(record.seeds)) if mode == "statistical" else ""
     names = reference.metric_names()
     learning = [n for n in names if n in LEARNING_METRICS] or names
     verdicts = []
@@ -223,6 +233,8 @@ def judge(reference: Results, record: Results, source: str, every: tuple[dict, d
                 count = difference["count"]
                 counted = f" ({count} values differ)" if count else ""
                 detail = f"not bit-identical: {difference['what']}{counted}; statistically, {consistency}"
+        elif not_judged:
+            passed, detail = False, "not judged (too few seeds)"
         else:
             passed, detail = overlap, consistency
         gates = mode == "exact" or name in learning
@@ -238,6 +250,7 @@ def judge(reference: Results, record: Results, source: str, every: tuple[dict, d
         reference_run_id=reference.mlflow_run_id,
         reference_seeds=list(reference.seeds),
         reproduction_seeds=list(record.seeds),
+        not_judged=not_judged,
     )
 
 
@@ -265,9 +278,10 @@ def _word(passed: bool) -> str:
 
 def to_dict(verdict: Verdict) -> dict[str, Any]:
     return {
-        "verdict": _word(verdict.passed),
+        "verdict": verdict.outcome,
         "mode": verdict.mode,
         "rule": RULES[verdict.mode],
+        "not_judged": verdict.not_judged or None,
         "not_exact_because": verdict.not_exact_because,
         "spec_name": verdict.spec_name,
         "spec_hash": verdict.spec_hash,
@@ -299,6 +313,8 @@ def to_json(verdict: Verdict) -> str:
 def headline(verdict: Verdict) -> str:
     failed = [m.name for m in verdict.metrics if m.gates and not m.passed]
     outcome = "PASS" if verdict.passed else f"FAIL ({', '.join(failed)})"
+    if verdict.not_judged:
+        outcome = "NOT JUDGED (too few seeds)"
     return (
         f"{verdict.spec_name} ({verdict.spec_hash[:12]}) against {verdict.reference_source}: {verdict.mode}, {outcome}"
     )
@@ -308,6 +324,8 @@ def to_markdown(verdict: Verdict) -> str:
     lines = [f"# Reproduction: {headline(verdict)}", "", f"Rule ({verdict.mode}): {RULES[verdict.mode]}.", ""]
     if verdict.not_exact_because:
         lines += ["Not judged bit for bit because:", "", *[f"- {reason}" for reason in verdict.not_exact_because], ""]
+    if verdict.not_judged:
+        lines += [f"Not judged statistically: {verdict.not_judged}.", ""]
     lines += [
         "| metric | gates | reference IQM [95% CI] | reproduction IQM [95% CI] | verdict | detail |",
         "|---|---|---|---|---|---|",
@@ -316,7 +334,7 @@ def to_markdown(verdict: Verdict) -> str:
         new = f"{m.reproduction} (n={m.reproduction.n})" if m.reproduction else "-"
         lines.append(
             f"| {m.name} | {'yes' if m.gates else 'no'} | {m.reference} (n={m.reference.n}) | {new} "
-            f"| {_word(m.passed)} | {m.detail} |"
+            f"| {'not judged' if verdict.not_judged else _word(m.passed)} | {m.detail} |"
         )
     lines += ["", f"Speed: {verdict.speed.describe()}.", ""]
     return "\n".join(lines)
@@ -353,6 +371,7 @@ def table(verdict: Verdict):
     ordered = sorted(verdict.metrics, key=lambda m: (not m.gates, m.name))
     for m in ordered:
         mark = "[green]pass[/]" if m.passed else ("[bold red]fail[/]" if m.gates else "[yellow]differs[/]")
+        mark = "[yellow]not judged[/]" if verdict.not_judged else mark
         new = f"{m.reproduction}" if m.reproduction else "-"
         out.add_row(f"{m.name}{' *' if m.gates else ''}", f"{m.reference}", new, mark)
     details = [Text(f"{m.name}: {m.detail}") for m in ordered if m.detail and m.detail != usual]
@@ -362,9 +381,9 @@ def table(verdict: Verdict):
 def verdict_tags(verdict: Verdict) -> dict[str, str]:
     """Tags for the reproduction's parent run, to filter on in the MLflow UI."""
     return {
-        "verdict": _word(verdict.passed),
+        "verdict": verdict.outcome,
         "verdict.mode": verdict.mode,
-        **{f"verdict.{m.name}": _word(m.passed) for m in verdict.metrics},
+        **{f"verdict.{m.name}": "not judged" if verdict.not_judged else _word(m.passed) for m in verdict.metrics},
         "verdict.speed_ratio": f"{verdict.speed.ratio:.3f}",
     }
 

@@ -22,6 +22,9 @@ import numpy as np
 REPS = 50_000  # bootstrap resamples, as rliable's default
 CONFIDENCE = 0.95
 RANDOM_STATE = 0
+# Seeds each side needs for two intervals to be compared: one seed's
+# interval is a point, which any other machine's different bits would miss.
+MIN_SEEDS = 2
 
 
 class Estimate(NamedTuple):
@@ -100,3 +103,19 @@ def bootstrap_mean_band(
     tail = 100 * (1 - confidence) / 2
     low, high = np.percentile(means, [tail, 100 - tail], axis=0)
     return values.mean(axis=0), low, high
+
+
+def too_few_seeds(reference: int, reproduction: int) -> str:
+    """Why the reference's and the reproduction's seed counts allow no
+    statistical verdict, or "" when they do."""
+    few = [
+        f"{n} seed in the {side}"
+        for n, side in [(reference, "reference"), (reproduction, "reproduction")]
+        if n < MIN_SEEDS
+    ]
+    if not few:
+        return ""
+    return (
+        f"{' and '.join(few)}: a statistical verdict needs {MIN_SEEDS} or more on each side (one seed's interval is a"
+        " point); bit for bit, the spec is judged where the machine and versions match the reference's"
+    )

@@ -31,6 +31,12 @@ EXIT_MEANINGS = {
         "directory, for `harness sync`",
         "`cmd_run`, `cmd_sweep`, `cmd_reproduce`",
     ),
+    "EXIT_NOT_JUDGED": (
+        "`harness reproduce`: trained and recorded, but not judged: the verdict is statistical (another machine"
+        " or other versions than the reference's) and a side has one seed, so there is no spread to compare;"
+        " the message says which side, and the verdict is logged as `not judged`",
+        "`cmd_reproduce`",
+    ),
     "EXIT_INTERRUPTED": (
         "interrupted by Ctrl-C (SIGINT) at any moment: while starting or compiling; while training, after a"
         " final checkpoint (the MLflow runs are marked KILLED); or after the work finished (during the last"

@@ -179,3 +179,25 @@ def test_the_newer_sides_claims_are_judged_in_the_report(tiny_record):
     assert drift.failed(whole) == ["broken"]
     assert "| held | " in drift.to_markdown(whole) and " | 2/2 hold | " in drift.to_markdown(whole)
     assert drift.table(whole).row_count == 2
+
+
+def test_a_side_that_sets_an_xla_flag_is_named_by_it(tiny_record, tmp_path):
+    """A side may be a script that sets XLA_FLAGS and starts a Python: the
+    report names the flag, so two sides of one environment are told apart."""
+    from harness.sessions.drift import side_label
+
+    flag = "--xla_backend_extra_options=-vectorize-loops=false"
+    wrapper = tmp_path / "python-flagged"
+    wrapper.write_text(f'#!/bin/sh\nXLA_FLAGS={flag} exec {sys.executable} "$@"\n')
+    wrapper.chmod(0o755)
+    import platform
+
+    import jax
+
+    plain = f"jax {jax.__version__} (Python {platform.python_version()}"
+    assert side_label(str(wrapper)) == f"{plain}; XLA_FLAGS={flag})"
+    flagged = tiny_record.model_copy(deep=True)
+    flagged.fingerprint["xla_flags"] = flag
+    assert drift.label(flagged) == f"{plain}; XLA_FLAGS={flag})"
+    flagged.fingerprint["xla_flags"] = ""
+    assert drift.label(flagged) == f"{plain})"

@@ -16,6 +16,7 @@ import statistics
 from typing import Any, NamedTuple
 
 from harness.judge import reproduce
+from harness.judge.xla_flags import numerics_flags
 from harness.record.schema import Results
 
 
@@ -40,8 +41,12 @@ class Row(NamedTuple):
 
 
 def label(record: Results) -> str:
-    """A side as its record names it: its JAX and Python."""
-    return f"jax {record.versions.get('jax', '?')} (Python {record.versions.get('python', '?')})"
+    """A side as its record names it: its JAX and Python, and the XLA flags
+    it ran with where they can change its bits (a side that is the same
+    environment with an XLA flag set)."""
+    flags = numerics_flags(record.fingerprint.get("xla_flags", ""), record.fingerprint.get("platform", ""))
+    python = f"Python {record.versions.get('python', '?')}" + (f"; XLA_FLAGS={flags}" if flags else "")
+    return f"jax {record.versions.get('jax', '?')} ({python})"
 
 
 def _same_bits(a: Results, b: Results) -> bool:

@@ -110,8 +110,13 @@ def _end_killed(uri: str, parent: str) -> None:
 
 def side_label(python: str) -> str:
     """The JAX and Python of `python`'s environment ("jax 0.11.2 (Python
-    3.12.1)"), or a DriftError saying why it cannot run or import JAX."""
-    probe = "import sys, jax; print(f'jax {jax.__version__} (Python {sys.version.split()[0]})')"
+    3.12.1)"), and the XLA flags it sets, if any (`python` may be a script
+    that sets XLA_FLAGS and starts a Python: a side that differs from the
+    other by a flag); or a DriftError saying why it cannot run or import JAX."""
+    probe = (
+        "import os, sys, jax; flags = os.environ.get('XLA_FLAGS', '');"
+        " print(f'jax {jax.__version__} (Python {sys.version.split()[0]}' + (f'; XLA_FLAGS={flags}' if flags else '') + ')')"
+    )
     try:
         done = subprocess.run([python, "-c", probe], capture_output=True, text=True, check=False)
     except OSError as error:

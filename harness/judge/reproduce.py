@@ -276,6 +276,10 @@ def _word(passed: bool) -> str:
     return "pass" if passed else "fail"
 
 
+def _metric_word(verdict: Verdict, metric: MetricVerdict) -> str:
+    return "not judged" if verdict.not_judged else _word(metric.passed)
+
+
 def to_dict(verdict: Verdict) -> dict[str, Any]:
     return {
         "verdict": verdict.outcome,
@@ -293,7 +297,7 @@ def to_dict(verdict: Verdict) -> dict[str, Any]:
         "reproduction": {"seeds": verdict.reproduction_seeds},
         "metrics": {
             m.name: {
-                "verdict": _word(m.passed),
+                "verdict": _metric_word(verdict, m),
                 "gates": m.gates,
                 "detail": m.detail,
                 "reference": m.reference.as_dict(),
@@ -334,7 +338,7 @@ def to_markdown(verdict: Verdict) -> str:
         new = f"{m.reproduction} (n={m.reproduction.n})" if m.reproduction else "-"
         lines.append(
             f"| {m.name} | {'yes' if m.gates else 'no'} | {m.reference} (n={m.reference.n}) | {new} "
-            f"| {'not judged' if verdict.not_judged else _word(m.passed)} | {m.detail} |"
+            f"| {_metric_word(verdict, m)} | {m.detail} |"
         )
     lines += ["", f"Speed: {verdict.speed.describe()}.", ""]
     return "\n".join(lines)
@@ -383,7 +387,7 @@ def verdict_tags(verdict: Verdict) -> dict[str, str]:
     return {
         "verdict": verdict.outcome,
         "verdict.mode": verdict.mode,
-        **{f"verdict.{m.name}": "not judged" if verdict.not_judged else _word(m.passed) for m in verdict.metrics},
+        **{f"verdict.{m.name}": _metric_word(verdict, m) for m in verdict.metrics},
         "verdict.speed_ratio": f"{verdict.speed.ratio:.3f}",
     }
 

@@ -22,7 +22,8 @@ def drift_page(reports: list[tuple[Path, dict]]) -> str:
     out.append(
         "What moving the harness's packages to another JAX line changes, spec by spec, on one machine: each "
         "report is `harness drift` (see [Devices](../guides/devices.md#what-an-upgrade-changes-harness-drift)) "
-        "run with the two lines' environments. *bits*: whether the two sides' curves are identical; "
+        "run with the two lines' environments, or with one of them and the same environment with an XLA flag set "
+        "(the side's label names the flag). *bits*: whether the two sides' curves are identical; "
         "*verdict*: the newer side's run judged against the older's as `harness reproduce` judges (statistical "
         "where the versions differ); *claims*: the spec's claims judged on the newer side's run (a report cut "
         "short drops them); the ratios are the newer side's median over the older's, with the "

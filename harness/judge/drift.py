@@ -45,8 +45,12 @@ def label(record: Results) -> str:
     it ran with where they can change its bits (a side that is the same
     environment with an XLA flag set)."""
     flags = numerics_flags(record.fingerprint.get("xla_flags", ""), record.fingerprint.get("platform", ""))
-    python = f"Python {record.versions.get('python', '?')}" + (f"; XLA_FLAGS={flags}" if flags else "")
-    return f"jax {record.versions.get('jax', '?')} ({python})"
+    return side_name(record.versions.get("jax", "?"), record.versions.get("python", "?"), flags)
+
+
+def side_name(jax: str, python: str, xla_flags: str) -> str:
+    """`jax 0.11.2 (Python 3.12.1)`, with `; XLA_FLAGS=...` where flags are set."""
+    return f"jax {jax} (Python {python}" + (f"; XLA_FLAGS={xla_flags}" if xla_flags else "") + ")"
 
 
 def _same_bits(a: Results, b: Results) -> bool:

@@ -23,10 +23,16 @@ def device_label(fingerprint: dict[str, str]) -> str:
     count = fingerprint.get("device_count", "?")
     kind = fingerprint.get("device_kind", "?")
     if fingerprint.get("platform") == "cpu":
-        model = fingerprint.get("cpu_model") or fingerprint.get("cpu", "?")
-        level = simd_level(fingerprint.get("cpu_isa", ""))
-        kind = f"cpu ({model})" if level == "?" else f"cpu ({model}, {level})"
+        kind = f"cpu ({cpu_name(fingerprint)})"
     return f"{count}x {kind} on {fingerprint.get('host', '?')}"
+
+
+def cpu_name(fingerprint: dict[str, str]) -> str:
+    """`AMD EPYC, avx2`: a CPU's model and widest vector extension, the model
+    alone where the instruction set is not recorded."""
+    model = fingerprint.get("cpu_model") or fingerprint.get("cpu", "?")
+    level = simd_level(fingerprint.get("cpu_isa", ""))
+    return model if level == "?" else f"{model}, {level}"
 
 
 def same_machine(reference: dict[str, str], reproduction: dict[str, str]) -> str:

@@ -114,8 +114,8 @@ def side_label(python: str) -> str:
     that sets XLA_FLAGS and starts a Python: a side that differs from the
     other by a flag); or a DriftError saying why it cannot run or import JAX."""
     probe = (
-        "import os, sys, jax; flags = os.environ.get('XLA_FLAGS', '');"
-        " print(f'jax {jax.__version__} (Python {sys.version.split()[0]}' + (f'; XLA_FLAGS={flags}' if flags else '') + ')')"
+        "import json, os, sys, jax;"
+        " print(json.dumps([jax.__version__, sys.version.split()[0], os.environ.get('XLA_FLAGS', '')]))"
     )
     try:
         done = subprocess.run([python, "-c", probe], capture_output=True, text=True, check=False)
@@ -123,7 +123,7 @@ def side_label(python: str) -> str:
         raise DriftError(f"--older/--newer {python}: cannot start it ({error.strerror})") from None
     if done.returncode != 0:
         raise DriftError(f"--older/--newer {python}: it cannot import jax: {done.stderr.strip().splitlines()[-1]}")
-    return done.stdout.strip()
+    return drift.side_name(*json.loads(done.stdout.strip().splitlines()[-1]))
 
 
 def row_names(paths: list[Path]) -> list[str]:

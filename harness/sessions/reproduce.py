@@ -97,8 +97,9 @@ def run_and_judge(reference: Reference, options: RunOptions, seeds: list[int] | 
     out_console.print(f"rule ({verdict.mode}): {reproduce.RULES[verdict.mode]}", soft_wrap=True)
     out_console.print(f"speed: {verdict.speed.describe()}", soft_wrap=True)
     reproduce.log_verdict(logged.client, logged.parent_id, verdict)
-    word = "[bold green]PASS[/]" if verdict.passed else "[bold red]FAIL[/]"
-    word = "[bold yellow]NOT JUDGED[/]" if verdict.not_judged else word
+    word = {"pass": "[bold green]PASS[/]", "fail": "[bold red]FAIL[/]", "not judged": "[bold yellow]NOT JUDGED[/]"}[
+        verdict.outcome
+    ]
     out_console.print(f"verdict: {word}, logged to run {logged.parent_id} (tags verdict.*, verdict.json, verdict.md)")
     return Reproduced(logged, verdict)
 

@@ -75,10 +75,8 @@ def verdict(reference: Reference, name: str) -> str:
 
 def device_label(reference: Reference) -> str:
     fingerprint = reference.record.fingerprint
-    model = fingerprint.get("cpu_model")
-    if fingerprint.get("platform") == "cpu" and model:
-        level = machines.simd_level(fingerprint.get("cpu_isa", ""))
-        return f"{reference.device_class} ({model})" if level == "?" else f"{reference.device_class} ({model}, {level})"
+    if fingerprint.get("platform") == "cpu" and fingerprint.get("cpu_model"):
+        return f"{reference.device_class} ({machines.cpu_name(fingerprint)})"
     return reference.device_class
 
 

@@ -184,16 +184,16 @@ def test_the_newer_sides_claims_are_judged_in_the_report(tiny_record):
 def test_a_side_that_sets_an_xla_flag_is_named_by_it(tiny_record, tmp_path):
     """A side may be a script that sets XLA_FLAGS and starts a Python: the
     report names the flag, so two sides of one environment are told apart."""
+    import platform
+
+    import jax
+
     from harness.sessions.drift import side_label
 
     flag = "--xla_backend_extra_options=-vectorize-loops=false"
     wrapper = tmp_path / "python-flagged"
     wrapper.write_text(f'#!/bin/sh\nXLA_FLAGS={flag} exec {sys.executable} "$@"\n')
     wrapper.chmod(0o755)
-    import platform
-
-    import jax
-
     plain = f"jax {jax.__version__} (Python {platform.python_version()}"
     assert side_label(str(wrapper)) == f"{plain}; XLA_FLAGS={flag})"
     flagged = tiny_record.model_copy(deep=True)

@@ -14,7 +14,9 @@ PAGE = "docs/results/jax-versions.md"
 
 
 def load_reports() -> list[tuple[Path, dict]]:
-    return [(p, json.loads(p.read_text())) for p in sorted((ROOT / "results" / "drift").glob("*.json"))]
+    """The committed reports, those over the most specs first."""
+    reports = [(p, json.loads(p.read_text())) for p in sorted((ROOT / "results" / "drift").glob("*.json"))]
+    return sorted(reports, key=lambda report: -len(report[1]["specs"]))
 
 
 def drift_page(reports: list[tuple[Path, dict]]) -> str:
@@ -35,7 +37,9 @@ def drift_page(reports: list[tuple[Path, dict]]) -> str:
         out.append("No report is committed yet.\n")
     for path, document in reports:
         machine = document["settings"].get("machine")
-        out.append(f"## {document['newer']} against {document['older']}\n\n")
+        count = len(document["specs"])
+        title = f"{document['newer']} against {document['older']}: {count} spec{'s' * (count != 1)}"
+        out.append(f"## {title}, {document['settings']['budget']}\n\n")
         out.append(f"From `{path.relative_to(ROOT)}`" + (f", on {machine}" if machine else "") + ".\n\n")
         out.append(drift.to_markdown(document) + "\n")
     return "".join(out)

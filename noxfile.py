@@ -2,7 +2,8 @@
 `nox -s publish`, `nox -s unseen`.
 
 Every session installs the project with `constraints.txt`, the exact package
-versions the references in `results/` were made with, so that a fresh
+versions the CPU references in `results/` were made with (or, with `-- --jax
+0.11`, `constraints-jax0.11.txt`, the GPU references'), so that a fresh
 machine runs what the project was tested with; the sessions that run JAX
 add the build that fits the machine (harness/jax_build.py): the CUDA plugin
 where an NVIDIA driver is found, the TPU runtime on a TPU VM, or the one

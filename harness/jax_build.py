@@ -41,7 +41,7 @@ LINES: dict[str, JaxLine] = {
     "0.10": JaxLine("constraints.txt", (3, 11)),
     "0.11": JaxLine("constraints-jax0.11.txt", (3, 12)),
 }
-DEFAULT_LINE = "0.10"  # constraints.txt: the line the references in results/ were made with
+DEFAULT_LINE = "0.10"  # constraints.txt: the line the CPU references in results/ were made with
 # Newer lines, and what keeps each out.
 NOT_YET = {"0.12": "gymnax 1.0.1, its newest release, requires jax<0.12"}
 
@@ -63,6 +63,23 @@ def line_constraints(line: str | None, python: tuple[int, int]) -> str:
             f"{python[0]}.{python[1]}: run nox with a newer one, e.g. python{need} -m nox -s tests -- --jax {chosen}"
         )
     return LINES[chosen].constraints
+
+
+def line_hint(reference: str | None, here: str | None) -> str:
+    """Where a reference's jax version is on another JAX line than this
+    environment's: how to install the reference's line (to be judged bit
+    for bit), as words to follow the versions; else ''."""
+    if not reference or not here:
+        return ""
+    line = ".".join(reference.split(".")[:2])
+    if line == ".".join(here.split(".")[:2]) or line not in LINES:
+        return ""
+    entry = LINES[line]
+    need = ".".join(map(str, entry.oldest_python))
+    return (
+        f" (the reference is on the jax {line} line: install {entry.constraints}, on Python {need} or newer,"
+        f" or pass `-- --jax {line}` to nox, to be judged bit for bit)"
+    )
 
 
 # The oldest NVIDIA driver CUDA 12 runs on (CUDA's minor-version compatibility).

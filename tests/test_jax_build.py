@@ -73,6 +73,18 @@ def test_a_jax_line_names_its_constraints_or_why_it_cannot_be_used():
         jax_build.line_constraints("0.4", (3, 12))
 
 
+def test_a_reference_on_another_jax_line_says_how_to_install_that_line():
+    """A GPU reference made on jax 0.11.2, reproduced on the README's 0.10
+    line: the reason it is not judged bit for bit names the line to install."""
+    hint = jax_build.line_hint("0.11.2", "0.10.2")
+    assert "jax 0.11 line: install constraints-jax0.11.txt, on Python 3.12 or newer" in hint
+    assert "`-- --jax 0.11`" in hint
+    assert "constraints.txt" in jax_build.line_hint("0.10.2", "0.11.2")
+    # The same line, an unknown line or a version not recorded: nothing to add.
+    assert jax_build.line_hint("0.10.2", "0.10.3") == jax_build.line_hint("0.4.30", "0.10.2") == ""
+    assert jax_build.line_hint(None, "0.10.2") == ""
+
+
 def test_a_system_install_keeps_the_machine_s_jax():
     kept = jax_build.without_jax("jax==0.10.2\njax-tqdm==0.4.0\njaxlib==0.10.2\nlibtpu==0.0.42.1\noptax==0.2.6\n")
     assert kept.split() == ["jax-tqdm==0.4.0", "optax==0.2.6"]

@@ -67,6 +67,13 @@ def test_another_machine_or_version_is_judged_statistically(tiny_record, where, 
     assert [m.name for m in verdict.metrics if m.gates] == ["episode_return"]
 
 
+def test_a_reference_on_another_jax_line_names_the_line_to_install(tiny_record):
+    reference, record = tiny_record.model_copy(deep=True), tiny_record.model_copy(deep=True)
+    reference.versions["jax"], record.versions["jax"] = "0.11.2", "0.10.2"
+    reasons = reproduce.judge(reference, record, "reference.json").not_exact_because
+    assert "jax 0.11.2 in the reference, 0.10.2 here (the reference is on the jax 0.11 line: install " in reasons[0]
+
+
 def test_the_host_name_does_not_matter(tiny_record):
     reference = tiny_record.model_copy(deep=True)
     reference.fingerprint["host"] = "another-box"

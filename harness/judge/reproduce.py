@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 from typing import Any, NamedTuple
 
+from harness import jax_build
 from harness.judge import differences, stats
 from harness.judge.machines import device_label, same_machine
 from harness.judge.xla_flags import exact_problem, numerics_flags, without_host_device_count
@@ -172,7 +173,8 @@ def not_exact_because(reference: Results, record: Results) -> list[str]:
         if ref is None and package in ADDED_LATER:
             continue
         if ref != new:
-            reasons.append(f"{package} {ref} in the reference, {new} here")
+            hint = jax_build.line_hint(ref, new) if package == "jax" else ""
+            reasons.append(f"{package} {ref} in the reference, {new} here{hint}")
     if reference.seeds != record.seeds:
         reasons.append(f"seeds {_seeds(reference.seeds)} in the reference, {_seeds(record.seeds)} here")
     return reasons

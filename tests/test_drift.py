@@ -6,12 +6,15 @@ ratios near 1; the comparison's other answers are checked on records."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 from mlflow.tracking import MlflowClient
-from support import TINY_SPEC, background_result, device_env, run_cli, write_spec
+from support import TINY_SPEC, background_result, device_env, run_cli, start_harness, write_spec
 
 from harness.judge import compare, drift
 from harness.record import schema, tracking
@@ -124,6 +127,51 @@ def test_a_killed_side_leaves_no_run_running(tmp_path):
     session._end_killed(uri, parent)
     status = {run_id: client.get_run(run_id).info.status for run_id in [parent, done, killed, *seeds]}
     assert status == {parent: "RUNNING", done: "FINISHED", killed: "KILLED", seeds[0]: "KILLED", seeds[1]: "KILLED"}
+
+
+def test_stopping_the_drift_stops_the_run_it_waits_on(tmp_path):
+    """SIGINT to the drift process alone (a script's or a scheduler's, not a
+    terminal's, which reaches the whole group): the side's run it waits on
+    is stopped too, no process is left behind and no MLflow run RUNNING."""
+    spec = write_spec(tmp_path, {**TINY_SPEC, "budget": {"env_steps": 100_000 * 16 * 32}}, "long.yaml")
+    pids = tmp_path / "pids"
+    side = tmp_path / "python-side"  # this Python, saying its process id
+    side.write_text(f'#!/bin/sh\necho $$ >> {pids}\nexec {sys.executable} "$@"\n')
+    side.chmod(0o755)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    argv = ["drift", str(spec), "--older", str(side), "--newer", str(side), "--rounds", "1"]
+    proc = start_harness(*argv, "--out", str(tmp_path / "drift.json"), "--tracking-uri", uri, env=device_env(None))
+    client = MlflowClient(tracking_uri=uri)
+    try:
+        deadline = time.monotonic() + 120
+        while len(_drift_runs(client)) < 2:  # the drift's own and its first side run's
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[0][-3000:]
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        output = proc.communicate(timeout=120)[0]
+        assert proc.returncode == 130 and "Traceback" not in output, output[-3000:]
+        left = [pid for pid in map(int, pids.read_text().split()) if _alive(pid)]
+        assert not left, f"side processes still running: {left}"
+    finally:
+        for pid in map(int, pids.read_text().split()) if pids.exists() else []:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+    runs = _drift_runs(client)
+    assert {run.info.run_name == "drift" for run in runs} == {True, False}
+    assert {run.info.status for run in runs} == {"KILLED"}
+
+
+def _drift_runs(client: MlflowClient) -> list:
+    experiment = client.get_experiment_by_name("drift")
+    return client.search_runs([experiment.experiment_id]) if experiment else []
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def test_report_rows_are_named_by_stem_unless_two_folders_share_one():

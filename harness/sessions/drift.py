@@ -68,31 +68,45 @@ def _run(python: str, spec_path: Path, out: Path, options: DriftOptions, parent:
     """One `harness run` of the spec in `python`'s environment, under the
     MLflow run `parent`: its record, or None when it did not finish within
     `options.max_seconds` (it is then interrupted as Ctrl-C would, so its
-    MLflow run ends KILLED)."""
+    MLflow run ends KILLED). The run has a session of its own, so that a
+    signal reaches it once, from here: when the drift is stopped (Ctrl-C,
+    or a signal to this process alone), so is the run it waits on."""
     max_seconds = options.max_seconds
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     argv = [python, "-m", "harness", "run", str(spec_path), "--results-out", str(out), "--no-progress"]
     argv += ["--deterministic", "--no-compile-cache", "--no-system-metrics", "--tracking-uri", options.uri]
     argv += ["--parent-run", parent]
     try:
-        process = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        process = subprocess.Popen(
+            argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+        )
     except OSError as error:
         raise DriftError(f"cannot start {python}: {error}") from None
     try:
         output, _ = process.communicate(timeout=max_seconds)
     except subprocess.TimeoutExpired:
-        process.send_signal(signal.SIGINT)
-        try:
-            process.communicate(timeout=STOP_SECONDS)
-        except subprocess.TimeoutExpired:  # e.g. inside a compile, where Python's handler cannot run
-            process.kill()
-            process.communicate()
-            _end_killed(options.uri, parent)
+        _stop(process, signal.SIGINT, options.uri, parent)
         return None
+    except KeyboardInterrupt as stopped:  # harness.run.interrupts.Interrupted names SIGINT or SIGTERM
+        _stop(process, getattr(stopped, "signum", signal.SIGINT), options.uri, parent)
+        raise
     if process.returncode != 0:
         tail = "\n".join(output.strip().splitlines()[-12:])
         raise DriftError(f"{python}: harness run {spec_path.name} exited with {process.returncode}:\n{tail}")
     return schema.parse(out.read_text(), str(out))
+
+
+def _stop(process: subprocess.Popen, signum: int, uri: str, parent: str) -> None:
+    """Stop a side's run with `signum` as a user's signal would; one that
+    does not end within STOP_SECONDS (inside a compile, where Python's
+    handler cannot run) is killed and its MLflow runs end KILLED."""
+    process.send_signal(signum)
+    try:
+        process.communicate(timeout=STOP_SECONDS)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.communicate()
+        _end_killed(uri, parent)
 
 
 def _end_killed(uri: str, parent: str) -> None:

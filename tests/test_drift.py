@@ -174,14 +174,16 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def test_report_rows_are_named_by_stem_unless_two_folders_share_one():
+def test_report_rows_are_named_by_stem_unless_two_folders_share_one_or_it_is_the_bench_s():
     from pathlib import Path
 
     from harness.sessions.drift import row_names
 
     paths = [Path("experiments/ppo_cartpole.yaml"), Path("experiments/ppo_pendulum.yaml")]
-    paths.append(Path("benchmarks/specs/ppo_cartpole.yaml"))
-    assert row_names(paths) == ["experiments/ppo_cartpole", "ppo_pendulum", "benchmarks/specs/ppo_cartpole"]
+    paths += [Path("benchmarks/specs/ppo_cartpole.yaml"), Path("benchmarks/specs/reinforce_cartpole.yaml")]
+    expected = ["experiments/ppo_cartpole", "ppo_pendulum", "benchmarks/specs/ppo_cartpole"]
+    assert row_names(paths) == [*expected, "benchmarks/specs/reinforce_cartpole"]
+    assert row_names([Path("benchmarks/specs/ppo_pendulum.yaml")]) == ["benchmarks/specs/ppo_pendulum"]
 
 
 def test_a_cut_report_judges_bits_only(tiny_record):

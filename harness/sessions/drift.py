@@ -33,6 +33,7 @@ from harness.judge import drift, machines
 from harness.record import runs, schema, store, tracking
 
 ROOT = Path(__file__).resolve().parent.parent.parent
+BENCH_FOLDER = ("benchmarks", "specs")  # where the bench's spec entries are
 STOP_SECONDS = 60  # after SIGINT, for a stopped run to end as it does on Ctrl-C
 
 
@@ -143,9 +144,14 @@ def side_label(python: str) -> str:
 def row_names(paths: list[Path]) -> list[str]:
     """Each spec's name in the report: its file's stem, or its path as
     given without the suffix where two folders hold that stem (a published
-    spec and the bench's entry of the same name)."""
+    spec and the bench's entry of the same name) and for the bench's entries
+    (`benchmarks/specs/ppo_cartpole`: not the published spec of that name)."""
     stems = [path.stem for path in paths]
-    return [p.with_suffix("").as_posix() if stems.count(p.stem) > 1 else p.stem for p in paths]
+    folders = [path.resolve().parent.parts[-2:] for path in paths]
+    return [
+        p.with_suffix("").as_posix() if stems.count(p.stem) > 1 or folder == BENCH_FOLDER else p.stem
+        for p, folder in zip(paths, folders, strict=True)
+    ]
 
 
 def _spec_rows(options: DriftOptions, path: Path, name: str, number: int, folder: Path, parent: str):

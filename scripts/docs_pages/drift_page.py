@@ -39,7 +39,7 @@ def drift_page(reports: list[tuple[Path, dict]]) -> str:
         machine = document["settings"].get("machine")
         count = len(document["specs"])
         title = f"{document['newer']} against {document['older']}: {count} spec{'s' * (count != 1)}"
-        out.append(f"## {title}, {document['settings']['budget']}\n\n")
-        out.append(f"From `{path.relative_to(ROOT)}`" + (f", on {machine}" if machine else "") + ".\n\n")
+        out.append(f"## {title}, {document['settings']['budget']}" + (f", on {machine}" if machine else "") + "\n\n")
+        out.append(f"From `{path.relative_to(ROOT)}`.\n\n")
         out.append(drift.to_markdown(document) + "\n")
     return "".join(out)

@@ -100,14 +100,16 @@ def _run(python: str, spec_path: Path, out: Path, options: DriftOptions, parent:
 def _stop(process: subprocess.Popen, signum: int, uri: str, parent: str) -> None:
     """Stop a side's run with `signum` as a user's signal would; one that
     does not end within STOP_SECONDS (inside a compile, where Python's
-    handler cannot run) is killed and its MLflow runs end KILLED."""
+    handler cannot run) is killed. Its MLflow runs still RUNNING then end
+    KILLED: those of a killed run, and one the signal caught while it was
+    being created, before the run could know it had to end it."""
     process.send_signal(signum)
     try:
         process.communicate(timeout=STOP_SECONDS)
     except subprocess.TimeoutExpired:
         process.kill()
         process.communicate()
-        _end_killed(uri, parent)
+    _end_killed(uri, parent)
 
 
 def _end_killed(uri: str, parent: str) -> None:

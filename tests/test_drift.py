@@ -17,7 +17,7 @@ from mlflow.tracking import MlflowClient
 from support import TINY_SPEC, background_result, device_env, run_cli, start_harness, write_spec
 
 from harness.judge import compare, drift
-from harness.record import schema, tracking
+from harness.record import schema, store, tracking
 
 
 def run_drift(tmp_path_factory) -> tuple[subprocess.CompletedProcess, object]:
@@ -141,7 +141,7 @@ def test_stopping_the_drift_stops_the_run_it_waits_on(tmp_path):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     argv = ["drift", str(spec), "--older", str(side), "--newer", str(side), "--rounds", "1"]
     proc = start_harness(*argv, "--out", str(tmp_path / "drift.json"), "--tracking-uri", uri, env=device_env(None))
-    client = MlflowClient(tracking_uri=uri)
+    client = store.open_client(uri)  # under the harness's lock: the drift is making the same store
     try:
         deadline = time.monotonic() + 120
         while len(_drift_runs(client)) < 2:  # the drift's own and its first side run's

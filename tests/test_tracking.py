@@ -195,3 +195,30 @@ def test_the_record_package_imports_no_jax():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_a_store_another_client_is_making_at_the_same_moment_is_opened(tmp_path):
+    """`mlflow ui` or a user's own client creating a fresh SQLite store does
+    not take the harness's lock; the harness's open, meeting the half-made
+    schema, waits for it instead of refusing the store."""
+    import time
+
+    from harness.record import store
+
+    start = time.time() + 6  # the outside clients have imported MLflow by then
+    uris = [f"sqlite:///{tmp_path / f'store{i}.db'}" for i in range(3)]
+    code = "import sys, time\nfrom mlflow.tracking import MlflowClient\n"
+    code += "while time.time() < float(sys.argv[2]): pass\nMlflowClient(sys.argv[1]).search_experiments()\n"
+    outside = [
+        subprocess.Popen([sys.executable, "-c", code, uri, str(start + i)], stderr=subprocess.DEVNULL)
+        for i, uri in enumerate(uris)
+    ]
+    try:
+        for i, uri in enumerate(uris):  # each open a little later into the other's creation
+            while time.time() < start + i + 0.02 * i:
+                pass
+            client = store.open_client(uri)
+            assert client.create_experiment("opened") and client.get_experiment_by_name("opened")
+    finally:
+        for process in outside:
+            process.wait(timeout=120)

@@ -8,7 +8,11 @@
   MLflow's schema migrations and one fails ("duplicate column name"); and two
   creating the same experiment race. An inter-process lock (`fcntl`, on a
   file beside the database) serialises the first open and the experiment
-  lookup-or-create.
+  lookup-or-create. A creator outside the harness (`mlflow ui`, a user's
+  own client) does not take that lock; MLflow's migrations are not safe
+  against it and fail in many ways ("table ... already exists", "no such
+  constraint", ...). An open that fails while the schema is changing under
+  it is tried again once it has settled (`CREATING_PATIENCE`).
 - `configure_http`: MLflow's client retries a dead server for about four
   minutes per call by default; the harness asks for a few seconds, so an
   unreachable `--tracking-uri` is reported at once and a server that goes
@@ -23,6 +27,7 @@ import contextlib
 import fcntl
 import os
 import random
+import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -31,6 +36,8 @@ from typing import TypeVar
 T = TypeVar("T")
 
 LOCKED_PATIENCE = 300.0  # seconds a call keeps retrying "database is locked"
+CREATING_PATIENCE = 60.0  # seconds an open waits for another process's store creation
+SETTLE_SECONDS = 0.5  # how long a failed open watches for a creation still going on
 _LOCKED = ("database is locked", "database table is locked", "database schema is locked")
 
 
@@ -86,14 +93,46 @@ def configure_http() -> None:
 
 
 def open_client(uri: str):
-    """An MlflowClient whose store is created (or migrated) under the lock."""
+    """An MlflowClient whose store is created (or migrated) under the lock,
+    waiting out a creation by a process that does not take it."""
+    configure_http()
+    path = sqlite_path(uri)
+    deadline = time.monotonic() + CREATING_PATIENCE
+    with store_lock(uri):
+        while True:
+            before = schema_mark(path)
+            try:
+                return _first_open(uri)
+            except Exception:  # noqa: BLE001  (MLflow's migrations fail in many ways)
+                if path is None or time.monotonic() > deadline:
+                    raise
+                time.sleep(SETTLE_SECONDS)
+                if schema_mark(path) == before:  # nobody else is at work on it: a real error
+                    raise
+
+
+def _first_open(uri: str):
     from mlflow.tracking import MlflowClient
 
-    configure_http()
-    with store_lock(uri):
-        client = MlflowClient(tracking_uri=uri)
-        retry_locked(client.search_experiments, max_results=1)
+    client = MlflowClient(tracking_uri=uri)
+    retry_locked(client.search_experiments, max_results=1)
     return client
+
+
+def schema_mark(path: Path | None) -> tuple | None:
+    """The SQLite database's schema as it is now (its tables' and indexes'
+    definitions and its alembic revision), to see whether it is changing;
+    None where there is no readable database."""
+    if path is None or not path.is_file():
+        return None
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)) as db:
+            schema = tuple(db.execute("SELECT type, name, sql FROM sqlite_master ORDER BY type, name"))
+            if not any(name == "alembic_version" for _, name, _ in schema):
+                return schema, None
+            return schema, tuple(db.execute("SELECT version_num FROM alembic_version"))
+    except sqlite3.Error:
+        return None
 
 
 # MLflow 3's UI lands on an experiment's GenAI overview unless the experiment

@@ -23,6 +23,7 @@ from mlflow.tracking import MlflowClient
 from support import TINY_SPEC, new_store, run_cli, write_spec
 
 from harness import cli
+from harness.record import tracking
 from harness.run import runner, scaling
 from harness.sessions.training import TrainingSession
 
@@ -80,6 +81,26 @@ def test_a_signal_while_compiling_stops_before_training(tmp_path, monkeypatch):
     code, err, uri = _run(tmp_path)
     assert code == 130, err
     assert "interrupted (SIGINT) before its work finished" in err
+    assert _statuses(uri, "tiny_reinforce") == {"KILLED"}
+
+
+def test_a_signal_while_the_runs_are_created_ends_every_one(tmp_path, monkeypatch):
+    """The store has made a seed's run but the harness has not yet kept its
+    id: the creation finishes first, then the command stops with each run
+    KILLED, none left RUNNING."""
+    made = []
+    real = tracking.Tracking._create
+
+    def signal_after_the_first_seed_run(self, name, tags):
+        made.append(real(self, name, tags))
+        if len(made) == 2:  # the parent's, then seed 0's
+            signal.raise_signal(signal.SIGINT)
+        return made[-1]
+
+    monkeypatch.setattr(tracking.Tracking, "_create", signal_after_the_first_seed_run)
+    code, err, uri = _run(tmp_path)
+    assert code == 130, err
+    assert len(made) == 1 + len(TINY_SPEC["seeds"])
     assert _statuses(uri, "tiny_reinforce") == {"KILLED"}
 
 

@@ -3,7 +3,9 @@ SIGTERM), never swallowed and never leaving a record half-written.
 
 A command (`stop_signals`) goes through three kinds of moment:
 - start-up, planning and compiling: a signal raises `Interrupted` at once
-  (the runs it had started end KILLED);
+  (the runs it had started end KILLED), except while its runs are being
+  created: that step ends first, so that every run is known and ended
+  (`held`);
 - training: the chunk loop notes it and acts on it between chunks, or
   within seconds when chunks are long (harness.run.chunk_loop), with a
   final checkpoint (`interrupt_between_chunks`);
@@ -127,6 +129,24 @@ def before_training() -> None:
     """The start of a program's training (compiling first): a signal noted
     while the previous program's records were written stops here."""
     _command.phase = "starting"
+    if _command.noted:
+        raise Interrupted(_command.noted)
+
+
+@contextlib.contextmanager
+def held() -> Iterator[None]:
+    """A short step of start-up that must not be cut (a command's MLflow
+    runs being created, each to be ended with it): a signal during it is
+    noted and stops the command as the step ends; a second one stops it at
+    once."""
+    if _command.phase != "starting":
+        yield
+        return
+    _command.phase = "writing"
+    try:
+        yield
+    finally:
+        _command.phase = "starting"
     if _command.noted:
         raise Interrupted(_command.noted)
 

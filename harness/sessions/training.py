@@ -33,7 +33,7 @@ from harness.plan import Plan
 from harness.record import iterations, journal, rundir, tracking, windows
 from harness.record.schema import Results, WallTime
 from harness.record.system_metrics import SystemMetrics
-from harness.run import checkpoint, cluster, compile_cache, provenance, runner
+from harness.run import checkpoint, cluster, compile_cache, interrupts, provenance, runner
 from harness.run.progress import ProgressBar
 from harness.sessions import results
 from harness.sessions.options import RunOptions, system_metrics
@@ -162,14 +162,15 @@ class TrainingSession:
         status = "FAILED"
         try:
             with self.tracker:
-                if self.directory is None:
-                    self.directory = self.start_runs()
-                else:
-                    info = self.directory.info
-                    children = {int(k): v for k, v in info["child_run_ids"].items()}
-                    points = info.get("point_run_ids", ())
-                    self.tracker.reopen(info["parent_run_id"], children, {"resumed": "true"}, points)
-                    self.directory.update(status="RUNNING")
+                with interrupts.held():  # a run the store made but the tracker missed would stay RUNNING
+                    if self.directory is None:
+                        self.directory = self.start_runs()
+                    else:
+                        info = self.directory.info
+                        children = {int(k): v for k, v in info["child_run_ids"].items()}
+                        points = info.get("point_run_ids", ())
+                        self.tracker.reopen(info["parent_run_id"], children, {"resumed": "true"}, points)
+                        self.directory.update(status="RUNNING")
                 self.journal = journal.Journal(self.directory.path)
                 self.tracker.attach(self.journal)
                 yield self

@@ -208,15 +208,14 @@ def test_a_store_another_client_is_making_at_the_same_moment_is_opened(tmp_path)
     start = time.time() + 6  # the outside clients have imported MLflow by then
     uris = [f"sqlite:///{tmp_path / f'store{i}.db'}" for i in range(3)]
     code = "import sys, time\nfrom mlflow.tracking import MlflowClient\n"
-    code += "while time.time() < float(sys.argv[2]): pass\nMlflowClient(sys.argv[1]).search_experiments()\n"
+    code += "time.sleep(max(0, float(sys.argv[2]) - time.time()))\nMlflowClient(sys.argv[1]).search_experiments()\n"
     outside = [
         subprocess.Popen([sys.executable, "-c", code, uri, str(start + i)], stderr=subprocess.DEVNULL)
         for i, uri in enumerate(uris)
     ]
     try:
         for i, uri in enumerate(uris):  # each open a little later into the other's creation
-            while time.time() < start + i + 0.02 * i:
-                pass
+            time.sleep(max(0, start + i + 0.02 * i - time.time()))
             client = store.open_client(uri)
             assert client.create_experiment("opened") and client.get_experiment_by_name("opened")
     finally:

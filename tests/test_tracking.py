@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +16,7 @@ from support import new_store, write_spec
 
 from harness import cli
 from harness import spec as S
-from harness.record import iterations, tracking
+from harness.record import iterations, store, tracking
 from harness.run import provenance
 from harness.run.runner import ChunkMetrics
 
@@ -201,10 +202,6 @@ def test_a_store_another_client_is_making_at_the_same_moment_is_opened(tmp_path)
     """`mlflow ui` or a user's own client creating a fresh SQLite store does
     not take the harness's lock; the harness's open, meeting the half-made
     schema, waits for it instead of refusing the store."""
-    import time
-
-    from harness.record import store
-
     start = time.time() + 6  # the outside clients have imported MLflow by then
     uris = [f"sqlite:///{tmp_path / f'store{i}.db'}" for i in range(3)]
     code = "import sys, time\nfrom mlflow.tracking import MlflowClient\n"

@@ -100,14 +100,14 @@ def open_client(uri: str):
     deadline = time.monotonic() + CREATING_PATIENCE
     with store_lock(uri):
         while True:
-            before = schema_mark(path)
+            before = _schema_mark(path)
             try:
                 return _first_open(uri)
             except Exception:  # noqa: BLE001  (MLflow's migrations fail in many ways)
                 if path is None or time.monotonic() > deadline:
                     raise
                 time.sleep(SETTLE_SECONDS)
-                if schema_mark(path) == before:  # nobody else is at work on it: a real error
+                if _schema_mark(path) == before:  # nobody else is at work on it: a real error
                     raise
 
 
@@ -119,7 +119,7 @@ def _first_open(uri: str):
     return client
 
 
-def schema_mark(path: Path | None) -> tuple | None:
+def _schema_mark(path: Path | None) -> tuple | None:
     """The SQLite database's schema as it is now (its tables' and indexes'
     definitions and its alembic revision), to see whether it is changing;
     None where there is no readable database."""

@@ -101,8 +101,7 @@ def _stop(process: subprocess.Popen, signum: int, uri: str, parent: str) -> None
     """Stop a side's run with `signum` as a user's signal would; one that
     does not end within STOP_SECONDS (inside a compile, where Python's
     handler cannot run) is killed. Its MLflow runs still RUNNING then end
-    KILLED: those of a killed run, and one the signal caught while it was
-    being created, before the run could know it had to end it."""
+    KILLED (a killed run's; a run that stopped itself left none)."""
     process.send_signal(signum)
     try:
         process.communicate(timeout=STOP_SECONDS)

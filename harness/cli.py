@@ -26,7 +26,7 @@ from harness import spec
 from harness.cli_options import OptionError, load_plan, load_sweep, plan_of, plot_path, run_options
 from harness.cli_parser import parser
 from harness.console import err_console, out_console, print_table
-from harness.judge import claims, compare, publish, references
+from harness.judge import claims, claims_table, compare, publish, references
 from harness.judge.compare import CompareError
 from harness.judge.references import ReproduceError
 from harness.record import rundir, sync, tracking
@@ -37,7 +37,7 @@ from harness.run.cluster import DistributedError
 from harness.run.interrupts import Interrupted
 from harness.run.runner import NonFiniteMetricError
 from harness.sessions import drift as drift_session
-from harness.sessions import reproduce, results
+from harness.sessions import errors_report, reproduce, results
 from harness.sessions import run as run_session
 from harness.sessions import scale as scale_session
 from harness.sessions import sweep as sweep_session
@@ -47,7 +47,20 @@ EXIT_USER_ERROR = 2
 EXIT_FAILED = 1
 EXIT_INTERRUPTED = 130  # SIGINT; SIGTERM exits 143
 EXIT_INCOMPLETE = 3  # trained to the end; the MLflow record waits for harness sync
-EXIT_NOT_JUDGED = 4  # harness reproduce: too few seeds for a statistical verdict
+# Undecided: a claim's test INCONCLUSIVE at its seed cap, or (harness reproduce) too few seeds
+# for a statistical verdict. Never a failure: more seeds would decide.
+EXIT_NOT_JUDGED = 4
+
+
+def verdict_code(record_claims, *others: str) -> int:
+    """A command's exit code from its claims' tests and any other verdicts
+    (`pass`, `fail` or `undecided`): 1 when anything failed, else 4 when
+    anything is undecided, else 0."""
+    outcomes = record_claims or {}
+    words = [*others, *("fail" for _ in claims.failed(outcomes)), *("undecided" for _ in claims.undecided(outcomes))]
+    if "fail" in words:
+        return EXIT_FAILED
+    return EXIT_NOT_JUDGED if "undecided" in words else 0
 
 
 def _user_error(message: str) -> int:
@@ -66,8 +79,19 @@ def cmd_validate(args: argparse.Namespace) -> int:
         sys.stdout.write("\n".join(sweep_session.describe(sweep)) + "\n")
         return 0
     plan = load_plan(args.spec)
+    if args.errors:
+        try:
+            batch, cap = errors_report.seeding(len(plan.spec.seeds), args.batch, args.max_seeds)
+        except ValueError as error:
+            raise OptionError(str(error)) from None
+        record = errors_report.report(plan.spec, args.spec, batch, cap)
+        errors_report.show(record)
+        if args.errors_out:
+            errors_report.write(record, args.errors_out)
+        return 0
     sys.stdout.write(spec.to_yaml(plan.spec))
     sys.stdout.write(f"# spec_hash: {plan.spec_hash}\n")
+    sys.stdout.write(f"# claims_hash: {claims.claims_hash(plan.spec.claims)}\n" if plan.spec.claims else "")
     sys.stdout.write(
         f"# {plan.num_iterations} iterations x {plan.env_steps_per_iteration} env steps"
         f" = {plan.env_steps} env steps per seed, {len(plan.spec.seeds)} seeds\n"
@@ -96,7 +120,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         return cmd_sweep(args)
     plan = load_plan(args.spec, args)
     uri = tracking.resolve_uri(args.tracking_uri, plan.spec.tracking.uri)
-    logged = run_session.train_and_log(plan, uri, run_options(args, resume=args.resume or False))
+    faithful = references.faithful_records(references.reference_path(args.spec), spec.canonical(plan.spec))
+    options = run_options(args, resume=args.resume or False, faithful=faithful)
+    logged = run_session.train_and_log(plan, uri, options)
     if logged is None:  # not process 0 of a multi-process job: it logs
         return 0
     results.print_summary(plan, logged.record, logged.uri, logged.experiment_id, logged.parent_id)
@@ -105,7 +131,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         Path(args.results_out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.results_out).write_text(logged.record.to_json())
         out_console.print(f"results written to {args.results_out}")
-    return EXIT_INCOMPLETE if logged.offline else 0
+    return verdict_code(logged.record.claims) or (EXIT_INCOMPLETE if logged.offline else 0)
 
 
 def cmd_sync(args: argparse.Namespace) -> int:
@@ -155,6 +181,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     """Run a spec again and judge it against its reference (see harness.sessions.reproduce)."""
     if (args.spec is None) == (args.run_id is None):
         return _user_error("give either a SPEC file or --run-id RUN_ID")
+    if args.adaptive or args.set:
+        return _reproduce_adaptive(args)
     if args.run_id:
         if args.reference:
             return _user_error("--reference goes with a SPEC; with --run-id the run itself is the reference")
@@ -166,14 +194,37 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         plan = load_plan(args.spec, args)
         uri = tracking.resolve_uri(args.tracking_uri, plan.spec.tracking.uri)
         reference = reproduce.of_spec(plan, args.spec, args.reference, uri)
-    reproduced = reproduce.run_and_judge(reference, run_options(args), args.seeds)
+    faithful = (
+        references.faithful_records(references.reference_path(args.spec), spec.canonical(reference.plan.spec))
+        if args.spec
+        else [(reference.label, reference.record)]
+    )
+    reproduced = reproduce.run_and_judge(reference, run_options(args, faithful=faithful), args.seeds)
     if reproduced is None:  # not process 0 of a multi-process job: it judges
         return 0
-    if reproduced.verdict.not_judged:
-        return EXIT_NOT_JUDGED
-    if not reproduced.verdict.passed:
-        return EXIT_FAILED
-    return EXIT_INCOMPLETE if reproduced.logged.offline else 0
+    verdict = reproduced.verdict
+    metrics = "undecided" if verdict.not_judged else "pass" if verdict.passed else "fail"
+    return verdict_code(reproduced.logged.record.claims, metrics) or (
+        EXIT_INCOMPLETE if reproduced.logged.offline else 0
+    )
+
+
+def _reproduce_adaptive(args: argparse.Namespace) -> int:
+    """`harness reproduce SPEC --adaptive [--set KEY=VALUE ...]`."""
+    if not args.adaptive:
+        return _user_error("--set judges a changed spec by its claims' tests on fresh seeds: add --adaptive")
+    if args.run_id or args.seeds:
+        return _user_error("--adaptive runs fresh seeds of a SPEC file: leave out --run-id and --seeds")
+    plan = load_plan(args.spec, args)
+    try:
+        batch, cap = errors_report.seeding(len(plan.spec.seeds), args.batch, args.max_seeds)
+    except ValueError as error:
+        raise OptionError(str(error)) from None
+    uri = tracking.resolve_uri(args.tracking_uri, plan.spec.tracking.uri)
+    reference = reproduce.of_spec(plan, args.spec, args.reference, uri)
+    faithful = references.faithful_records(references.reference_path(args.spec), spec.canonical(plan.spec))
+    result = reproduce.run_adaptive(reference, run_options(args, faithful=faithful), batch, cap, args.set or [])
+    return verdict_code(result.outcomes)
 
 
 def cmd_scale(args: argparse.Namespace) -> int:
@@ -223,7 +274,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         )
     print_table(compare.table(comparison.summaries, f"compare: {comparison.title}"))
     if claim_rows := compare.claim_rows(comparison):
-        print_table(claims.table(claim_rows, f"claims: {comparison.title}"))
+        print_table(claims_table.table(claim_rows, f"claims: {comparison.title}"))
     for key, values in comparison.provenance_differences.items():
         out_console.print(f"  differs: {key}: {' / '.join(values)}", soft_wrap=True)
     run_id = compare.record(client, runs, comparison, out)

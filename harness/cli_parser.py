@@ -114,6 +114,24 @@ def _validate(sub) -> None:
     v = sub.add_parser("validate", help="check a spec and print it resolved, with its hash (and a sweep's points)")
     v.add_argument("spec")
     _add_sweep_options(v, described=False)
+    v.add_argument(
+        "--errors",
+        action="store_true",
+        help="simulate reproductions from the spec's faithful seeds (reference and unseen runs) and print each "
+        "claim's measured false-failure rate and power against its stated alpha and power",
+    )
+    v.add_argument("--errors-out", metavar="PATH", help="with --errors, also write the measured errors as JSON")
+    _add_seed_batches(v)
+
+
+def _add_seed_batches(p: argparse.ArgumentParser) -> None:
+    """How an adaptive reproduction adds seeds (and --errors simulates it)."""
+    p.add_argument(
+        "--batch", type=int, metavar="N", help="fresh seeds added at a time (default: the spec's seed count)"
+    )
+    p.add_argument(
+        "--max-seeds", type=int, metavar="N", help="stop INCONCLUSIVE after this many seeds (default: 4 batches)"
+    )
 
 
 def _run(sub) -> None:
@@ -212,9 +230,10 @@ def _reproduce(sub) -> None:
         description="Run SPEC again and judge it against its reference results/<spec>.json, or re-run the spec "
         "logged with --run-id and judge it against that run. Exact (bit-identical curves) when device "
         "fingerprint, numerics versions and seeds match the reference; statistical (IQM over seeds, "
-        "stratified-bootstrap 95% CI, pass when the intervals overlap) otherwise. Speed is reported, never "
-        "judged. Exit code 0 when every gating metric passes, 1 when one fails, 4 when the verdict would be "
-        "statistical but a side has one seed (not judged).",
+        "stratified-bootstrap 95% CI, pass when the intervals overlap) otherwise; each claim's test is judged "
+        "either way (PASS, FAIL or INCONCLUSIVE, errors stated in the spec). Speed is reported, never "
+        "judged. Exit code 0 when every gating metric and claim passes, 1 when one fails, 4 when undecided "
+        "(a claim INCONCLUSIVE, or a statistical verdict with one seed on a side).",
     )
     rep.add_argument("spec", nargs="?", help="a spec file with a reference in results/")
     rep.add_argument("--run-id", help="re-run the spec logged with this MLflow run and judge against it")
@@ -223,6 +242,20 @@ def _reproduce(sub) -> None:
         help="the reference results JSON (default: the one in results/ of this device class, else the closest)",
     )
     rep.add_argument("--seeds", type=int, nargs="+", metavar="SEED", help="run these seeds instead of the spec's")
+    rep.add_argument(
+        "--adaptive",
+        action="store_true",
+        help="run fresh seeds (never the faithful records'), a batch at a time, until every claim's test "
+        "decides (PASS or FAIL) or --max-seeds is reached (INCONCLUSIVE)",
+    )
+    _add_seed_batches(rep)
+    rep.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="judge the spec changed at KEY (dotted, repeatable) against the original's reference: does the "
+        "change still reproduce the published result? The verdict names every difference",
+    )
     _add_store_options(rep, progress=True)
     _add_device_options(rep)
     compile_cache.add_arguments(rep)

@@ -10,7 +10,16 @@ import math
 import re
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_serializer, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from algorithms.config import NetworkConfig
 
@@ -278,18 +287,74 @@ class OutsideFigure(_Model):
     configuration: str = Field(min_length=1, description="what was run to get it, in the source's words")
 
 
+# A bound that names the reference instead of a number: the level a faithful
+# run reaches, derived from the reference's seeds (harness.judge.levels).
+REFERENCE = "reference"
+
+
+def _level_bound(value: Any) -> float | str:
+    """A bound that is a finite number or `reference`, refused in one message."""
+    if value == REFERENCE:
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"Input should be a valid number or '{REFERENCE}'")
+    if not math.isfinite(value):
+        raise ValueError(f"Input should be a finite number (got {value})")
+    return float(value)
+
+
+LevelBound = Annotated[Any, BeforeValidator(_level_bound)]
+# Statistics over seeds a claim's test can gate on: a mean of per-seed values,
+# or a share of seeds (each seed a success or not). A min, max or median over
+# seeds fails more often the more seeds a run has, or has no sequential test.
+GATING_STATISTICS = ("mean", "fraction_at_least", "fraction_above")
+
+
 class Claim(_Model):
     """What a published spec claims of its runs (harness.judge.claims): a
     statistic over seeds of a statistic over iterations of a metric, and one
-    bound on it (at_least/at_most: >= / <=; above/below: > / <)."""
+    bound on it (at_least/at_most: >= / <=; above/below: > / <).
+
+    With `delta`, the claim is a test with stated errors: a faithful run
+    reaches the bound (a number, or `reference`: the level the reference's
+    seeds reach), a run worse by `delta` or more is a regression; the test
+    fails a faithful run with probability at most `alpha` and catches a
+    `delta` regression with probability `power` (measured by `harness
+    validate --errors`). Without `delta` the claim is a statement, judged on
+    the point estimate and never a gate."""
 
     metric: str = Field(min_length=1, description="a metric the run records, e.g. episode_return")
     over_iterations: IterationStatistic = IterationStatistic(name="final")
     over_seeds: SeedStatistic = SeedStatistic(name="mean")
-    at_least: Number | None = Field(default=None, description="holds when the statistic is >= this (one bound)")
-    at_most: Number | None = Field(default=None, description="holds when the statistic is <= this (one bound)")
-    above: Number | None = Field(default=None, description="holds when the statistic is > this (one bound)")
-    below: Number | None = Field(default=None, description="holds when the statistic is < this (one bound)")
+    at_least: LevelBound | None = Field(
+        default=None, description="holds when the statistic is >= this (one bound); `reference`: the reference's level"
+    )
+    at_most: LevelBound | None = Field(
+        default=None, description="holds when the statistic is <= this (one bound); `reference`: the reference's level"
+    )
+    above: LevelBound | None = Field(
+        default=None, description="holds when the statistic is > this (one bound); `reference`: the reference's level"
+    )
+    below: LevelBound | None = Field(
+        default=None, description="holds when the statistic is < this (one bound); `reference`: the reference's level"
+    )
+    delta: Number | None = Field(
+        default=None,
+        gt=0,
+        description="the smallest regression that matters, in the statistic's units (a share of seeds for a "
+        "fraction); makes the claim a test",
+    )
+    alpha: Number = Field(
+        default=0.01, gt=0, le=0.5, description="the test's chance of failing a faithful run, in (0, 0.5]"
+    )
+    power: Number = Field(
+        default=0.8, gt=0, lt=1, description="the test's chance of catching a delta regression, in (0, 1)"
+    )
+    range: tuple[Number, Number] | None = Field(
+        default=None,
+        description="[low, high]: the bounds of a per-seed value, which a test of a mean needs (values are "
+        "clipped to them)",
+    )
     outside: OutsideFigure | None = Field(
         default=None, description="a published figure from elsewhere to hold the run against"
     )
@@ -299,12 +364,44 @@ class Claim(_Model):
         given = [name for name in BOUNDS if getattr(self, name) is not None]
         if len(given) != 1:
             raise ValueError(f"give exactly one bound of {', '.join(BOUNDS)} (got {', '.join(given) or 'none'})")
+        if self.delta is None:
+            if self.bound[1] == REFERENCE:
+                raise ValueError(f"{given[0]}: reference needs delta, the regression the test is to catch")
+            if self.range is not None:
+                raise ValueError("range: only a test (a claim with delta) uses a range")
+            return self
+        if self.over_seeds.name not in GATING_STATISTICS:
+            raise ValueError(
+                f"over_seeds: {self.over_seeds.name} cannot gate a test (its failure rate grows with the seeds, or "
+                f"it has no sequential test); use one of {', '.join(GATING_STATISTICS)}"
+            )
+        if self.over_seeds.name == "mean":
+            if self.range is None:
+                raise ValueError("range: a test of a mean needs the per-seed value's bounds, [low, high]")
+            low, high = self.range
+            if not low < high:
+                raise ValueError(f"range: [{low}, {high}] is empty; give [low, high] with low < high")
+            if self.delta >= high - low:
+                raise ValueError(f"delta: {self.delta} is not smaller than the range [{low}, {high}]")
+        else:
+            if self.range is not None:
+                raise ValueError("range: a share of seeds is already in [0, 1]; leave range out")
+            if self.delta >= 1:
+                raise ValueError(f"delta: {self.delta} is a share of seeds, below 1")
         return self
 
     @property
-    def bound(self) -> tuple[str, float]:
-        """(`at_least` | `at_most` | `above` | `below`, its value)."""
+    def bound(self) -> tuple[str, float | str]:
+        """(`at_least` | `at_most` | `above` | `below`, its value or `reference`)."""
         return next((name, value) for name in BOUNDS if (value := getattr(self, name)) is not None)
+
+    @property
+    def higher_is_better(self) -> bool:
+        return self.bound[0] in ("at_least", "above")
+
+    @property
+    def is_test(self) -> bool:
+        return self.delta is not None
 
 
 # A claim's name becomes an MLflow tag (`claim.<name>`) and metric

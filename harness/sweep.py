@@ -124,7 +124,7 @@ def parse_sets(sets: list[str], source: str = "--set") -> dict[str, tuple[Any, .
     return swept
 
 
-def _assign(data: dict[str, Any], key: str, value: Any) -> None:
+def assign(data: dict[str, Any], key: str, value: Any) -> None:
     *path, last = key.split(".")
     node = data
     for part in path:
@@ -200,7 +200,7 @@ def make_sweep(
     for index, values in enumerate(combos):
         data = copy.deepcopy(base)
         for key, value in values.items():
-            _assign(data, key, value)
+            assign(data, key, value)
         try:
             point_spec = parse(data, f"{source} (sweep point {index}: {_label(values)})")
         except SpecError as error:
@@ -252,7 +252,7 @@ def _groups(
         numeric = tuple(key for key in keys if key in numbers)
         blank = canonical(point.spec)
         for key in numeric:
-            _assign(blank, key, NUMBER)
+            assign(blank, key, NUMBER)
         by_structure.setdefault(json.dumps(blank, sort_keys=True), []).append((point, numeric))
     groups = []
     for members in by_structure.values():

@@ -18,7 +18,7 @@ from rich.measure import Measurement
 from support import TINY_SPEC, new_store, run_cli, write_spec
 
 from harness import spec as S
-from harness.judge import claims, compare, stats
+from harness.judge import claims, claims_table, compare, stats
 from harness.record import schema
 from harness.record.schema import Curves, Results, Speed
 from harness.spec_sections import Claim
@@ -255,11 +255,11 @@ def test_the_table_fits_80_columns():
             "no_worse_than_published": claim(over_iterations={"mean_last": 0.25}, at_least=-1e6, outside=outside),
         },
     )
-    table = claims.table(list(judged.items()), "ppo_cartpole: claims")
+    table = claims_table.table(list(judged.items()), "ppo_cartpole: claims")
     assert _width(table) <= 80
     long_name = "a_claim_with_a_name_far_longer_than_any_column_of_a_terminal_could_ever_hold"
     rows = [(f"{long_name}\nrun {'f' * 32}", judged["no_worse_than_published"])]
-    assert _width(claims.table(rows)) <= 80
+    assert _width(claims_table.table(rows)) <= 80
     console = Console(width=80, record=True)
     console.print(table)
     text = console.export_text()

@@ -19,14 +19,16 @@ table and record the outcomes (results.json `claims`, MLflow tags
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from harness.console import out_console
-from harness.judge import stats
+from harness.judge import levels, sequential, stats
+from harness.judge.levels import Faithful
 from harness.record.schema import ClaimOutcome, Results
-from harness.spec_sections import Claim
+from harness.spec_sections import REFERENCE, Claim
 
 # Statistics over seeds, each along the last axis of `[..., seeds]`.
 SEED_STATISTICS: dict[str, Callable[[np.ndarray, float | None], np.ndarray]] = {
@@ -99,10 +101,18 @@ def bootstrap(
     return float(low), float(high)
 
 
-def judge(record: Results, claim: Claim) -> ClaimOutcome:
+def judge(record: Results, claim: Claim, faithful: Faithful | None = None, batch: int | None = None) -> ClaimOutcome:
     """`claim` judged on the run `record`: its value, interval, whether it
-    holds and, for an outside figure, whether the run is consistent with it."""
-    values = seed_values(record, claim)
+    holds and, for an outside figure, whether the run is consistent with it.
+    A test (a claim with `delta`) is run over the record's seeds in their
+    order, looked at after every `batch` of them (default: all at once),
+    its level the claim's number or learned from `faithful` seeds."""
+    return judge_values(claim, seed_values(record, claim), faithful, batch)
+
+
+def judge_values(claim: Claim, values: np.ndarray, faithful: Faithful | None = None, batch: int | None = None):
+    """`judge` on per-seed values `[seeds]` (of one run, or of a
+    reproduction's batches in the order they ran)."""
     seeds = claim.over_seeds
 
     def statistic(x: np.ndarray) -> np.ndarray:
@@ -112,34 +122,108 @@ def judge(record: Results, claim: Claim) -> ClaimOutcome:
     low, high = bootstrap(values, statistic)
     bound, limit = claim.bound
     figure = claim.outside
-    return ClaimOutcome(
-        claim=claim.model_dump(mode="json", exclude_none=True),
-        value=value,
-        low=low,
-        high=high,
-        seeds=len(values),
-        holds=CHECKS[bound](value, limit),
-        consistent=None if figure is None else low <= figure.value <= high,
-    )
+    outcome = {
+        "claim": claim.model_dump(mode="json", exclude_none=True),
+        "value": value,
+        "low": low,
+        "high": high,
+        "seeds": len(values),
+        "consistent": None if figure is None else low <= figure.value <= high,
+    }
+    if not claim.is_test:
+        return ClaimOutcome(**outcome, holds=CHECKS[bound](value, limit))
+    return ClaimOutcome(**outcome, **run_test(claim, values, faithful, batch or len(values)))
 
 
-def evaluate(record: Results, claims: Mapping[str, Claim]) -> dict[str, ClaimOutcome]:
-    """Every claim judged on `record`, by name; ClaimError (naming the
-    claim's key) for one whose metric the run did not record."""
+def run_test(claim: Claim, values: np.ndarray, faithful: Faithful | None, batch: int) -> dict:
+    """A test claim's verdict fields (ClaimOutcome's) on per-seed `values`."""
+    reference = faithful is not None and claim.bound[1] == REFERENCE
+    test = levels.make_test(claim, levels.unit(claim, faithful.values) if faithful is not None else None)
+    if test is None:
+        return {
+            "holds": False,
+            "note": "no level to hold the run to: the claim's level is the reference's, and no reference "
+            "seeds were found",
+        }
+    decision = sequential.decide(test, levels.unit(claim, values), batch)
+    level = levels.to_units(claim, float(test.level))
+    faithful_level = levels.to_units(claim, float(test.level if test.target is None else test.target))
+    direction = -1 if claim.higher_is_better else 1
+    return {
+        "holds": bool(decision.verdict == sequential.PASS),
+        "verdict": str(decision.verdict),
+        "level": level,
+        "fails_at": faithful_level + direction * float(claim.delta),
+        "faithful_seeds": len(faithful.values) if reference else 0,
+        "against_faithful": float(decision.against_faithful),
+        "against_regressed": float(decision.against_regressed),
+        "seeds_used": int(decision.seeds),
+    }
+
+
+def evaluate(
+    record: Results, claims: Mapping[str, Claim], faithful: Mapping[str, Faithful] | None = None
+) -> dict[str, ClaimOutcome]:
+    """Every claim judged on `record`, by name (tests with their `faithful`
+    seeds, by claim name); ClaimError (naming the claim's key) for one
+    whose metric the run did not record."""
     outcomes = {}
     for name, claim in claims.items():
         try:
-            outcomes[name] = judge(record, claim)
+            outcomes[name] = judge(record, claim, (faithful or {}).get(name))
         except ClaimError as error:
             raise ClaimError(f"claims.{name}.metric: {error}") from None
     return outcomes
 
 
-def with_claims(record: Results, claims: Mapping[str, Claim]) -> Results:
+def with_claims(
+    record: Results, claims: Mapping[str, Claim], faithful: Mapping[str, Faithful] | None = None
+) -> Results:
     """`record` with its `claims` judged (unchanged when there are none)."""
     if not claims:
         return record
-    return record.model_copy(update={"claims": evaluate(record, claims)})
+    return record.model_copy(update={"claims": evaluate(record, claims, faithful), "claims_hash": claims_hash(claims)})
+
+
+def faithful(
+    records: Sequence[tuple[str, Results]], claims: Mapping[str, Claim], exclude: Sequence[int] = ()
+) -> dict[str, Faithful]:
+    """Each test's faithful seeds, pooled from `records` (label, record;
+    harness.judge.references.faithful_records), without the seeds in
+    `exclude`: a run is never held to a level learned from itself. A
+    `reference` level is learned from them; a stated one sizes its bets by
+    their spread."""
+    out = {}
+    for name, claim in claims.items():
+        if not claim.is_test:
+            continue
+        per_record = []
+        for label, record in records:
+            try:
+                values = seed_values(record, claim)
+            except ClaimError:
+                continue
+            kept = {seed: float(v) for seed, v in zip(record.seeds, values, strict=True) if seed not in set(exclude)}
+            per_record.append((label, kept))
+        out[name] = levels.pool(per_record)
+    return out
+
+
+def claims_hash(claims: Mapping[str, Claim]) -> str:
+    """sha256 of the claims as stated: a verdict names the claims it judged,
+    and a claim changed after its reference was made shows."""
+    stated = {name: claim.model_dump(mode="json", exclude_none=True) for name, claim in claims.items()}
+    return hashlib.sha256(json.dumps(stated, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def failed(outcomes: Mapping[str, ClaimOutcome]) -> list[str]:
+    """The claims whose test FAILED."""
+    return [name for name, outcome in outcomes.items() if outcome.verdict == sequential.FAIL]
+
+
+def undecided(outcomes: Mapping[str, ClaimOutcome]) -> list[str]:
+    """The tests that ended INCONCLUSIVE."""
+    return [name for name, outcome in outcomes.items() if outcome.verdict == sequential.INCONCLUSIVE]
 
 
 def stated(record: Results) -> dict[str, Claim]:
@@ -164,7 +248,16 @@ def tags(outcomes: Mapping[str, ClaimOutcome]) -> dict[str, str]:
     `claim.<name>.outside` consistent or inconsistent."""
     out = {}
     for name, outcome in outcomes.items():
-        out[f"claim.{name}"] = "holds" if outcome.holds else "fails"
+        if outcome.claim.get("delta") is not None:
+            out[f"claim.{name}"] = outcome.verdict or "untested"
+            claim = Claim.model_validate(outcome.claim)
+            out[f"claim.{name}.alpha"] = str(claim.alpha)
+            out[f"claim.{name}.power"] = str(claim.power)
+            out[f"claim.{name}.delta"] = str(claim.delta)
+            if outcome.seeds_used is not None:
+                out[f"claim.{name}.seeds_used"] = str(outcome.seeds_used)
+        else:
+            out[f"claim.{name}"] = "holds" if outcome.holds else "fails"
         if outcome.consistent is not None:
             out[f"claim.{name}.outside"] = "consistent" if outcome.consistent else "inconsistent"
     return out
@@ -179,70 +272,8 @@ def metrics(outcomes: Mapping[str, ClaimOutcome]) -> dict[str, float]:
             f"claim_{name}_low": outcome.low,
             f"claim_{name}_high": outcome.high,
         }
+        if outcome.level is not None:
+            out[f"claim_{name}_level"] = outcome.level
+            out[f"claim_{name}_against_faithful"] = outcome.against_faithful
+            out[f"claim_{name}_against_regressed"] = outcome.against_regressed
     return out
-
-
-# ----------------------------------------------------------------- printing
-
-WIDTH = 80  # the table is kept to a terminal's width
-
-
-def number(value: float) -> str:
-    return f"{value:,.0f}" if abs(value) >= 1e4 else f"{value:.4g}"
-
-
-def describe(claim: Claim) -> str:
-    """The statistic in words, e.g. `mean of seeds, final` (the metric apart):
-    over seeds, then over iterations."""
-    seeds, iterations = claim.over_seeds, claim.over_iterations
-    of_seeds = {
-        "iqm": "IQM of seeds",
-        "fraction_at_least": f"share of seeds ≥ {number(seeds.value or 0)}",
-        "fraction_above": f"share of seeds > {number(seeds.value or 0)}",
-    }.get(seeds.name, f"{seeds.name} of seeds")
-    over = f"mean of last {iterations.value:.0%}" if iterations.name == "mean_last" else iterations.name
-    return f"{of_seeds}, {over}"
-
-
-def table(rows: Sequence[tuple[str, ClaimOutcome]], title: str = "claims"):
-    """A rich table of claims judged on runs: each row a `(label, outcome)`,
-    the label a claim's name (and, comparing runs, the run's); the interval
-    is the 95% bootstrap interval over seeds. Kept within 80 columns: long
-    names wrap rather than widen it."""
-    from rich.markup import escape
-    from rich.measure import Measurement
-    from rich.table import Table
-
-    outside = any(outcome.consistent is not None for _, outcome in rows)
-    out = Table(title=title, title_justify="left", show_lines=True)
-    out.add_column("claim")
-    out.add_column("value [95% CI]", justify="right")
-    out.add_column("bound", justify="right")
-    if outside:
-        out.add_column("outside figure", justify="right")
-    for label, outcome in rows:
-        claim = Claim.model_validate(outcome.claim)
-        bound, limit = claim.bound
-        cells = [
-            f"[bold]{escape(label)}[/]\n{escape(claim.metric)}\n{describe(claim)}",
-            f"{number(outcome.value)}\n{escape(f'[{number(outcome.low)}, {number(outcome.high)}]')}",
-            f"{SIGNS[bound]} {number(limit)}\n{'holds' if outcome.holds else '[bold red]FAILS[/]'}",
-        ]
-        if outside:
-            consistent = "consistent" if outcome.consistent else "[bold red]NOT consistent[/]"
-            cells.append("-" if claim.outside is None else f"{number(claim.outside.value)}\n{consistent}")
-        out.add_row(*cells)
-    if Measurement.get(out_console, out_console.options.update_width(10_000), out).maximum > WIDTH:
-        out.width = WIDTH
-    return out
-
-
-def sources(outcomes: Mapping[str, ClaimOutcome]) -> list[str]:
-    """One line per outside figure: where it comes from."""
-    lines = []
-    for name, outcome in outcomes.items():
-        figure = Claim.model_validate(outcome.claim).outside
-        if figure is not None:
-            where = ":".join(str(part) for part in (figure.file, figure.line) if part is not None)
-            lines.append(f"  {name}: {number(figure.value)} from {figure.source}{f' {where}' if where else ''}")
-    return lines

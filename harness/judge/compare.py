@@ -188,7 +188,7 @@ def judged_claims(runs: list[ComparedRun]) -> dict[str, dict[str, ClaimOutcome]]
 
 
 def claim_rows(comparison: Comparison) -> list[tuple[str, ClaimOutcome]]:
-    """The claims table's rows (harness.judge.claims.table): claim by claim, run by run."""
+    """The claims table's rows (harness.judge.claims_table.table): claim by claim, run by run."""
     names = dict.fromkeys(name for outcomes in comparison.claims.values() for name in outcomes)
     return [
         (f"{name}\nrun {run_id[:12]}", outcomes[name])

@@ -151,3 +151,35 @@ def choose(first: Path, fingerprint: dict[str, str]) -> Choice | None:
         f"no reference of this device class ({here}); the closest is {cls} (references exist for: {classes}),"
         " so the verdict can only be statistical",
     )
+
+
+# ------------------------------------------------------------ faithful seeds
+
+UNSEEN_FOLDER = "unseen"  # results/unseen/<spec>.json: runs on seeds the reference did not use
+
+
+def _without_seeds(spec: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in spec.items() if key != "seeds"}
+
+
+def faithful_records(first: Path, canonical: dict[str, Any]) -> list[tuple[str, Results]]:
+    """The records of faithful runs of a spec (`canonical`, whatever its
+    seeds): its references of every device class, the first one first,
+    then its unseen-seed runs (`results/unseen/<spec>*.json`). A record of
+    another spec, or one that cannot be read, is left out: these records
+    only teach a claim's level, they are not judged here."""
+    try:
+        paths = [path for path, _ in references(first)]
+    except ReproduceError:
+        paths = []
+    unseen = first.parent / UNSEEN_FOLDER
+    paths += sorted(unseen.glob(f"{first.stem}.json")) + sorted(unseen.glob(f"{first.stem}@*.json"))
+    found = []
+    for path in paths:
+        try:
+            record = schema.parse(path.read_text(), str(path))
+        except (OSError, ValueError):
+            continue
+        if _without_seeds(record.spec) == _without_seeds(canonical):
+            found.append((str(path), record))
+    return found

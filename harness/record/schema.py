@@ -81,8 +81,19 @@ class ClaimOutcome(_Model):
     low: float  # its 95% bootstrap interval over seeds
     high: float
     seeds: int
-    holds: bool  # the value is within the claim's bound
+    # A statement: the value is within the claim's bound. A test: its verdict is PASS.
+    holds: bool
     consistent: bool | None = None  # the outside figure lies in [low, high]; None: the claim has none
+    # A test's outcome (harness.judge.sequential): pass, fail or inconclusive; None for a statement,
+    # or a test with no level to hold the run to (`reference` with no reference seeds).
+    verdict: str | None = None
+    level: float | None = None  # the level a faithful run reaches, in the claim's units
+    fails_at: float | None = None  # the faithful level less delta: a run this far below is a regression
+    faithful_seeds: int | None = None  # the reference seeds the level was learned from (0: a stated number)
+    against_faithful: float | None = None  # log-evidence against a faithful run (FAIL at log(1/alpha))
+    against_regressed: float | None = None  # log-evidence against a regressed one (PASS at log(1/beta))
+    seeds_used: int | None = None  # the seeds the test had looked at when it stopped
+    note: str | None = None  # why a test has no verdict
 
 
 class Results(_Model):
@@ -108,6 +119,7 @@ class Results(_Model):
     mlflow_run_id: str | None = None  # a published reference's run
     baselines: dict[str, Any] | None = None
     claims: dict[str, ClaimOutcome] | None = None  # by claim name; absent in records made before claims
+    claims_hash: str | None = None  # sha256 of the claims judged (harness.spec.claims_hash)
 
     def finals(self, metric: str) -> np.ndarray | None:
         """The per-seed final values of `metric`, in seed order; None when

@@ -3,7 +3,7 @@ monitor it asks for."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -11,6 +11,7 @@ import jax
 
 from harness.console import err_console
 from harness.record import windows
+from harness.record.schema import Results
 from harness.record.system_metrics import SystemMetrics, cannot_measure
 from harness.run import cluster
 from harness.run.programs import Programs
@@ -46,6 +47,9 @@ class RunOptions:
     # window's mean with its min and max (harness.record.windows); 0: every
     # iteration.
     metric_points: int = windows.DEFAULT_POINTS
+    # Records of faithful runs of the spec (label, results; harness.judge.references.faithful_records):
+    # the seeds a claim whose level is the reference's learns that level from.
+    faithful: Sequence[tuple[str, Results]] = ()
 
 
 def system_metrics(uri: str, run_id: str, options: RunOptions, *, resume: bool) -> SystemMetrics:

@@ -12,13 +12,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-from harness import build, spec
+from harness import build, spec, sweep
 from harness.console import err_console, out_console, print_table
-from harness.judge import differences, publish, references, reproduce
+from harness.judge import claims_table, differences, publish, references, reproduce
 from harness.plan import Plan
 from harness.record.schema import Results
 from harness.run import provenance
-from harness.sessions import results
+from harness.sessions import adaptive, results
 from harness.sessions.options import RunOptions
 from harness.sessions.run import Logged, print_claims, train_and_log
 
@@ -110,3 +110,43 @@ def _every_iteration(reference: Reference, logged: Logged) -> tuple[dict, dict] 
     ours = differences.load(reference.iterations)
     run = differences.load(logged.iterations)
     return None if ours is None or run is None else (ours, run)
+
+
+def changed(plan: Plan, sets: list[str], source: str) -> tuple[Plan, dict[str, list[str]]]:
+    """`plan` with each `KEY=VALUE` of `sets` (one value each) in place, and
+    the dotted keys that differ from the original, with both values."""
+    data = spec.canonical(plan.spec)
+    data["devices"] = plan.spec.devices.model_dump()
+    for key, values in sweep.parse_sets(sets).items():
+        if len(values) != 1:
+            raise spec.SpecError("--set", [(key, f"one value to judge, not {len(values)} (a sweep is harness sweep)")])
+        sweep.assign(data, key, values[0])
+    new = build.build(spec.parse(data, f"{source} (--set)"), source)
+    new = new._replace(spec=new.spec.model_copy(update={"claims": plan.spec.claims}))
+    return new, spec.spec_differences([spec.canonical(plan.spec), spec.canonical(new.spec)])
+
+
+def run_adaptive(reference: Reference, options: RunOptions, batch: int, cap: int, sets: list[str]) -> adaptive.Adaptive:
+    """`reference.plan` (changed by `sets`, if any) on fresh seeds, a batch
+    at a time, until its tests decide: the claims table and the verdict
+    printed, the verdict logged on the last batch's run."""
+    plan, differences_ = reference.plan, {}
+    tags = {"reproduces": reference.label, "reproduces.spec_hash": reference.record.spec_hash}
+    if sets:
+        plan, differences_ = changed(plan, sets, reference.source)
+        listed = "; ".join(f"{key}: {old} -> {new}" for key, (old, new) in differences_.items())
+        out_console.print(
+            f"judging a changed spec against {reference.label}: {listed or 'no key differs'}", soft_wrap=True
+        )
+        tags["reproduces.changed"] = listed or "nothing"
+    result = adaptive.run(plan, reference.source, reference.record, reference.uri, options, batch, cap, tags)
+    print_table(claims_table.table(list(result.outcomes.items()), f"{plan.spec.name}: claims, adaptive"))
+    adaptive.log_verdict(result)
+    word = {"pass": "[bold green]PASS[/]", "fail": "[bold red]FAIL[/]", "inconclusive": "[bold yellow]INCONCLUSIVE[/]"}
+    out_console.print(
+        f"verdict: {word[result.verdict]} after {len(result.seeds)} fresh seeds ({result.seeds[0]}-{result.seeds[-1]},"
+        f" batches of {batch}, cap {cap}; {result.compiles} programs compiled), logged to run "
+        f"{result.logged.parent_id} (tags adaptive.*, claim.*)",
+        soft_wrap=True,
+    )
+    return result

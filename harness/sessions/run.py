@@ -22,7 +22,7 @@ import yaml
 import harness
 from harness import spec
 from harness.console import err_console, out_console, print_table
-from harness.judge import claims
+from harness.judge import claims, claims_table
 from harness.plan import Plan
 from harness.record import iterations, journal, rundir, tracking
 from harness.record.schema import Results
@@ -177,7 +177,8 @@ def _train_and_log_main(plan: Plan, uri: str, options: RunOptions) -> Logged:
         wall = trained.stopped - started
         record = session.make_results(plan, trained.result, trained, wall)
         try:
-            record = claims.with_claims(record, plan.spec.claims)
+            faithful = claims.faithful(options.faithful, plan.spec.claims, exclude=plan.spec.seeds)
+            record = claims.with_claims(record, plan.spec.claims, faithful)
         except claims.ClaimError as error:  # a trained run is recorded all the same
             err_console.print(f"{plan.spec.name}: the claims cannot be judged on this run: {error}", soft_wrap=True)
         profiling.log_host_times(session.tracker, trained.result.chunk_times, plan.env_steps_per_iteration)
@@ -216,8 +217,8 @@ def print_claims(record: Results) -> None:
     after the summary), and where each outside figure comes from."""
     if not record.claims:
         return
-    print_table(claims.table(list(record.claims.items()), f"{record.spec_name}: claims"))
-    for line in claims.sources(record.claims):
+    print_table(claims_table.table(list(record.claims.items()), f"{record.spec_name}: claims"))
+    for line in claims_table.sources(record.claims):
         out_console.print(line, soft_wrap=True)
 
 

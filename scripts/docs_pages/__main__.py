@@ -29,6 +29,8 @@ from docs_pages.results_pages import curves_plot, published, results_index, spec
 from docs_pages.scaling import curve_plot, load_curves  # noqa: E402
 from docs_pages.site import MKDOCS, landing, mkdocs_config  # noqa: E402
 from docs_pages.spec_reference import spec_reference  # noqa: E402
+from docs_pages.verdicts_page import PAGE as VERDICTS_PAGE  # noqa: E402
+from docs_pages.verdicts_page import load_records, verdicts_page  # noqa: E402
 
 # Generated files that a stale run may have left behind (a spec no longer
 # published): anything matching these that this run does not write.
@@ -53,6 +55,7 @@ def pages() -> tuple[dict[str, bytes], list[str]]:
         "docs/performance.md": performance(benches, curves).encode(),
         "docs/img/performance.svg": performance_plot(benches),
         DRIFT_PAGE: drift_page(load_reports()).encode(),
+        VERDICTS_PAGE: verdicts_page(load_records()).encode(),
     }
     for stem, refs in specs.items():
         out[f"docs/results/{stem}.md"] = spec_page(stem, refs).encode()

@@ -16,8 +16,9 @@ from harness.run.interrupts import Interrupted
 EXIT_MEANINGS = {
     "EXIT_FAILED": (
         "the run failed: a metric became NaN or infinite (`NonFiniteMetricError`, any training command); "
-        "`harness reproduce`: a gating metric failed its check",
-        "`main` (`NonFiniteMetricError`), `cmd_reproduce`",
+        "`harness run` and `harness reproduce`: a claim's test FAILED (or, reproducing, a gating metric failed"
+        " its check)",
+        "`main` (`NonFiniteMetricError`), `cmd_run`, `cmd_reproduce` (`verdict_code`)",
     ),
     "EXIT_USER_ERROR": (
         "a user error, printed as one message without a traceback: a spec that does not validate, a bad "
@@ -32,10 +33,10 @@ EXIT_MEANINGS = {
         "`cmd_run`, `cmd_sweep`, `cmd_reproduce`",
     ),
     "EXIT_NOT_JUDGED": (
-        "`harness reproduce`: trained and recorded, but not judged: the verdict is statistical (another machine"
-        " or other versions than the reference's) and a side has one seed, so there is no spread to compare;"
-        " the message says which side, and the verdict is logged as `not judged`",
-        "`cmd_reproduce`",
+        "undecided, never a failure: trained and recorded, but a claim's test is INCONCLUSIVE (its seed cap"
+        " reached without PASS or FAIL: more seeds would decide), or `harness reproduce`'s verdict is statistical"
+        " and a side has one seed, so there is no spread to compare (logged as `not judged`)",
+        "`cmd_run`, `cmd_reproduce` (`verdict_code`)",
     ),
     "EXIT_INTERRUPTED": (
         "interrupted by Ctrl-C (SIGINT) at any moment: while starting or compiling; while training, after a"
@@ -55,7 +56,14 @@ def exit_codes() -> str:
     if unknown:
         raise SystemExit(f"{SCRIPT}: harness.cli has exit codes this script does not describe: {sorted(unknown)}")
     sigterm = Interrupted(signal.SIGTERM).exit_code
-    rows = [["`0`", "", "success (`harness reproduce`: every gating metric passed)", "every command"]]
+    rows = [
+        [
+            "`0`",
+            "",
+            "success (every claim's test PASSED; `harness reproduce`: every gating metric passed too)",
+            "every command",
+        ]
+    ]
     for name, value in sorted(constants.items(), key=lambda item: item[1]):
         meaning, where = EXIT_MEANINGS[name]
         rows.append([f"`{value}`", f"`{name}`", meaning, where])

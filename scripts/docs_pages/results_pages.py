@@ -13,8 +13,9 @@ from docs_pages import ROOT
 from docs_pages.common import drawing, header, seconds, short, svg, table, thinned
 from harness import spec as S
 from harness.judge import claims as claims_judge
-from harness.judge import machines, references
+from harness.judge import claims_table, machines, references
 from harness.record import schema
+from harness.spec_sections import REFERENCE
 
 
 class Reference(typing.NamedTuple):
@@ -38,9 +39,18 @@ def published() -> dict[str, list[Reference]]:
             record = schema.parse(text, str(path))
             # The claims the spec states now, judged on the reference (as harness
             # publish judges them; claims are not part of the spec hash).
-            record = claims_judge.with_claims(record.model_copy(update={"claims": None}), stated_claims(stem))
+            stated = stated_claims(stem)
+            faithful = claims_judge.faithful(faithful_records(stem), stated, exclude=record.seeds)
+            record = claims_judge.with_claims(record.model_copy(update={"claims": None}), stated, faithful)
             out.setdefault(stem, []).append(Reference(path, stem, device_class, record, json.loads(text)))
     return out
+
+
+def faithful_records(stem: str) -> list:
+    path = ROOT / "experiments" / f"{stem}.yaml"
+    if not path.exists():
+        return []
+    return references.faithful_records(ROOT / "results" / f"{stem}.json", S.canonical(S.load(path)))
 
 
 def stated_claims(stem: str) -> dict[str, S.Claim]:
@@ -56,14 +66,21 @@ def claims_of(reference: Reference) -> dict[str, S.Claim]:
 
 def claim_statement(claim: S.Claim) -> str:
     bound, limit = claim.bound
-    return f"`{claim.metric}`: {claims_judge.describe(claim)} {claims_judge.SIGNS[bound]} {claims_judge.number(limit)}"
+    level = "the reference's level" if limit == REFERENCE else claims_table.number(limit)
+    test = f"; a test: Δ {claim.delta:g}, α {claim.alpha:g}, power {claim.power:g}" if claim.is_test else ""
+    return f"`{claim.metric}`: {claims_table.describe(claim)} {claims_judge.SIGNS[bound]} {level}{test}"
 
 
 def verdict(reference: Reference, name: str) -> str:
     outcome = (reference.record.claims or {}).get(name)
     if outcome is None:
         return "not recorded"
-    word = "holds" if outcome.holds else "**fails**"
+    if outcome.claim.get("delta") is not None:
+        word = {"pass": "PASS", "fail": "**FAIL**", "inconclusive": "INCONCLUSIVE"}.get(outcome.verdict, "untested")
+        if outcome.seeds_used:
+            word += f" ({outcome.seeds_used} seeds; level from {outcome.faithful_seeds or 'no'} other seeds)"
+    else:
+        word = "holds" if outcome.holds else "**fails**"
     if outcome.consistent is not None:
         word += (
             ", consistent with the outside figure"
@@ -126,9 +143,10 @@ def curves_plot(reference: Reference) -> bytes:
                 if claim.over_seeds.name.startswith("fraction"):
                     sign = "≥" if claim.over_seeds.name == "fraction_at_least" else ">"
                     value = claim.over_seeds.value
-                    label = f"{name}: seeds {sign} {claims_judge.number(value or 0)}"
+                    label = f"{name}: seeds {sign} {claims_table.number(value or 0)}"
                 else:
-                    value, label = limit, f"{name}: {claims_judge.SIGNS[bound]} {claims_judge.number(limit)}"
+                    value = None if limit == REFERENCE else limit
+                    label = f"{name}: {claims_judge.SIGNS[bound]} {claims_table.number(value or 0)}"
                 if value is not None:
                     axis.axhline(value, color="tab:red", linestyle=":", linewidth=1.0, label=label)
             axis.set_ylabel(metric)
@@ -148,8 +166,14 @@ def unseen_seeds(stem: str) -> str:
     if not path.exists():
         return "not checked"
     record = schema.parse(path.read_text(), str(path))
-    failed = [name for name, outcome in claims_judge.evaluate(record, stated).items() if not outcome.holds]
-    return f"{len(record.seeds)} seeds: " + (f"fails ({', '.join(failed)})" if failed else "holds")
+    faithful = claims_judge.faithful(faithful_records(stem), stated, exclude=record.seeds)
+    outcomes = claims_judge.evaluate(record, stated, faithful)
+    failed = claims_judge.failed(outcomes) + [
+        name for name, outcome in outcomes.items() if outcome.claim.get("delta") is None and not outcome.holds
+    ]
+    undecided = claims_judge.undecided(outcomes)
+    word = f"fails ({', '.join(failed)})" if failed else "holds"
+    return f"{len(record.seeds)} seeds: {word}" + (f"; undecided ({', '.join(undecided)})" if undecided else "")
 
 
 def results_index(specs: dict[str, list[Reference]]) -> str:
@@ -219,8 +243,8 @@ def spec_page(stem: str, refs: list[Reference]) -> str:
             for ref in refs:
                 outcome = (ref.record.claims or {}).get(name)
                 value = (
-                    f"{claims_judge.number(outcome.value)} [{claims_judge.number(outcome.low)}, "
-                    f"{claims_judge.number(outcome.high)}]"
+                    f"{claims_table.number(outcome.value)} [{claims_table.number(outcome.low)}, "
+                    f"{claims_table.number(outcome.high)}]"
                     if outcome
                     else "-"
                 )

@@ -1,0 +1,91 @@
+"""Claims judged on runs, as the terminal shows them: a table kept to 80
+columns, and where each outside figure comes from."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from harness.console import out_console
+from harness.judge.claims import SIGNS
+from harness.record.schema import ClaimOutcome
+from harness.spec_sections import Claim
+
+WIDTH = 80  # the table is kept to a terminal's width
+WORDS = {"pass": "[bold green]PASS[/]", "fail": "[bold red]FAIL[/]", "inconclusive": "[bold yellow]INCONCLUSIVE[/]"}
+
+
+def number(value: float) -> str:
+    return f"{value:,.0f}" if abs(value) >= 1e4 else f"{value:.4g}"
+
+
+def describe(claim: Claim) -> str:
+    """The statistic in words, e.g. `mean of seeds, final` (the metric apart):
+    over seeds, then over iterations."""
+    seeds, iterations = claim.over_seeds, claim.over_iterations
+    of_seeds = {
+        "iqm": "IQM of seeds",
+        "fraction_at_least": f"share of seeds ≥ {number(seeds.value or 0)}",
+        "fraction_above": f"share of seeds > {number(seeds.value or 0)}",
+    }.get(seeds.name, f"{seeds.name} of seeds")
+    over = f"mean of last {iterations.value:.0%}" if iterations.name == "mean_last" else iterations.name
+    return f"{of_seeds}, {over}"
+
+
+def bound_cell(claim: Claim, outcome: ClaimOutcome) -> str:
+    """The bound and its outcome: a statement's number, or a test's level,
+    regression and errors with its verdict."""
+    bound, limit = claim.bound
+    if not claim.is_test:
+        return f"{SIGNS[bound]} {number(limit)}\n{'holds' if outcome.holds else '[bold red]FAILS[/]'}"
+    if outcome.verdict is None:
+        return f"{SIGNS[bound]} {limit}\n[yellow]untested[/]"
+    where = f"ref, {outcome.faithful_seeds} seeds" if outcome.faithful_seeds else "stated"
+    return (
+        f"{SIGNS[bound]} {number(outcome.level)} ({where})\nfails at {number(outcome.fails_at)}, "
+        f"α {claim.alpha:g}, power {claim.power:g}\n{WORDS[outcome.verdict]} after {outcome.seeds_used} seeds"
+    )
+
+
+def table(rows: Sequence[tuple[str, ClaimOutcome]], title: str = "claims"):
+    """A rich table of claims judged on runs: each row a `(label, outcome)`,
+    the label a claim's name (and, comparing runs, the run's); the interval
+    is the 95% bootstrap interval over seeds. Kept within 80 columns: long
+    names wrap rather than widen it."""
+    from rich.markup import escape
+    from rich.measure import Measurement
+    from rich.table import Table
+
+    outside = any(outcome.consistent is not None for _, outcome in rows)
+    out = Table(title=title, title_justify="left", show_lines=True)
+    out.add_column("claim")
+    out.add_column("value [95% CI]", justify="right")
+    out.add_column("bound", justify="right")
+    if outside:
+        out.add_column("outside figure", justify="right")
+    for label, outcome in rows:
+        claim = Claim.model_validate(outcome.claim)
+        cells = [
+            f"[bold]{escape(label)}[/]\n{escape(claim.metric)}\n{describe(claim)}",
+            f"{number(outcome.value)}\n{escape(f'[{number(outcome.low)}, {number(outcome.high)}]')}",
+            bound_cell(claim, outcome),
+        ]
+        if outside:
+            consistent = "consistent" if outcome.consistent else "[bold red]NOT consistent[/]"
+            cells.append("-" if claim.outside is None else f"{number(claim.outside.value)}\n{consistent}")
+        out.add_row(*cells)
+    if Measurement.get(out_console, out_console.options.update_width(10_000), out).maximum > WIDTH:
+        out.width = WIDTH
+    return out
+
+
+def sources(outcomes: Mapping[str, ClaimOutcome]) -> list[str]:
+    """One line per outside figure: where it comes from; and why a test went untested."""
+    lines = []
+    for name, outcome in outcomes.items():
+        figure = Claim.model_validate(outcome.claim).outside
+        if figure is not None:
+            where = ":".join(str(part) for part in (figure.file, figure.line) if part is not None)
+            lines.append(f"  {name}: {number(figure.value)} from {figure.source}{f' {where}' if where else ''}")
+        if outcome.note:
+            lines.append(f"  {name}: {outcome.note}")
+    return lines

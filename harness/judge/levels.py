@@ -1,0 +1,129 @@
+"""A claim's test, made from the claim and the seeds a faithful run is known
+by (harness.judge.sequential runs it).
+
+Values move onto the unit scale, higher is better: a mean's per-seed values
+are clipped to the claim's `range` and rescaled (flipped for `at_most` and
+`below`); a share of seeds becomes each seed's indicator (1 when the seed
+is past the claim's value, flipped likewise).
+
+The level a faithful run reaches is the claim's number, or (`reference`)
+it is learned from the faithful seeds at hand: the reference's, pooled with
+the spec's unseen-seed runs. Those seeds are a sample too, so the level is
+their one-sided lower confidence bound at `alpha / 2` (Student's t for a
+mean, Clopper-Pearson for a rate) and the sequential test gets the other
+`alpha / 2`: a faithful run fails with probability at most `alpha` in all,
+the reference's own draw included. The fewer the faithful seeds, the lower
+that bound sits below their mean, and the less power the test has at
+`delta`: `harness validate --errors` measures it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import numpy as np
+from scipy import stats as scipy_stats
+
+from harness.judge.sequential import Test
+from harness.spec_sections import REFERENCE, Claim
+
+
+class Faithful(NamedTuple):
+    """The per-seed values (the claim's metric and statistic over
+    iterations, in its own units) of faithful runs, and where they come from."""
+
+    values: np.ndarray  # [seeds]
+    sources: tuple[str, ...]  # the records pooled
+
+
+def unit(claim: Claim, values: np.ndarray) -> np.ndarray:
+    """Per-seed values on the test's unit scale (higher is better)."""
+    values = np.asarray(values, dtype=np.float64)
+    if claim.over_seeds.name == "mean":
+        low, high = claim.range
+        scaled = (np.clip(values, low, high) - low) / (high - low)
+    else:
+        bound = claim.over_seeds.value
+        scaled = (values >= bound if claim.over_seeds.name == "fraction_at_least" else values > bound).astype(float)
+    return scaled if claim.higher_is_better else 1.0 - scaled
+
+
+def to_units(claim: Claim, level: float) -> float:
+    """A unit-scale level in the claim's own units (a share of seeds for a rate)."""
+    if claim.over_seeds.name != "mean":
+        return level if claim.higher_is_better else 1.0 - level
+    low, high = claim.range
+    return low + (level if claim.higher_is_better else 1.0 - level) * (high - low)
+
+
+def delta_unit(claim: Claim) -> float:
+    if claim.over_seeds.name != "mean":
+        return float(claim.delta)
+    low, high = claim.range
+    return float(claim.delta) / (high - low)
+
+
+def stated_level(claim: Claim) -> float:
+    """A number bound on the unit scale."""
+    number = float(claim.bound[1])
+    if claim.over_seeds.name == "mean":
+        low, high = claim.range
+        number = (min(max(number, low), high) - low) / (high - low)
+    return number if claim.higher_is_better else 1.0 - number
+
+
+def lower_bound(kind: str, faithful: np.ndarray, alpha: float) -> np.ndarray:
+    """One-sided lower confidence bounds at level `alpha` of the faithful
+    mean (or rate) from unit-scale samples `[..., seeds]`, and their spread."""
+    faithful = np.asarray(faithful, dtype=np.float64)
+    seeds = faithful.shape[-1]
+    mean = faithful.mean(axis=-1)
+    if kind == "rate":
+        successes = np.rint(faithful.sum(axis=-1))
+        bound = np.where(
+            successes > 0, scipy_stats.beta.ppf(alpha, np.maximum(successes, 1), seeds - successes + 1), 0.0
+        )
+        return np.minimum(bound, mean)
+    if seeds < 2:
+        return np.zeros_like(mean)  # one seed says nothing of the spread: no level can be trusted
+    spread = faithful.std(axis=-1, ddof=1)
+    return mean - scipy_stats.t.ppf(1 - alpha, seeds - 1) * spread / np.sqrt(seeds)
+
+
+def spread(faithful: np.ndarray) -> np.ndarray:
+    faithful = np.asarray(faithful, dtype=np.float64)
+    return faithful.std(axis=-1, ddof=1) if faithful.shape[-1] > 1 else np.zeros(faithful.shape[:-1])
+
+
+def make_test(claim: Claim, faithful: np.ndarray | None) -> Test | None:
+    """The claim's test: its level from a number bound, or from `faithful`
+    unit-scale values `[seeds]` (or `[rows, seeds]`, one test per row, for
+    simulation) for a `reference` bound; None for a statement, or for a
+    `reference` bound without faithful seeds."""
+    if not claim.is_test:
+        return None
+    kind = "mean" if claim.over_seeds.name == "mean" else "rate"
+    alpha, beta = float(claim.alpha), 1.0 - float(claim.power)
+    if claim.bound[1] != REFERENCE:
+        deviation = spread(faithful) if faithful is not None and np.shape(faithful)[-1] > 1 else delta_unit(claim)
+        return Test(kind, stated_level(claim), delta_unit(claim), alpha, beta, deviation)
+    if faithful is None or np.shape(faithful)[-1] == 0:
+        return None
+    level = lower_bound(kind, faithful, alpha / 2)
+    target = np.asarray(faithful, dtype=np.float64).mean(axis=-1)
+    return Test(kind, level, delta_unit(claim), alpha / 2, beta, spread(faithful), target)
+
+
+def pool(per_record: Sequence[tuple[str, dict[int, float]]]) -> Faithful:
+    """Faithful values from several records (label, seed -> value), each seed
+    counted once (the first record that has it): the same seed on two
+    machines is one draw, not two."""
+    seen: dict[int, float] = {}
+    used = []
+    for label, values in per_record:
+        fresh = {seed: value for seed, value in values.items() if seed not in seen}
+        if fresh:
+            used.append(label)
+        seen |= fresh
+    return Faithful(np.array([seen[seed] for seed in sorted(seen)], dtype=np.float64), tuple(used))

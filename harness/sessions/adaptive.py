@@ -1,0 +1,130 @@
+"""`harness reproduce --adaptive`: fresh seeds, a batch at a time, until
+every claim's test decides.
+
+The seeds are numbered after every seed the spec's faithful records used
+(reference and unseen runs), so a run is never judged on a seed its level
+was learned from. Every batch has the same size, so the training program
+is traced and compiled once and reused (harness.run.programs): a batch is
+one `harness run` of the spec on its seeds, its own parent run in MLflow,
+tagged with the batch and what it reproduces. After each batch every test
+claim (harness.judge.claims) is judged on all the seeds so far, in the
+order they ran, with looks after every batch (harness.judge.sequential:
+the false-failure bound holds at whatever batch it stops). It stops when
+every test has a PASS or a FAIL, or at the seed cap (INCONCLUSIVE, never a
+FAIL). The last batch's parent run gets the verdict: tags
+`adaptive.verdict`, `adaptive.seeds_used`, `adaptive.compiles`,
+`claim.<name>` with its alpha, power and delta, and each claim's evidence
+as metrics over the seeds used.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import NamedTuple
+
+import numpy as np
+
+from harness import build, spec
+from harness.console import out_console
+from harness.judge import claims, sequential
+from harness.judge.references import ReproduceError
+from harness.plan import Plan
+from harness.record.schema import ClaimOutcome, Results
+from harness.run.programs import Programs
+from harness.sessions.options import RunOptions
+from harness.sessions.run import Logged, train_and_log
+
+
+class Adaptive(NamedTuple):
+    outcomes: dict[str, ClaimOutcome]  # each test claim on every seed run
+    seeds: list[int]  # the seeds run, in order
+    logged: Logged  # the last batch's run, which holds the verdict
+    compiles: int  # programs compiled over all batches
+    evidence: list[tuple[int, str, ClaimOutcome]]  # (seeds so far, claim, its outcome) after each batch
+
+    @property
+    def verdict(self) -> str:
+        verdicts = [outcome.verdict for outcome in self.outcomes.values()]
+        if sequential.FAIL in verdicts:
+            return sequential.FAIL
+        return sequential.INCONCLUSIVE if sequential.INCONCLUSIVE in verdicts else sequential.PASS
+
+
+def first_fresh_seed(records: list[tuple[str, Results]], reference: Results) -> int:
+    used = [seed for _, record in records for seed in record.seeds] + list(reference.seeds)
+    return max(used, default=-1) + 1
+
+
+def run(
+    plan: Plan, source: str, reference: Results, uri: str, options: RunOptions, batch: int, cap: int, tags: dict
+) -> Adaptive:
+    """Batches of `batch` fresh seeds of `plan` until its tests decide or
+    `cap` seeds have run, logged to `uri`; `options.faithful` are the
+    records levels come from."""
+    tests = {name: claim for name, claim in plan.spec.claims.items() if claim.is_test}
+    if not tests:
+        raise ReproduceError(
+            f"{source}: no claim is a test (a claim with delta), so no verdict could stop an adaptive reproduction"
+        )
+    start = first_fresh_seed(list(options.faithful), reference)
+    every = list(range(start, start + cap - cap % batch))
+    built = build.with_seeds(plan, every[:batch], source)  # traced and compiled once, for every batch
+    programs = Programs()
+    faithful = claims.faithful(options.faithful, tests, exclude=every)
+    values: dict[str, list[float]] = {name: [] for name in tests}
+    seeds: list[int] = []
+    outcomes: dict[str, ClaimOutcome] = {}
+    logged = None
+    evidence: list[tuple[int, str, ClaimOutcome]] = []
+    for number, first in enumerate(range(0, len(every), batch), start=1):
+        chunk = tuple(every[first : first + batch])
+        batch_spec = built.spec.model_copy(update={"seeds": chunk, "claims": plan.spec.claims})
+        batch_plan = built._replace(spec=batch_spec, spec_hash=spec.spec_hash(batch_spec))
+        batch_tags = {**tags, "adaptive.batch": str(number), "adaptive.seeds": f"{chunk[0]}-{chunk[-1]}"}
+        logged = train_and_log(batch_plan, uri, dataclasses.replace(options, tags=batch_tags, programs=programs))
+        seeds += chunk
+        for name, claim in tests.items():
+            values[name] += [float(v) for v in claims.seed_values(logged.record, claim)]
+            outcomes[name] = claims.judge_values(claim, np.array(values[name]), faithful.get(name), batch)
+            evidence.append((len(seeds), name, outcomes[name]))
+        out_console.print(progress_line(number, len(seeds), outcomes), soft_wrap=True)
+        if all(outcome.verdict in (sequential.PASS, sequential.FAIL) for outcome in outcomes.values()):
+            break
+    return Adaptive(outcomes, seeds, logged, len(programs), evidence)
+
+
+def progress_line(number: int, seeds: int, outcomes: dict[str, ClaimOutcome]) -> str:
+    """After a batch: the seeds so far and each test's state."""
+    parts = [
+        f"{name} {(outcome.verdict or 'untested').upper()} (against faithful {outcome.against_faithful or 0:.2f}, "
+        f"against regressed {outcome.against_regressed or 0:.2f})"
+        for name, outcome in outcomes.items()
+    ]
+    return f"batch {number}, {seeds} seeds: " + "; ".join(parts)
+
+
+def log_verdict(adaptive: Adaptive) -> None:
+    """The verdict's tags and the evidence over seeds on the last batch's parent run."""
+    from mlflow.entities import Metric
+
+    client, run_id = adaptive.logged.client, adaptive.logged.parent_id
+    timestamp = int(time.time() * 1000)
+    tags = {
+        "adaptive.verdict": adaptive.verdict,
+        "adaptive.seeds_used": str(len(adaptive.seeds)),
+        "adaptive.compiles": str(adaptive.compiles),
+        **claims.tags(adaptive.outcomes),
+    }
+    for key, value in tags.items():
+        client.set_tag(run_id, key, value)
+    metrics = [
+        Metric(f"adaptive_{name}_{side}", value, timestamp, seeds)
+        for seeds, name, outcome in adaptive.evidence
+        if outcome.against_faithful is not None
+        for side, value in (
+            ("against_faithful", outcome.against_faithful),
+            ("against_regressed", outcome.against_regressed),
+        )
+    ]
+    client.log_batch(run_id, metrics=metrics)

@@ -1,0 +1,86 @@
+"""`harness validate SPEC --errors`: each claim's test, simulated from the
+faithful seeds the spec has (harness.judge.errors), printed as a table and
+written as a record (`results/errors/<spec>.json` for a published spec)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from harness import spec
+from harness.console import out_console, print_table
+from harness.judge import claims, errors, references
+from harness.judge.claims_table import number
+
+# A reproduction's seeds by default: batches of the spec's own seed count,
+# up to four of them.
+BATCHES = 4
+
+
+def seeding(seeds: int, batch: int | None, cap: int | None) -> tuple[int, int]:
+    """The batch size and seed cap a reproduction of a spec with `seeds`
+    seeds uses, as given or by default; ValueError naming the option for
+    a batch or cap below 1, or a cap below one batch."""
+    batch = seeds if batch is None else batch
+    cap = BATCHES * batch if cap is None else cap
+    if batch < 1:
+        raise ValueError(f"--batch must be at least 1, not {batch}")
+    if cap < batch:
+        raise ValueError(f"--max-seeds ({cap}) must be at least one batch (--batch {batch})")
+    return batch, cap
+
+
+def report(loaded: spec.Spec, spec_path: str, batch: int, cap: int) -> dict[str, Any]:
+    """Every test claim's measured errors, from the spec's faithful records."""
+    records = references.faithful_records(references.reference_path(spec_path), spec.canonical(loaded))
+    faithful = claims.faithful(records, loaded.claims)
+    out: dict[str, Any] = {"spec": loaded.name, "claims_hash": claims.claims_hash(loaded.claims), "claims": {}}
+    for name, claim in loaded.claims.items():
+        if not claim.is_test:
+            out["claims"][name] = {"test": False}
+            continue
+        pool = faithful[name]
+        if len(pool.values) < 2:
+            out["claims"][name] = {"test": True, "faithful_seeds": len(pool.values), "sources": list(pool.sources)}
+            continue
+        measured = errors.simulate(claim, pool.values, batch, cap)
+        out["claims"][name] = {"test": True, **measured, "meets": errors.meets(measured), "sources": list(pool.sources)}
+    return out
+
+
+def show(record: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"{record['spec']}: claims' errors, simulated", title_justify="left", show_lines=True)
+    for column in ("claim", "faithful", "Δ", "fails faithful", "catches Δ", "seeds"):
+        table.add_column(column, justify="left" if column == "claim" else "right")
+    for name, row in record["claims"].items():
+        if not row.get("test"):
+            table.add_row(name, "a statement", "", "", "", "")
+            continue
+        if "false_failure" not in row:
+            table.add_row(name, f"{row.get('faithful_seeds', 0)} seeds:\ntoo few", "", "", "", "")
+            continue
+        mark = "" if row["meets"] else "\n[bold red]too weak[/]"
+        table.add_row(
+            name,
+            f"{number(row['faithful_mean'])}\n{row['faithful_seeds']} seeds",
+            number(row["delta"]),
+            f"{row['false_failure']:.2%}\nα {row['alpha']:.1%}\n{row['faithful_inconclusive']:.1%} undecided",
+            f"{row['measured_power']:.1%}\nof {row['power']:.0%}{mark}",
+            f"{row['faithful_seeds_used']:.0f} / {row['regressed_seeds_used']:.0f}\n{row['batch']} to {row['cap']}",
+        )
+    print_table(table)
+    out_console.print(
+        f"{next(iter(record['claims'].values()), {}).get('simulations', errors.SIMULATIONS)} simulated reproductions"
+        " a claim, each with its own draw of the reference; seeds: the mean used by faithful / regressed"
+        " runs, in batches of the first number up to the second",
+        soft_wrap=True,
+    )
+
+
+def write(record: dict[str, Any], path: str) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(record, indent=1, sort_keys=False) + "\n")
+    out_console.print(f"errors written to {path}")

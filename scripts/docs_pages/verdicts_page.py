@@ -1,0 +1,54 @@
+"""docs/results/verdict-errors.md: each published claim's test with its
+measured errors, from the records `harness validate SPEC --errors` wrote
+to results/errors/."""
+
+from __future__ import annotations
+
+import json
+
+from docs_pages import ROOT
+from docs_pages.common import header, table
+
+PAGE = "docs/results/verdict-errors.md"
+
+
+def load_records() -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted((ROOT / "results" / "errors").glob("*.json"))]
+
+
+def verdicts_page(records: list[dict]) -> str:
+    out = [header("results/errors/*.json"), "# Verdicts' errors, measured\n\n"]
+    out.append(
+        "Each published claim is a test (see [what a verdict means](../guides/verdicts.md)). Its record is made "
+        "by `harness validate experiments/SPEC.yaml --errors --errors-out results/errors/SPEC.json`: 4,000 "
+        "simulated reproductions from the spec's faithful seeds (its references and unseen-seed runs, each "
+        "seed once), each with its own draw of the reference. *fails faithful*: the share of faithful "
+        "reproductions that FAIL (at most alpha); *catches Δ*: the share of reproductions regressed by delta "
+        "that FAIL (at least the claim's power); *undecided*: faithful reproductions INCONCLUSIVE at the cap; "
+        "*seeds*: the mean seeds a faithful / a regressed reproduction used, in batches of the spec's seed "
+        "count up to four batches. A claim marked **too weak** does not reach its stated power with the "
+        "faithful seeds at hand: its verdict still fails a faithful run at most alpha of the time, but a PASS "
+        "says little.\n\n"
+    )
+    rows = []
+    for record in records:
+        for name, row in record["claims"].items():
+            if "false_failure" not in row:
+                what = "a statement, not a test" if not row.get("test") else "too few faithful seeds"
+                rows.append([f"`{record['spec']}`", name, what, "", "", "", "", ""])
+                continue
+            rows.append(
+                [
+                    f"`{record['spec']}`",
+                    name,
+                    f"{row['faithful_mean']:.4g} ({row['faithful_seeds']})",
+                    f"{row['delta']:g}",
+                    f"{row['false_failure']:.2%} (α {row['alpha']:.0%})",
+                    f"{row['measured_power']:.1%} (of {row['power']:.0%})" + ("" if row["meets"] else " **too weak**"),
+                    f"{row['faithful_inconclusive']:.1%}",
+                    f"{row['faithful_seeds_used']:.0f} / {row['regressed_seeds_used']:.0f}",
+                ]
+            )
+    headings = ["spec", "claim", "faithful level (seeds)", "Δ", "fails faithful", "catches Δ", "undecided", "seeds"]
+    out.append(table(headings, rows) if rows else "No record yet.\n")
+    return "".join(out)

@@ -51,10 +51,16 @@ def _jax_build():
 STOP_SECONDS = 60.0
 
 
-def _run(session: nox.Session, module: str, *args: str) -> None:
+def _run(session: nox.Session, module: str, *args: str, success_codes: tuple[int, ...] = (0,)) -> None:
     """`python -m MODULE ARGS` in the session's environment, given the time
     to stop cleanly on SIGINT."""
-    session.run(*_python(session, module), *args, external=True, interrupt_timeout=STOP_SECONDS)
+    session.run(
+        *_python(session, module),
+        *args,
+        external=True,
+        interrupt_timeout=STOP_SECONDS,
+        success_codes=list(success_codes),
+    )
 
 
 def _python(session: nox.Session, module: str) -> list[str]:
@@ -209,7 +215,8 @@ def publish(session: nox.Session) -> None:
         session.error(f"no published spec {', '.join(missing)} in experiments/")
     for name in names:
         spec = f"experiments/{name}.yaml"
-        _run(session, "harness", "run", spec, "--deterministic", "--no-progress")
+        # A claim's test undecided on the reference's own seeds (4) still makes a reference.
+        _run(session, "harness", "run", spec, "--deterministic", "--no-progress", success_codes=(0, 4))
         _run(session, "harness", "publish", spec, "--random-baseline")
 
 

@@ -202,8 +202,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     reproduced = reproduce.run_and_judge(reference, run_options(args, faithful=faithful), args.seeds)
     if reproduced is None:  # not process 0 of a multi-process job: it judges
         return 0
-    verdict = reproduced.verdict
-    metrics = "undecided" if verdict.not_judged else "pass" if verdict.passed else "fail"
+    outcome = reproduced.verdict.outcome
+    metrics = "undecided" if outcome in ("not judged", "inconclusive") else outcome
     return verdict_code(reproduced.logged.record.claims, metrics) or (
         EXIT_INCOMPLETE if reproduced.logged.offline else 0
     )

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from harness import spec as S
-from harness.judge import claims
+from harness.judge import claims, references
 from harness.record import schema
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,10 +49,13 @@ def test_every_published_spec_states_its_claims():
 def test_claims_hold_on_the_reference(path):
     loaded = S.load(path)
     record = schema.parse((ROOT / "results" / f"{path.stem}.json").read_text(), path.stem)
-    outcomes = claims.evaluate(record, loaded.claims)
+    # A test's level comes from the spec's other faithful seeds, never the reference's own.
+    records = references.faithful_records(ROOT / "results" / f"{path.stem}.json", S.canonical(loaded))
+    outcomes = claims.evaluate(record, loaded.claims, claims.faithful(records, loaded.claims, exclude=record.seeds))
     assert set(outcomes) == set(loaded.claims)
+    assert not claims.failed(outcomes), {n: (o.value, o.level) for n, o in outcomes.items()}
     for name, outcome in outcomes.items():
-        assert outcome.holds, (name, outcome.value, outcome.claim)
+        assert outcome.holds or loaded.claims[name].is_test, (name, outcome.value, outcome.claim)
         assert outcome.low <= outcome.value <= outcome.high, name
 
 
@@ -100,9 +103,9 @@ def test_alphazero_knapsack_beats_greedy_and_learns():
     ref = reference("alphazero_knapsack")
     final = ref["final"]
     assert final["eval_return"] > final["eval_greedy_return"] > final["eval_random_return"] > 0
-    # Greedy one-ply would not meet the claim on the optimality gap.
+    # A gap as poor as greedy one-ply's is a regression the claim's test is to catch (delta).
     claimed = S.load(ROOT / "experiments" / "alphazero_knapsack.yaml").claims["near_the_optimum"]
-    assert final["eval_optimality_gap"] < claimed.below < final["eval_greedy_optimality_gap"]
+    assert final["eval_optimality_gap"] + claimed.delta < final["eval_greedy_optimality_gap"]
     first = np.mean([curve[0] for curve in ref["evaluation_curves"]["metrics"]["eval_optimality_gap"].values()])
     assert first > 3 * final["eval_optimality_gap"]
     assert ref["spec"]["network"]["kind"] == "item_set"

@@ -13,7 +13,7 @@ from mlflow.tracking import MlflowClient
 from support import TINY_SPEC, new_store, record_of, run_cli, train, write_spec
 
 from harness import spec as S
-from harness.judge import machines, references, reproduce
+from harness.judge import machines, references, reproduce, verdict_report
 
 # ------------------------------------------------------------------- judging
 
@@ -128,7 +128,7 @@ def test_speed_is_reported_with_both_devices_and_never_judged(tiny_record):
     assert verdict.speed.hardware == "another machine: device_kind NVIDIA A100 -> cpu"
     text = verdict.speed.describe()
     assert "1x NVIDIA A100 on gpu-box" in text and "cpu (" in text and "0.01x" in text and "not judged" in text
-    logged = reproduce.to_dict(verdict)["speed"]
+    logged = verdict_report.to_dict(verdict)["speed"]
     assert logged["judged"] is False and logged["ratio"] == pytest.approx(0.01)
 
 
@@ -221,11 +221,11 @@ def test_statistical_verdict_fails_when_the_learning_rate_is_broken(tiny_record)
     assert not ret.passed and ret.gates
     assert ret.reproduction.high < ret.reference.low
     assert "reproduction below the reference" in ret.detail
-    tags = reproduce.verdict_tags(verdict)
+    tags = verdict_report.verdict_tags(verdict)
     assert (
         tags["verdict"] == "fail" and tags["verdict.episode_return"] == "fail" and tags["verdict.mode"] == "statistical"
     )
-    markdown = reproduce.to_markdown(verdict)
+    markdown = verdict_report.to_markdown(verdict)
     assert "FAIL (episode_return)" in markdown and "| episode_return | yes |" in markdown
 
 
@@ -240,15 +240,17 @@ def test_one_seed_on_a_side_gives_no_statistical_verdict(tiny_record):
     verdict = reproduce.judge(elsewhere, one, "reference.json")
     assert verdict.mode == "statistical" and not verdict.passed and verdict.outcome == "not judged"
     assert verdict.not_judged.startswith("1 seed in the reference and 1 seed in the reproduction: ")
-    assert "NOT JUDGED" in reproduce.headline(verdict) and "Not judged statistically" in reproduce.to_markdown(verdict)
-    assert reproduce.to_dict(verdict)["verdict"] == reproduce.verdict_tags(verdict)["verdict"] == "not judged"
+    assert "NOT JUDGED" in verdict_report.headline(
+        verdict
+    ) and "Not judged statistically" in verdict_report.to_markdown(verdict)
+    assert verdict_report.to_dict(verdict)["verdict"] == verdict_report.verdict_tags(verdict)["verdict"] == "not judged"
     assert reproduce.judge(elsewhere, tiny_record, "reference.json").not_judged.startswith("1 seed in the reference:")
     exact = reproduce.judge(one, one, "reference.json")
     assert exact.mode == "exact" and exact.passed and not exact.not_judged
 
 
 def test_verdict_json_is_complete(tiny_record):
-    verdict = reproduce.to_dict(reproduce.judge(tiny_record, tiny_record, "results/tiny.json"))
+    verdict = verdict_report.to_dict(reproduce.judge(tiny_record, tiny_record, "results/tiny.json"))
     assert verdict["verdict"] == "pass" and verdict["mode"] == "exact" and "bit-identical" in verdict["rule"]
     ret = verdict["metrics"]["episode_return"]
     assert (

@@ -14,7 +14,7 @@ import pytest
 from support import background_result, run_cli
 
 from harness import spec as S
-from harness.judge import claims
+from harness.judge import claims, references
 from harness.record import schema
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,14 +45,16 @@ def unseen_run():
 
 def test_reinforce_cartpole_claim_holds_on_unseen_seeds(unseen_run):
     proc, record = unseen_run
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    # 0 when the claim's test PASSES on these 4 seeds, 4 when it is undecided; never a FAIL (1).
+    assert proc.returncode in (0, 4), proc.stdout[-2000:] + proc.stderr[-2000:]
     reference = json.loads((ROOT / "results" / "reinforce_cartpole.json").read_text())
     assert record["seeds"] == [8, 9, 10, 11]
     assert not set(record["seeds"]) & set(reference["seeds"])
     assert record["spec_hash"] != reference["spec_hash"], "other seeds are another experiment"
     assert set(record["claims"]) == {"solves_cartpole"}
-    assert all(c["holds"] for c in record["claims"].values()), record["claims"]
-    assert "solves_cartpole" in proc.stdout and "holds" in proc.stdout
+    assert all(c["verdict"] in ("pass", "inconclusive") for c in record["claims"].values()), record["claims"]
+    assert record["claims_hash"]
+    assert "solves_cartpole" in proc.stdout and "after 4 seeds" in proc.stdout
 
 
 @pytest.mark.parametrize("path", UNSEEN, ids=[p.stem for p in UNSEEN])
@@ -63,8 +65,10 @@ def test_recorded_unseen_seed_runs_hold_their_claims(path):
     assert not set(record.seeds) & set(reference["seeds"]), "seeds the reference used"
     assert len(record.seeds) == len(reference["seeds"])
     assert record.git["dirty"] == "false", "recorded from committed code"
-    outcomes = claims.evaluate(record, loaded.claims)
-    assert outcomes and all(o.holds for o in outcomes.values()), {n: o.value for n, o in outcomes.items()}
+    records = references.faithful_records(ROOT / "results" / f"{path.stem}.json", S.canonical(loaded))
+    outcomes = claims.evaluate(record, loaded.claims, claims.faithful(records, loaded.claims, exclude=record.seeds))
+    assert outcomes and not claims.failed(outcomes), {n: (o.value, o.verdict) for n, o in outcomes.items()}
+    assert all(o.holds for n, o in outcomes.items() if not loaded.claims[n].is_test)
 
 
 def test_unseen_runs_are_recorded():

@@ -38,6 +38,15 @@ class Row(NamedTuple):
     peak_memory_ratio: float | None  # None: a side's records lack the peak
     peak_memory: str | None  # where the peaks were measured ("device" or "host")
     claims: str = "-"  # the spec's claims on the newer side's first run: "2/2 hold", "1/2 hold: x fails", "-"
+    # The verdict, typed: its mode ("exact" or "statistical") and outcome (OUTCOMES).
+    mode: str | None = None
+    outcome: str | None = None
+
+
+# A verdict's outcomes; only "pass" is agreement. Reports written before the outcome was
+# recorded keep their verdict as words ("statistical, PASS").
+OUTCOMES = ("pass", "fail", "inconclusive", "not judged")
+AGREES = "pass"
 
 
 def label(record: Results) -> str:
@@ -74,13 +83,20 @@ def claims_held(older: Results, newer: Results) -> str:
         return "-"
     held = sum(outcome.holds for outcome in judged.values())
     out = f"{held}/{len(judged)} hold"
-    broken = [name for name, outcome in judged.items() if not outcome.holds]
+    broken = [name for name, outcome in judged.items() if _broken(outcome)]
     if broken:
         before = older.claims or {}
-        also = [name for name in broken if name in before and not before[name].holds]
+        also = [name for name in broken if name in before and _broken(before[name])]
         out += ": " + ", ".join(broken) + (" fails" if len(broken) == 1 else " fail")
         out += f" (also on the older: {', '.join(also)})" if also else ""
+    if undecided := [name for name, outcome in judged.items() if not outcome.holds and not _broken(outcome)]:
+        out += ("; " if broken else ": ") + ", ".join(undecided) + " undecided"
     return out
+
+
+def _broken(outcome) -> bool:
+    """A statement that does not hold, or a test that FAILED (an undecided test is neither)."""
+    return outcome.verdict == "fail" if outcome.claim.get("delta") is not None else not outcome.holds
 
 
 def compare(spec: str, older: Side, newer: Side) -> Row:
@@ -107,6 +123,8 @@ def compare(spec: str, older: Side, newer: Side) -> Row:
         peak_memory_ratio=_ratio(_median(peaks_new), _median(peaks_old)) if peaks_old and peaks_new else None,
         peak_memory=new[0].speed.peak_memory,
         claims=claims_held(old[0], new[0]),
+        mode=verdict.mode,
+        outcome=verdict.outcome,
     )
 
 
@@ -134,6 +152,18 @@ def shown_verdict(row: dict[str, Any], settings: dict[str, Any]) -> str:
     return row["verdict"]
 
 
+def shown_outcome(row: dict[str, Any], settings: dict[str, Any]) -> str:
+    """The outcome the report shows (OUTCOMES): a cut run's verdict is not
+    judged unless its bits are identical."""
+    cut = settings.get("iterations")
+    if cut and row["iterations"] and row["bits"] != "identical":
+        return "not judged"
+    if row.get("outcome"):
+        return row["outcome"]
+    verdict = row["verdict"].rsplit(", ", 1)[-1].lower()  # a report from before outcomes were typed
+    return verdict if verdict in OUTCOMES else "not judged"
+
+
 def failed(document: dict[str, Any]) -> list[str]:
     """The specs whose newer run did not finish, fails a verdict shown, or
     fails one of its claims."""
@@ -141,9 +171,21 @@ def failed(document: dict[str, Any]) -> list[str]:
         row["spec"]
         for row in document["specs"]
         if row["speed_ratio"] is None
-        or shown_verdict(row, document["settings"]).endswith("FAIL")
+        or shown_outcome(row, document["settings"]) == "fail"
         or " fail" in row.get("claims", "-")
     ]
+
+
+def undecided(document: dict[str, Any]) -> list[str]:
+    """The specs not failed whose verdict is not a PASS (not judged, or a
+    claim's test inconclusive): never counted as agreement."""
+    out = []
+    for row in document["specs"]:
+        if row["spec"] in failed(document):
+            continue
+        if shown_outcome(row, document["settings"]) != AGREES or "undecided" in row.get("claims", "-"):
+            out.append(row["spec"])
+    return out
 
 
 def _rounds(n: int) -> str:

@@ -10,27 +10,26 @@ The rules, in the order they are applied:
   program: seed 0 alone does not give the bits seed 0 gives beside seed 1).
   Then every curve point and every per-seed final value of every metric must
   be the same float; any difference fails, named by metric, seed and env step.
-- **statistical** otherwise: for each metric of the reference, the
-  interquartile mean over seeds of the per-seed final values (the mean of the
-  last 10% of iterations) with a stratified-bootstrap 95% confidence
-  interval (`harness.judge.stats`), for the reference and the reproduction. A
-  metric passes when the two intervals overlap: the reproduction is not
-  distinguishable from the reference with the seeds at hand. The gating
-  metrics are the learning metrics (`LEARNING_METRICS`); losses and the rest
-  are judged by the same rule but only reported. With fewer than
-  `stats.MIN_SEEDS` seeds on a side there is no spread to compare (a one-seed
-  interval is a point): the verdict is "not judged", neither a pass nor a
-  failure, and says why.
+- **statistical** otherwise. Where the spec states test claims (claims
+  with `delta`, harness.judge.claims), their sequential tests gate: PASS
+  when every one passes, FAIL when one fails (a faithful run fails at most
+  alpha of the time), INCONCLUSIVE when one is undecided. Every metric's
+  interquartile mean over seeds of the per-seed final values, with a
+  stratified-bootstrap 95% confidence interval (`harness.judge.stats`), is
+  reported beside the reference's. A spec without a test claim is gated by
+  its learning metrics (`LEARNING_METRICS`) passing when the two intervals
+  overlap, a rule without a stated error rate; with fewer than
+  `stats.MIN_SEEDS` seeds on a side there is no spread to compare (a
+  one-seed interval is a point): the verdict is "not judged".
 - **speed**: steady-state env steps per second against the reference's,
   labelled with both devices; reported, never judged.
 
-The verdict passes when every gating metric passes: all metrics when exact,
-the learning metrics when statistical.
+The verdict passes when every gating metric passes (all metrics when exact)
+or, statistical, when every test claim passes.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any, NamedTuple
 
 from harness import jax_build
@@ -80,9 +79,11 @@ LEARNING_METRICS = ("episode_return", "eval_return", "eval_random_win")
 RULES = {
     "exact": "same fingerprint, numerics versions and seeds as the reference: every curve point and per-seed "
     "final value of every metric must be bit-identical",
-    "statistical": "IQM over seeds of the per-seed final values, stratified-bootstrap 95% CI "
-    f"({stats.REPS} resamples, RandomState({stats.RANDOM_STATE})); a metric passes when the reference's "
-    "and the reproduction's intervals overlap",
+    "statistical": "each claim's sequential test (alpha, power and delta stated in the spec) gates; every "
+    "metric's IQM over seeds with its stratified-bootstrap 95% CI "
+    f"({stats.REPS} resamples, RandomState({stats.RANDOM_STATE})) is reported beside the reference's. A spec "
+    "without a test claim is gated by its learning metrics' intervals overlapping, a rule without a stated "
+    "error rate",
 }
 
 
@@ -138,15 +139,27 @@ class Verdict(NamedTuple):
     reference_seeds: list[int]
     reproduction_seeds: list[int]
     not_judged: str = ""  # why a statistical verdict cannot be given (too few seeds); "" when it is
+    # Each test claim's verdict on the reproduction (pass, fail, inconclusive): in statistical mode
+    # they gate the verdict, and the metrics' intervals are only reported.
+    claims: dict[str, str] = {}
+
+    @property
+    def claims_gate(self) -> bool:
+        return self.mode == "statistical" and bool(self.claims)
 
     @property
     def passed(self) -> bool:
+        if self.claims_gate:
+            return all(verdict == "pass" for verdict in self.claims.values())
         return not self.not_judged and all(m.passed for m in self.metrics if m.gates)
 
     @property
     def outcome(self) -> str:
-        """`pass`, `fail` or `not judged`."""
-        return "not judged" if self.not_judged else _word(self.passed)
+        """`pass`, `fail`, `inconclusive` (a claim's test undecided) or `not judged`."""
+        if self.claims_gate:
+            verdicts = set(self.claims.values())
+            return "fail" if "fail" in verdicts else "inconclusive" if "inconclusive" in verdicts else "pass"
+        return "not judged" if self.not_judged else word(self.passed)
 
 
 def not_exact_because(reference: Results, record: Results) -> list[str]:
@@ -207,7 +220,10 @@ def judge(reference: Results, record: Results, source: str, every: tuple[dict, d
     exact verdict compares every iteration too (harness.judge.differences)."""
     reasons = not_exact_because(reference, record)
     mode = "statistical" if reasons else "exact"
-    not_judged = stats.too_few_seeds(len(reference.seeds), len(record.seeds)) if mode == "statistical" else ""
+    tests = {name: o.verdict for name, o in (record.claims or {}).items() if o.verdict is not None}
+    claims_gate = mode == "statistical" and bool(tests)
+    few = stats.too_few_seeds(len(reference.seeds), len(record.seeds))
+    not_judged = few if mode == "statistical" and not claims_gate else ""
     names = reference.metric_names()
     learning = [n for n in names if n in LEARNING_METRICS] or names
     verdicts = []
@@ -235,11 +251,11 @@ def judge(reference: Results, record: Results, source: str, every: tuple[dict, d
                 count = difference["count"]
                 counted = f" ({count} values differ)" if count else ""
                 detail = f"not bit-identical: {difference['what']}{counted}; statistically, {consistency}"
-        elif not_judged:
+        elif not_judged or (claims_gate and few):
             passed, detail = False, "not judged (too few seeds)"
         else:
             passed, detail = overlap, consistency
-        gates = mode == "exact" or name in learning
+        gates = mode == "exact" or (name in learning and not claims_gate)
         verdicts.append(MetricVerdict(name, gates, passed, detail, ref_estimate, new_estimate, difference))
     return Verdict(
         spec_name=reference.spec.get("name", ""),
@@ -253,6 +269,7 @@ def judge(reference: Results, record: Results, source: str, every: tuple[dict, d
         reference_seeds=list(reference.seeds),
         reproduction_seeds=list(record.seeds),
         not_judged=not_judged,
+        claims=tests,
     )
 
 
@@ -271,131 +288,5 @@ def _speed(reference: Results, record: Results) -> Speed:
     )
 
 
-# ------------------------------------------------------------------ rendering
-
-
-def _word(passed: bool) -> str:
+def word(passed: bool) -> str:
     return "pass" if passed else "fail"
-
-
-def _metric_word(verdict: Verdict, metric: MetricVerdict) -> str:
-    return "not judged" if verdict.not_judged else _word(metric.passed)
-
-
-def to_dict(verdict: Verdict) -> dict[str, Any]:
-    return {
-        "verdict": verdict.outcome,
-        "mode": verdict.mode,
-        "rule": RULES[verdict.mode],
-        "not_judged": verdict.not_judged or None,
-        "not_exact_because": verdict.not_exact_because,
-        "spec_name": verdict.spec_name,
-        "spec_hash": verdict.spec_hash,
-        "reference": {
-            "source": verdict.reference_source,
-            "mlflow_run_id": verdict.reference_run_id,
-            "seeds": verdict.reference_seeds,
-        },
-        "reproduction": {"seeds": verdict.reproduction_seeds},
-        "metrics": {
-            m.name: {
-                "verdict": _metric_word(verdict, m),
-                "gates": m.gates,
-                "detail": m.detail,
-                "reference": m.reference.as_dict(),
-                "reproduction": m.reproduction.as_dict() if m.reproduction else None,
-                "first_difference": m.first_difference,
-            }
-            for m in verdict.metrics
-        },
-        "speed": {**verdict.speed._asdict(), "ratio": verdict.speed.ratio, "judged": False},
-    }
-
-
-def to_json(verdict: Verdict) -> str:
-    return json.dumps(to_dict(verdict), indent=2) + "\n"
-
-
-def headline(verdict: Verdict) -> str:
-    failed = [m.name for m in verdict.metrics if m.gates and not m.passed]
-    outcome = "PASS" if verdict.passed else f"FAIL ({', '.join(failed)})"
-    if verdict.not_judged:
-        outcome = "NOT JUDGED (too few seeds)"
-    return (
-        f"{verdict.spec_name} ({verdict.spec_hash[:12]}) against {verdict.reference_source}: {verdict.mode}, {outcome}"
-    )
-
-
-def to_markdown(verdict: Verdict) -> str:
-    lines = [f"# Reproduction: {headline(verdict)}", "", f"Rule ({verdict.mode}): {RULES[verdict.mode]}.", ""]
-    if verdict.not_exact_because:
-        lines += ["Not judged bit for bit because:", "", *[f"- {reason}" for reason in verdict.not_exact_because], ""]
-    if verdict.not_judged:
-        lines += [f"Not judged statistically: {verdict.not_judged}.", ""]
-    lines += [
-        "| metric | gates | reference IQM [95% CI] | reproduction IQM [95% CI] | verdict | detail |",
-        "|---|---|---|---|---|---|",
-    ]
-    for m in verdict.metrics:
-        new = f"{m.reproduction} (n={m.reproduction.n})" if m.reproduction else "-"
-        lines.append(
-            f"| {m.name} | {'yes' if m.gates else 'no'} | {m.reference} (n={m.reference.n}) | {new} "
-            f"| {_metric_word(verdict, m)} | {m.detail} |"
-        )
-    lines += ["", f"Speed: {verdict.speed.describe()}.", ""]
-    return "\n".join(lines)
-
-
-def table(verdict: Verdict):
-    """The verdict: a row per metric (`*`: it decides), the detail most
-    metrics share in the caption, any other below the table. Into a pipe or
-    a file it is printed at its natural width (harness.console.print_table),
-    so that no metric name or interval is cut."""
-    from collections import Counter
-
-    from rich import box
-    from rich.console import Group
-    from rich.table import Table
-    from rich.text import Text
-
-    common = Counter(m.detail for m in verdict.metrics).most_common(1)
-    usual = common[0][0] if common else ""
-    ref_n, new_n = len(verdict.reference_seeds), len(verdict.reproduction_seeds)
-    out = Table(
-        title=f"reproduce: {headline(verdict)}",
-        title_justify="left",
-        caption=f"IQM [95% CI] over seeds; * decides the verdict{f'; {usual}' if usual else ''}",
-        caption_justify="left",
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-        collapse_padding=True,
-    )
-    out.add_column("metric", no_wrap=True)
-    out.add_column(f"reference ({ref_n} seeds)", justify="right", no_wrap=True)
-    out.add_column(f"reproduction ({new_n})", justify="right", no_wrap=True)
-    out.add_column("verdict", no_wrap=True)
-    ordered = sorted(verdict.metrics, key=lambda m: (not m.gates, m.name))
-    for m in ordered:
-        mark = "[green]pass[/]" if m.passed else ("[bold red]fail[/]" if m.gates else "[yellow]differs[/]")
-        mark = "[yellow]not judged[/]" if verdict.not_judged else mark
-        new = f"{m.reproduction}" if m.reproduction else "-"
-        out.add_row(f"{m.name}{' *' if m.gates else ''}", f"{m.reference}", new, mark)
-    details = [Text(f"{m.name}: {m.detail}") for m in ordered if m.detail and m.detail != usual]
-    return Group(out, *details)
-
-
-def verdict_tags(verdict: Verdict) -> dict[str, str]:
-    """Tags for the reproduction's parent run, to filter on in the MLflow UI."""
-    return {
-        "verdict": verdict.outcome,
-        "verdict.mode": verdict.mode,
-        **{f"verdict.{m.name}": _metric_word(verdict, m) for m in verdict.metrics},
-        "verdict.speed_ratio": f"{verdict.speed.ratio:.3f}",
-    }
-
-
-def log_verdict(client, run_id: str, verdict: Verdict) -> None:
-    from harness.record import tracking
-
-    tracking.set_tags(client, run_id, verdict_tags(verdict))
-    tracking.log_texts(client, run_id, {"verdict.json": to_json(verdict), "verdict.md": to_markdown(verdict)})

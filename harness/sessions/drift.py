@@ -91,7 +91,9 @@ def _run(python: str, spec_path: Path, out: Path, options: DriftOptions, parent:
     except KeyboardInterrupt as stopped:  # harness.run.interrupts.Interrupted names SIGINT or SIGTERM
         _stop(process, getattr(stopped, "signum", signal.SIGINT), options.uri, parent)
         raise
-    if process.returncode != 0:
+    # A side's run that trained and wrote its results may still end 1 (a claim's test FAILED) or 4
+    # (undecided): the report judges the claims itself.
+    if process.returncode not in (0, 1, 4) or not out.exists():
         tail = "\n".join(output.strip().splitlines()[-12:])
         raise DriftError(f"{python}: harness run {spec_path.name} exited with {process.returncode}:\n{tail}")
     return schema.parse(out.read_text(), str(out))
@@ -204,7 +206,9 @@ def _write(out: Path, document: dict) -> str:
 
 
 def drift_command(options: DriftOptions) -> int:
-    """Run, print, write and log the report; 0, or 1 when a verdict fails.
+    """Run, print, write and log the report; 0 when every verdict passes, 1
+    when one fails, 4 when none fails but one is undecided (not judged, or a
+    claim's test inconclusive: never counted as agreement).
     The parent run is opened first (an unusable store is reported before
     any training) and ends FINISHED with the report, or FAILED or KILLED."""
     # Each side's environment checked before any run.
@@ -234,4 +238,10 @@ def drift_command(options: DriftOptions) -> int:
         err_console.print(
             f"the newer side fails its verdict, or a run did not finish, on: {', '.join(failed)}", soft_wrap=True
         )
-    return 1 if failed else 0
+        return 1
+    if undecided := drift.undecided(document):
+        err_console.print(
+            f"no agreement shown (not judged, or a claim undecided) on: {', '.join(undecided)}", soft_wrap=True
+        )
+        return 4
+    return 0

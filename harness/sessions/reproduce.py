@@ -14,13 +14,20 @@ from typing import NamedTuple
 
 from harness import build, spec, sweep
 from harness.console import err_console, out_console, print_table
-from harness.judge import claims_table, differences, publish, references, reproduce
+from harness.judge import claims_table, differences, publish, references, reproduce, verdict_report
 from harness.plan import Plan
 from harness.record.schema import Results
 from harness.run import provenance
 from harness.sessions import adaptive, results
 from harness.sessions.options import RunOptions
 from harness.sessions.run import Logged, print_claims, train_and_log
+
+WORDS = {
+    "pass": "[bold green]PASS[/]",
+    "fail": "[bold red]FAIL[/]",
+    "inconclusive": "[bold yellow]INCONCLUSIVE[/]",
+    "not judged": "[bold yellow]NOT JUDGED[/]",
+}
 
 
 class Reference(NamedTuple):
@@ -89,18 +96,17 @@ def run_and_judge(reference: Reference, options: RunOptions, seeds: list[int] | 
     results.print_summary(plan, logged.record, logged.uri, logged.experiment_id, logged.parent_id)
     print_claims(logged.record)
     verdict = reproduce.judge(reference.record, logged.record, reference.label, _every_iteration(reference, logged))
-    print_table(reproduce.table(verdict))
+    print_table(verdict_report.table(verdict))
     for reason in verdict.not_exact_because:
         out_console.print(f"  not judged bit for bit: {reason}")
     if verdict.not_judged:
         out_console.print(f"  not judged statistically: {verdict.not_judged}", soft_wrap=True)
     out_console.print(f"rule ({verdict.mode}): {reproduce.RULES[verdict.mode]}", soft_wrap=True)
     out_console.print(f"speed: {verdict.speed.describe()}", soft_wrap=True)
-    reproduce.log_verdict(logged.client, logged.parent_id, verdict)
-    word = {"pass": "[bold green]PASS[/]", "fail": "[bold red]FAIL[/]", "not judged": "[bold yellow]NOT JUDGED[/]"}[
-        verdict.outcome
-    ]
-    out_console.print(f"verdict: {word}, logged to run {logged.parent_id} (tags verdict.*, verdict.json, verdict.md)")
+    verdict_report.log_verdict(logged.client, logged.parent_id, verdict)
+    out_console.print(
+        f"verdict: {WORDS[verdict.outcome]}, logged to run {logged.parent_id} (tags verdict.*, verdict.json, verdict.md)"
+    )
     return Reproduced(logged, verdict)
 
 
@@ -142,9 +148,8 @@ def run_adaptive(reference: Reference, options: RunOptions, batch: int, cap: int
     result = adaptive.run(plan, reference.source, reference.record, reference.uri, options, batch, cap, tags)
     print_table(claims_table.table(list(result.outcomes.items()), f"{plan.spec.name}: claims, adaptive"))
     adaptive.log_verdict(result)
-    word = {"pass": "[bold green]PASS[/]", "fail": "[bold red]FAIL[/]", "inconclusive": "[bold yellow]INCONCLUSIVE[/]"}
     out_console.print(
-        f"verdict: {word[result.verdict]} after {len(result.seeds)} fresh seeds ({result.seeds[0]}-{result.seeds[-1]},"
+        f"verdict: {WORDS[result.verdict]} after {len(result.seeds)} fresh seeds ({result.seeds[0]}-{result.seeds[-1]},"
         f" batches of {batch}, cap {cap}; {result.compiles} programs compiled), logged to run "
         f"{result.logged.parent_id} (tags adaptive.*, claim.*)",
         soft_wrap=True,

@@ -1,0 +1,96 @@
+"""The claims' sequential tests (harness.judge.sequential, levels, errors)
+as pure functions on simulated seeds: their false-failure rates and power,
+the seeds they take, and the claims and options they refuse."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from pydantic import ValidationError
+
+from harness.judge import errors, levels, sequential
+from harness.spec_sections import Claim
+
+
+def _share(decision, verdict):
+    return float(np.mean(decision.verdict == verdict))
+
+
+def test_the_bernoulli_sprt_meets_its_errors_at_any_batch():
+    """p0 = 0.5 against p1 = 0.2, alpha 1%, power 95%, batches of 4 up to 64."""
+    rng = np.random.default_rng(0)
+    test = sequential.Test("rate", 0.5, 0.3, 0.01, 0.05)
+    faithful = sequential.decide(test, (rng.random((20_000, 64)) < 0.5).astype(float), 4)
+    regressed = sequential.decide(test, (rng.random((20_000, 64)) < 0.2).astype(float), 4)
+    assert _share(faithful, sequential.FAIL) <= 0.01
+    assert _share(regressed, sequential.FAIL) >= 0.9
+    assert faithful.seeds.mean() < 40  # fewer than a fixed-n test with the same errors needs
+
+
+def test_the_betting_test_never_fails_a_faithful_mean_more_than_alpha():
+    """A skewed faithful distribution (a third of seeds near the top of the
+    range): the FAIL side is a supermartingale whatever the shape."""
+    rng = np.random.default_rng(1)
+    values = np.where(
+        rng.random((20_000, 64)) < 0.3, rng.uniform(0.8, 1.0, (20_000, 64)), rng.uniform(0, 0.3, (20_000, 64))
+    )
+    level = values.mean()
+    test = sequential.Test("mean", level, 0.1, 0.01, 0.2, values.std())
+    decision = sequential.decide(test, values, 8)
+    assert _share(decision, sequential.FAIL) <= 0.01
+    regressed = sequential.decide(test, np.clip(values - 0.15, 0, 1), 8)
+    assert _share(regressed, sequential.FAIL) > 0.3  # caught far more often than a faithful run
+
+
+def test_a_test_looks_only_after_whole_batches_and_stops_at_the_first_decision():
+    test = sequential.Test("rate", 0.9, 0.5, 0.01, 0.2)
+    decision = sequential.decide(test, np.zeros(16), 4)
+    assert decision.verdict == sequential.FAIL and decision.seeds % 4 == 0
+    passed = sequential.decide(test, np.ones(16), 4)
+    assert passed.verdict == sequential.PASS and passed.seeds % 4 == 0
+    undecided = sequential.decide(test, np.array([1.0, 0.0, 1.0]), 4)  # the last look is the last seed
+    assert undecided.verdict == sequential.INCONCLUSIVE and undecided.seeds == 3
+
+
+def _claim(**fields):
+    return Claim.model_validate({"metric": "episode_return", **fields})
+
+
+def test_a_reference_level_is_a_lower_bound_below_the_faithful_mean():
+    claim = _claim(over_seeds="mean", at_least="reference", delta=50, range=[0, 500])
+    faithful = levels.unit(claim, np.array([480.0, 490, 470, 500, 460, 495, 485, 475]))
+    test = levels.make_test(claim, faithful)
+    assert test.level < test.target == pytest.approx(faithful.mean())
+    assert test.alpha == pytest.approx(0.005)  # the other half of alpha is the reference's
+    lower = _claim(over_seeds="mean", at_most="reference", delta=0.1, range=[0, 1])
+    assert levels.unit(lower, np.array([0.2])) == pytest.approx([0.8])  # lower is better: flipped
+
+
+def test_simulated_errors_of_a_published_like_claim():
+    """CartPole-like returns: the simulation measures a false-failure rate
+    within alpha and the power it states."""
+    returns = np.array([500.0, 479, 498, 485, 484, 494, 377, 487, 480, 494, 430, 465, 476, 500, 477, 500])
+    claim = _claim(over_seeds="mean", at_least="reference", delta=60, range=[0, 500])
+    measured = errors.simulate(claim, returns, batch=8, cap=32, sims=2000)
+    assert measured["false_failure"] <= claim.alpha
+    assert measured["measured_power"] >= 0.8 and errors.meets(measured)
+    # The same draws every time: a record is reproducible.
+    assert errors.simulate(claim, returns, batch=8, cap=32, sims=2000) == measured
+
+
+@pytest.mark.parametrize(
+    "fields, key",
+    [
+        ({"over_seeds": "max", "at_most": "reference", "delta": 0.1}, "cannot gate"),
+        ({"over_seeds": "mean", "at_least": "reference", "delta": 1}, "range"),
+        ({"over_seeds": "mean", "at_least": 1, "delta": 0, "range": [0, 2]}, "greater than 0"),
+        ({"over_seeds": "mean", "at_least": 1, "delta": 1, "range": [0, 2], "alpha": 0.6}, "less than or equal to 0.5"),
+        ({"over_seeds": "mean", "at_least": 1, "delta": 1, "range": [0, 2], "power": 1}, "less than 1"),
+        ({"over_seeds": "mean", "at_least": "reference"}, "needs delta"),
+        ({"over_seeds": "mean", "at_least": 1, "delta": 3, "range": [0, 2]}, "not smaller than the range"),
+        ({"over_seeds": {"fraction_at_least": 1}, "at_least": "reference", "delta": 1}, "share of seeds"),
+    ],
+)
+def test_claims_that_cannot_be_a_test_are_refused(fields, key):
+    with pytest.raises(ValidationError, match=key):
+        _claim(**fields)

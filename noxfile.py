@@ -222,25 +222,23 @@ def publish(session: nox.Session) -> None:
 
 @nox.session
 def unseen(session: nox.Session) -> None:
-    """Check each published spec's claims on seeds its reference did not use:
-    `harness run --seeds` with as many seeds as the reference, numbered after
-    its last, written to `results/unseen/<spec>.json` (the run's results,
-    claims judged). Names after `--` check only those specs."""
-    import json
-
+    """Check each published spec's claims on seeds no faithful record used:
+    `harness reproduce --adaptive`, batches of the reference's seed count
+    until every claim's test decides (or four batches: INCONCLUSIVE), each
+    batch's results written to `results/unseen/<spec>@seeds-A-B.json`, where
+    they join the seeds the claims' levels are learned from. A FAIL stops
+    the session; an undecided spec is named and the next one runs. Names
+    after `--` check only those specs."""
     args = _install(session)
     _require_clean_commit(session)
-    names = args or sorted(p.stem for p in Path("experiments").glob("*.yaml"))
+    # Only a spec with a test claim (a claim with delta) has a verdict to stop on.
+    names = args or sorted(p.stem for p in Path("experiments").glob("*.yaml") if "\n    delta:" in p.read_text())
     for name in names:
-        reference = Path("results", f"{name}.json")
-        if not reference.exists():
-            session.error(f"no reference results/{name}.json to take the seeds it used from")
-        used = json.loads(reference.read_text())["seeds"]
-        seeds = [str(seed) for seed in range(max(used) + 1, max(used) + 1 + len(used))]
-        out = f"results/unseen/{name}.json"
+        if not Path("results", f"{name}.json").exists():
+            session.error(f"no reference results/{name}.json for {name}")
         _run(
-            session, "harness", "run", f"experiments/{name}.yaml", "--no-progress", "--results-out", out,
-            "--seeds", *seeds,
+            session, "harness", "reproduce", f"experiments/{name}.yaml", "--adaptive", "--no-progress",
+            "--results-out", "results/unseen", success_codes=(0, 4),
         )  # fmt: skip
 
 

@@ -223,7 +223,10 @@ def _reproduce_adaptive(args: argparse.Namespace) -> int:
     uri = tracking.resolve_uri(args.tracking_uri, plan.spec.tracking.uri)
     reference = reproduce.of_spec(plan, args.spec, args.reference, uri)
     faithful = references.faithful_records(references.reference_path(args.spec), spec.canonical(plan.spec))
-    result = reproduce.run_adaptive(reference, run_options(args, faithful=faithful), batch, cap, args.set or [])
+    if args.results_out and args.set:
+        return _user_error("--results-out keeps faithful runs of the spec; a run changed by --set is not one")
+    out = Path(args.results_out) if args.results_out else None
+    result = reproduce.run_adaptive(reference, run_options(args, faithful=faithful), batch, cap, args.set or [], out)
     return verdict_code(result.outcomes)
 
 
@@ -273,7 +276,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             + compare.listed(comparison.spec_differences)
         )
     print_table(compare.table(comparison.summaries, f"compare: {comparison.title}"))
-    if claim_rows := compare.claim_rows(comparison):
+    if claim_rows := claims_table.rows_by_run(comparison.claims):
         print_table(claims_table.table(claim_rows, f"claims: {comparison.title}"))
     for key, values in comparison.provenance_differences.items():
         out_console.print(f"  differs: {key}: {' / '.join(values)}", soft_wrap=True)

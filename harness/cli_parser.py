@@ -256,6 +256,12 @@ def _reproduce(sub) -> None:
         help="judge the spec changed at KEY (dotted, repeatable) against the original's reference: does the "
         "change still reproduce the published result? The verdict names every difference",
     )
+    rep.add_argument(
+        "--results-out",
+        metavar="DIR",
+        help="with --adaptive, write each batch's results.json to DIR as <spec>@seeds-FIRST-LAST.json (as nox -s "
+        "unseen keeps them in results/unseen/, where they join the faithful seeds)",
+    )
     _add_store_options(rep, progress=True)
     _add_device_options(rep)
     compile_cache.add_arguments(rep)

@@ -1,16 +1,13 @@
-"""Plain data that every layer shares: what
-the runner hands back (`ChunkMetrics`, `ChunkTimes`, `RunResult`), and the
-records' small types (`EnvInfo`, `Layout`). Nothing here imports JAX at run
+"""Plain data that every layer shares: what the runner hands back
+(`ChunkMetrics`, `ChunkTimes`, `RunResult`), and the records' small types
+(`EnvInfo`, `Layout`). Nothing here imports JAX at run
 time, so `harness.record` and `harness.judge` can use them without it."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
-
-if TYPE_CHECKING:
-    pass
 
 
 class EnvInfo(NamedTuple):

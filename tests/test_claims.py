@@ -233,7 +233,7 @@ def test_compare_judges_every_runs_claims_again():
     worse = compare.ComparedRun("b" * 32, "worse", "0", {}, record([r - 100 for r in RETURNS]))
     comparison = compare.compare([good, worse], allow_different_specs=False)
     assert comparison.claims["a" * 32]["solves"].holds and not comparison.claims["b" * 32]["solves"].holds
-    assert [label for label, _ in compare.claim_rows(comparison)] == [
+    assert [label for label, _ in claims_table.rows_by_run(comparison.claims)] == [
         f"solves\nrun {'a' * 12}",
         f"solves\nrun {'b' * 12}",
     ]

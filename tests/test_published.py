@@ -146,9 +146,9 @@ def seeds_checked(stem: str) -> str:
     """How many seeds a spec's claims were checked on: its reference's, and
     those of its run on unseen seeds (results/unseen/)."""
     text = str(len(reference(stem)["seeds"]))
-    unseen = ROOT / "results" / "unseen" / f"{stem}.json"
-    if unseen.exists():
-        text += f" + {len(json.loads(unseen.read_text())['seeds'])} unseen"
+    unseen = references.unseen_paths(ROOT / "results" / f"{stem}.json")
+    if unseen:
+        text += f" + {sum(len(json.loads(p.read_text())['seeds']) for p in unseen)} unseen"
     return text
 
 

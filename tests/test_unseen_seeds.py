@@ -59,20 +59,21 @@ def test_reinforce_cartpole_claim_holds_on_unseen_seeds(unseen_run):
 
 @pytest.mark.parametrize("path", UNSEEN, ids=[p.stem for p in UNSEEN])
 def test_recorded_unseen_seed_runs_hold_their_claims(path):
-    loaded = S.load(ROOT / "experiments" / f"{path.stem}.yaml")
-    reference = json.loads((ROOT / "results" / f"{path.stem}.json").read_text())
+    stem = path.stem.split("@")[0]  # results/unseen/<spec>.json or <spec>@seeds-A-B.json
+    loaded = S.load(ROOT / "experiments" / f"{stem}.yaml")
+    reference = json.loads((ROOT / "results" / f"{stem}.json").read_text())
     record = schema.parse(path.read_text(), path.name)
     assert not set(record.seeds) & set(reference["seeds"]), "seeds the reference used"
     assert len(record.seeds) == len(reference["seeds"])
     assert record.git["dirty"] == "false", "recorded from committed code"
-    records = references.faithful_records(ROOT / "results" / f"{path.stem}.json", S.canonical(loaded))
+    records = references.faithful_records(ROOT / "results" / f"{stem}.json", S.canonical(loaded))
     outcomes = claims.evaluate(record, loaded.claims, claims.faithful(records, loaded.claims, exclude=record.seeds))
     assert outcomes and not claims.failed(outcomes), {n: (o.value, o.verdict) for n, o in outcomes.items()}
     assert all(o.holds for n, o in outcomes.items() if not loaded.claims[n].is_test)
 
 
 def test_unseen_runs_are_recorded():
-    assert {p.stem for p in UNSEEN} >= {"reinforce_cartpole", "ppo_cartpole"}
+    assert {p.stem.split("@")[0] for p in UNSEEN} >= {"reinforce_cartpole", "ppo_cartpole"}
 
 
 @pytest.mark.parametrize(

@@ -89,3 +89,15 @@ def sources(outcomes: Mapping[str, ClaimOutcome]) -> list[str]:
         if outcome.note:
             lines.append(f"  {name}: {outcome.note}")
     return lines
+
+
+def rows_by_run(by_run: Mapping[str, Mapping[str, ClaimOutcome]]) -> list[tuple[str, ClaimOutcome]]:
+    """`table`'s rows for claims judged on several runs (run id -> claim
+    name -> outcome): claim by claim, run by run."""
+    names = dict.fromkeys(name for outcomes in by_run.values() for name in outcomes)
+    return [
+        (f"{name}\nrun {run_id[:12]}", outcomes[name])
+        for name in names
+        for run_id, outcomes in by_run.items()
+        if name in outcomes
+    ]

@@ -180,22 +180,15 @@ def judged_claims(runs: list[ComparedRun]) -> dict[str, dict[str, ClaimOutcome]]
     out: dict[str, dict[str, ClaimOutcome]] = {}
     for run in runs:
         for name, claim in stated.items():
+            own = (run.record.claims or {}).get(name)
+            if own is not None and own.claim == claim.model_dump(mode="json", exclude_none=True):
+                out.setdefault(run.run_id, {})[name] = own  # a test as the run judged it, with its level
+                continue
             try:
                 out.setdefault(run.run_id, {})[name] = claims.judge(run.record, claim)
             except claims.ClaimError:
                 continue  # a run of another spec, without the claim's metric
     return out
-
-
-def claim_rows(comparison: Comparison) -> list[tuple[str, ClaimOutcome]]:
-    """The claims table's rows (harness.judge.claims_table.table): claim by claim, run by run."""
-    names = dict.fromkeys(name for outcomes in comparison.claims.values() for name in outcomes)
-    return [
-        (f"{name}\nrun {run_id[:12]}", outcomes[name])
-        for name in names
-        for run_id, outcomes in comparison.claims.items()
-        if name in outcomes
-    ]
 
 
 def claim_tags(comparison: Comparison) -> dict[str, str]:

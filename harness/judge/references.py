@@ -162,6 +162,13 @@ def _without_seeds(spec: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in spec.items() if key != "seeds"}
 
 
+def unseen_paths(first: Path) -> list[Path]:
+    """The spec's unseen-seed runs beside its first reference:
+    `results/unseen/<spec>.json` and `<spec>@seeds-A-B.json` (nox -s unseen)."""
+    unseen = first.parent / UNSEEN_FOLDER
+    return sorted(unseen.glob(f"{first.stem}.json")) + sorted(unseen.glob(f"{first.stem}@*.json"))
+
+
 def faithful_records(first: Path, canonical: dict[str, Any]) -> list[tuple[str, Results]]:
     """The records of faithful runs of a spec (`canonical`, whatever its
     seeds): its references of every device class, the first one first,
@@ -172,8 +179,7 @@ def faithful_records(first: Path, canonical: dict[str, Any]) -> list[tuple[str, 
         paths = [path for path, _ in references(first)]
     except ReproduceError:
         paths = []
-    unseen = first.parent / UNSEEN_FOLDER
-    paths += sorted(unseen.glob(f"{first.stem}.json")) + sorted(unseen.glob(f"{first.stem}@*.json"))
+    paths += unseen_paths(first)
     found = []
     for path in paths:
         try:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
@@ -57,11 +58,20 @@ def first_fresh_seed(records: list[tuple[str, Results]], reference: Results) -> 
 
 
 def run(
-    plan: Plan, source: str, reference: Results, uri: str, options: RunOptions, batch: int, cap: int, tags: dict
+    plan: Plan,
+    source: str,
+    reference: Results,
+    uri: str,
+    options: RunOptions,
+    batch: int,
+    cap: int,
+    tags: dict,
+    results_out: Path | None = None,
 ) -> Adaptive:
     """Batches of `batch` fresh seeds of `plan` until its tests decide or
     `cap` seeds have run, logged to `uri`; `options.faithful` are the
-    records levels come from."""
+    records levels come from. With `results_out` (a folder), each batch's
+    results.json is written there as `<spec>@seeds-<first>-<last>.json`."""
     tests = {name: claim for name, claim in plan.spec.claims.items() if claim.is_test}
     if not tests:
         raise ReproduceError(
@@ -84,6 +94,11 @@ def run(
         batch_tags = {**tags, "adaptive.batch": str(number), "adaptive.seeds": f"{chunk[0]}-{chunk[-1]}"}
         logged = train_and_log(batch_plan, uri, dataclasses.replace(options, tags=batch_tags, programs=programs))
         seeds += chunk
+        if results_out is not None:
+            results_out.mkdir(parents=True, exist_ok=True)
+            written = results_out / f"{Path(source).stem}@seeds-{chunk[0]}-{chunk[-1]}.json"
+            written.write_text(logged.record.to_json())
+            out_console.print(f"results written to {written}")
         for name, claim in tests.items():
             values[name] += [float(v) for v in claims.seed_values(logged.record, claim)]
             outcomes[name] = claims.judge_values(claim, np.array(values[name]), faithful.get(name), batch)

@@ -132,7 +132,9 @@ def changed(plan: Plan, sets: list[str], source: str) -> tuple[Plan, dict[str, l
     return new, spec.spec_differences([spec.canonical(plan.spec), spec.canonical(new.spec)])
 
 
-def run_adaptive(reference: Reference, options: RunOptions, batch: int, cap: int, sets: list[str]) -> adaptive.Adaptive:
+def run_adaptive(
+    reference: Reference, options: RunOptions, batch: int, cap: int, sets: list[str], results_out: Path | None = None
+) -> adaptive.Adaptive:
     """`reference.plan` (changed by `sets`, if any) on fresh seeds, a batch
     at a time, until its tests decide: the claims table and the verdict
     printed, the verdict logged on the last batch's run."""
@@ -145,7 +147,9 @@ def run_adaptive(reference: Reference, options: RunOptions, batch: int, cap: int
             f"judging a changed spec against {reference.label}: {listed or 'no key differs'}", soft_wrap=True
         )
         tags["reproduces.changed"] = listed or "nothing"
-    result = adaptive.run(plan, reference.source, reference.record, reference.uri, options, batch, cap, tags)
+    result = adaptive.run(
+        plan, reference.source, reference.record, reference.uri, options, batch, cap, tags, results_out
+    )
     print_table(claims_table.table(list(result.outcomes.items()), f"{plan.spec.name}: claims, adaptive"))
     adaptive.log_verdict(result)
     out_console.print(

@@ -159,21 +159,24 @@ def curves_plot(reference: Reference) -> bytes:
 
 def unseen_seeds(stem: str) -> str:
     """The claims on seeds the reference did not use (`nox -s unseen`)."""
-    path = ROOT / "results" / "unseen" / f"{stem}.json"
+    paths = references.unseen_paths(ROOT / "results" / f"{stem}.json")
     stated = stated_claims(stem)
     if not stated:
         return "-"
-    if not path.exists():
+    if not paths:
         return "not checked"
-    record = schema.parse(path.read_text(), str(path))
-    faithful = claims_judge.faithful(faithful_records(stem), stated, exclude=record.seeds)
-    outcomes = claims_judge.evaluate(record, stated, faithful)
-    failed = claims_judge.failed(outcomes) + [
-        name for name, outcome in outcomes.items() if outcome.claim.get("delta") is None and not outcome.holds
-    ]
-    undecided = claims_judge.undecided(outcomes)
+    failed, undecided, seeds = {}, {}, 0
+    for path in paths:
+        record = schema.parse(path.read_text(), str(path))
+        seeds += len(record.seeds)
+        faithful = claims_judge.faithful(faithful_records(stem), stated, exclude=record.seeds)
+        outcomes = claims_judge.evaluate(record, stated, faithful)
+        failed |= dict.fromkeys(claims_judge.failed(outcomes))
+        failed |= dict.fromkeys(n for n, o in outcomes.items() if o.claim.get("delta") is None and not o.holds)
+        undecided |= dict.fromkeys(claims_judge.undecided(outcomes))
     word = f"fails ({', '.join(failed)})" if failed else "holds"
-    return f"{len(record.seeds)} seeds: {word}" + (f"; undecided ({', '.join(undecided)})" if undecided else "")
+    undecided_text = f"; undecided ({', '.join(undecided)})" if undecided else ""
+    return f"{seeds} seeds in {len(paths)} run{'s' if len(paths) > 1 else ''}: {word}{undecided_text}"
 
 
 def results_index(specs: dict[str, list[Reference]]) -> str:

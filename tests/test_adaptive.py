@@ -1,0 +1,127 @@
+"""`harness reproduce --adaptive` end to end on the tiny spec with a test
+claim: fresh seeds after every faithful record's, batches that reuse one
+compiled program, the verdict and its evidence on the last batch's MLflow
+run; `--set` naming what it changed; bad options refused before anything
+runs; `harness validate --errors` writing its record."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from mlflow.tracking import MlflowClient
+from support import TINY_SPEC, new_store, run_cli, write_spec
+
+# A delta far below the tiny run's spread across seeds: no batch can decide it, so the
+# reproduction adds its second batch and stops INCONCLUSIVE at the cap.
+UNDECIDABLE = {
+    "claims": {
+        "learns": {
+            "metric": "episode_return",
+            "over_seeds": "mean",
+            "at_least": "reference",
+            "delta": 0.5,
+            "range": [0, 500],
+        }
+    }
+}
+
+
+@pytest.fixture(scope="module")
+def published(tmp_path_factory):
+    """The tiny spec with a test claim, run and published beside it as
+    experiments/ and results/, in its own working directory and store."""
+    root = tmp_path_factory.mktemp("adaptive")
+    (root / "experiments").mkdir()
+    spec = write_spec(root / "experiments", {**TINY_SPEC, **UNDECIDABLE}, "tiny.yaml")
+    uri = new_store(root)
+    previous = os.getcwd()
+    os.chdir(root)
+    try:
+        assert run_cli("run", str(spec), "--tracking-uri", uri, "--no-progress")[0] in (0, 4)
+        code, out, err = run_cli("publish", str(spec), "--tracking-uri", uri, "--out", "results/tiny.json")
+        assert code == 0, out + err
+        yield root, spec, uri
+    finally:
+        os.chdir(previous)
+
+
+@pytest.fixture(scope="module")
+def adaptive(published):
+    root, spec, uri = published
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.get_experiment_by_name(TINY_SPEC["name"]).experiment_id
+    before = {r.info.run_id for r in client.search_runs([experiment])}
+    code, out, err = run_cli(
+        "reproduce", str(spec), "--adaptive", "--batch", "2", "--max-seeds", "4", "--tracking-uri", uri, "--no-progress"
+    )
+    runs = [
+        r
+        for r in client.search_runs([experiment])
+        if r.info.run_id not in before and "mlflow.parentRunId" not in r.data.tags
+    ]
+    return code, " ".join(out.split()), err, sorted(runs, key=lambda r: r.data.tags["adaptive.batch"])
+
+
+def test_an_undecided_reproduction_adds_batches_to_the_cap_and_exits_4(adaptive):
+    code, out, err, runs = adaptive
+    assert code == 4, out + err
+    assert "batch 1, 2 seeds" in out and "batch 2, 4 seeds" in out
+    assert "INCONCLUSIVE after 4 fresh seeds (2-5" in out  # after the reference's seeds 0 and 1
+    assert [r.data.tags["adaptive.seeds"] for r in runs] == ["2-3", "4-5"]
+
+
+def test_later_batches_reuse_the_compiled_programs(adaptive):
+    _, _, _, runs = adaptive
+    first, second = (r.data.metrics["compile_seconds"] for r in runs)
+    assert first > 0 and second < first / 100  # found again, not compiled
+    assert int(runs[-1].data.tags["adaptive.compiles"]) >= 2  # the init and the chunk, once each
+
+
+def test_the_last_batch_carries_the_verdict_and_its_evidence(adaptive, published):
+    _, _, _, runs = adaptive
+    last = runs[-1].data.tags
+    assert last["adaptive.verdict"] == "inconclusive" and last["adaptive.seeds_used"] == "4"
+    assert last["claim.learns"] == "inconclusive"
+    assert last["claim.learns.alpha"] == "0.01" and last["claim.learns.delta"] == "0.5"
+    client = MlflowClient(tracking_uri=published[2])
+    history = client.get_metric_history(runs[-1].info.run_id, "adaptive_learns_against_faithful")
+    assert [m.step for m in history] == [2, 4]
+
+
+def test_a_changed_spec_is_judged_with_its_changes_named(published):
+    root, spec, uri = published
+    code, out, err = run_cli(
+        "reproduce", str(spec), "--adaptive", "--set", "optimizer.learning_rate=0.0003",
+        "--batch", "2", "--max-seeds", "2", "--tracking-uri", uri, "--no-progress",
+    )  # fmt: skip
+    flat = " ".join(out.split())
+    assert code in (1, 4), out + err
+    assert "optimizer.learning_rate: 0.003 -> 0.0003" in flat
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (["--adaptive", "--batch", "0"], "--batch must be at least 1"),
+        (["--adaptive", "--batch", "4", "--max-seeds", "2"], "at least one batch"),
+        (["--set", "optimizer.learning_rate=1"], "add --adaptive"),
+        (["--adaptive", "--seeds", "7"], "leave out --run-id and --seeds"),
+    ],
+)
+def test_bad_options_are_refused_before_anything_runs(published, options, message):
+    _, spec, uri = published
+    code, out, err = run_cli("reproduce", str(spec), *options, "--tracking-uri", uri)
+    assert code == 2 and message in err and "Traceback" not in err
+
+
+def test_validate_measures_the_claims_errors(published, tmp_path):
+    _, spec, _ = published
+    out_file = tmp_path / "errors.json"
+    code, out, err = run_cli("validate", str(spec), "--errors", "--errors-out", str(out_file))
+    assert code == 0, out + err
+    record = json.loads(out_file.read_text())
+    row = record["claims"]["learns"]
+    assert row["faithful_seeds"] == 2 and row["false_failure"] <= row["alpha"]
+    assert record["claims_hash"] and "learns" in out

@@ -92,6 +92,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
     sys.stdout.write(spec.to_yaml(plan.spec))
     sys.stdout.write(f"# spec_hash: {plan.spec_hash}\n")
     sys.stdout.write(f"# claims_hash: {claims.claims_hash(plan.spec.claims)}\n" if plan.spec.claims else "")
+    for name, claim in plan.spec.claims.items():
+        what = (
+            f"a test: alpha {claim.alpha:g}, power {claim.power:g}, delta {claim.delta:g} (measured by --errors)"
+            if claim.is_test
+            else "a statement, judged on the point estimate; never a gate"
+        )
+        sys.stdout.write(f"# claim {name}: {what}\n")
     sys.stdout.write(
         f"# {plan.num_iterations} iterations x {plan.env_steps_per_iteration} env steps"
         f" = {plan.env_steps} env steps per seed, {len(plan.spec.seeds)} seeds\n"
@@ -215,6 +222,8 @@ def _reproduce_adaptive(args: argparse.Namespace) -> int:
         return _user_error("--set judges a changed spec by its claims' tests on fresh seeds: add --adaptive")
     if args.run_id or args.seeds:
         return _user_error("--adaptive runs fresh seeds of a SPEC file: leave out --run-id and --seeds")
+    if cluster.joined:
+        return _user_error("--adaptive decides between batches in one process: run it without a multi-process job")
     plan = load_plan(args.spec, args)
     try:
         batch, cap = errors_report.seeding(len(plan.spec.seeds), args.batch, args.max_seeds)

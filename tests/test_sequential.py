@@ -4,12 +4,19 @@ the seeds they take, and the claims and options they refuse."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 from pydantic import ValidationError
 
+from harness import spec as S
 from harness.judge import errors, levels, sequential
+from harness.sessions import errors_report
 from harness.spec_sections import Claim
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _share(decision, verdict):
@@ -94,3 +101,22 @@ def test_simulated_errors_of_a_published_like_claim():
 def test_claims_that_cannot_be_a_test_are_refused(fields, key):
     with pytest.raises(ValidationError, match=key):
         _claim(**fields)
+
+
+PUBLISHED_TESTS = sorted(
+    p for p in (ROOT / "experiments").glob("*.yaml") if any(c.is_test for c in S.load(p).claims.values())
+)
+
+
+@pytest.mark.parametrize("path", PUBLISHED_TESTS, ids=[p.stem for p in PUBLISHED_TESTS])
+def test_each_published_tests_errors_record_is_the_commands_and_within_alpha(path):
+    """results/errors/<spec>.json is what `harness validate --errors` makes
+    from the committed records (never edited by hand), and every test's
+    measured false-failure rate is within its alpha."""
+    loaded = S.load(path)
+    batch, cap = errors_report.seeding(len(loaded.seeds), None, None)
+    made = json.loads(json.dumps(errors_report.report(loaded, str(path), batch, cap)))
+    assert json.loads((ROOT / "results" / "errors" / f"{path.stem}.json").read_text()) == made
+    for name, row in made["claims"].items():
+        if "false_failure" in row:
+            assert row["false_failure"] <= row["alpha"], name

@@ -8,13 +8,19 @@ median, min, max or the fraction of seeds past a value) and bounds it. The
 run's value is that number, with a 95% percentile bootstrap interval over
 seeds (seeds resampled with replacement, as harness.judge.stats does for the
 IQM, from the same fixed random state, so the same record always gives the
-same interval). A claim holds when its value is within the bound; an outside
-figure (someone else's published number) is consistent with the run when it
-lies inside the interval.
+same interval). An outside figure (someone else's published number) is
+consistent with the run when it lies inside the interval.
+
+A claim with `delta` is a test (harness.judge.levels makes it from the
+faithful seeds, harness.judge.sequential runs it): PASS, FAIL or
+INCONCLUSIVE, its level learned from faithful runs' seeds (never the run's
+own) or stated. A claim without `delta` is a statement: it holds when its
+value is within the bound.
 
 Pure: reads records and claims, writes nothing. The sessions print the
-table and record the outcomes (results.json `claims`, MLflow tags
-`claim.<name>` and metrics `claim_<name>_value` on the parent run).
+table (harness.judge.claims_table) and record the outcomes (results.json
+`claims` and `claims_hash`, MLflow tags `claim.<name>` and metrics
+`claim_<name>_value` on the parent run).
 """
 
 from __future__ import annotations
@@ -110,7 +116,9 @@ def judge(record: Results, claim: Claim, faithful: Faithful | None = None, batch
     return judge_values(claim, seed_values(record, claim), faithful, batch)
 
 
-def judge_values(claim: Claim, values: np.ndarray, faithful: Faithful | None = None, batch: int | None = None):
+def judge_values(
+    claim: Claim, values: np.ndarray, faithful: Faithful | None = None, batch: int | None = None
+) -> ClaimOutcome:
     """`judge` on per-seed values `[seeds]` (of one run, or of a
     reproduction's batches in the order they ran)."""
     seeds = claim.over_seeds
@@ -142,8 +150,8 @@ def run_test(claim: Claim, values: np.ndarray, faithful: Faithful | None, batch:
     if test is None:
         return {
             "holds": False,
-            "note": "no level to hold the run to: the claim's level is the reference's, and no reference "
-            "seeds were found",
+            "note": "untested: its level is the reference's, and no faithful seeds other than the run's own "
+            "were found (results/<spec>.json, results/unseen/)",
         }
     decision = sequential.decide(test, levels.unit(claim, values), batch)
     level = levels.to_units(claim, float(test.level))

@@ -10,9 +10,10 @@ seeds drawn in batches up to the cap:
 - **faithful**: seeds drawn from the faithful seeds themselves; the share
   that FAIL is the false-failure rate, to be at most `alpha`;
 - **regressed**: the same draws made worse by `delta` (a mean's values moved
-  down by `delta` on the claim's range; a success turned into a failure
-  with probability `delta / rate`, so the rate drops by `delta`); the share
-  that FAIL is the power, to be at least the claim's `power`.
+  by `delta` in the metric's units, then clipped to the range as any run's
+  are; a success turned into a failure with probability `delta / rate`, so
+  the rate drops by `delta`); the share that FAIL is the power, to be at
+  least the claim's `power`.
 
 The draws come from a fixed `numpy.random.default_rng(seed)`, so a record
 is the same every time it is made. Pure numpy: thousands of reproductions
@@ -32,13 +33,17 @@ SIMULATIONS = 4000
 SEED = 0
 
 
-def regress(claim: Claim, values: np.ndarray, rng: np.random.Generator, rate: float) -> np.ndarray:
-    """Unit-scale values made worse by the claim's delta."""
-    delta = levels.delta_unit(claim)
+def regress(claim: Claim, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Per-seed values in the claim's units made worse by its delta: a
+    mean's values moved by delta (before the range clips them, as a real
+    regression's would be); a share's successes (on the unit scale) turned
+    into failures with probability delta / rate, so the rate drops by delta."""
     if claim.over_seeds.name == "mean":
-        return np.clip(values - delta, 0.0, 1.0)
-    keep = 1.0 - min(delta / rate, 1.0) if rate > 0 else 0.0
-    return values * (rng.random(values.shape) < keep)
+        return values - claim.delta if claim.higher_is_better else values + claim.delta
+    successes = levels.unit(claim, values)
+    rate = float(successes.mean())
+    keep = 1.0 - min(claim.delta / rate, 1.0) if rate > 0 else 0.0
+    return successes * (rng.random(values.shape) < keep)
 
 
 def simulate(
@@ -46,14 +51,18 @@ def simulate(
 ) -> dict[str, Any]:
     """The claim's measured errors from `faithful` per-seed values (its own
     units), reproductions in batches of `batch` up to `cap` seeds."""
+    faithful = np.asarray(faithful, dtype=np.float64)
     pool = levels.unit(claim, faithful)
     seeds = len(pool)
     rng = np.random.default_rng(seed)
     reference = pool[rng.integers(0, seeds, size=(sims, seeds))] if claim.bound[1] == REFERENCE else pool[None, :]
     test = levels.make_test(claim, reference)
-    runs = pool[rng.integers(0, seeds, size=(sims, cap))]
-    faithful_run = sequential.decide(test, runs, batch)
-    regressed_run = sequential.decide(test, regress(claim, runs, rng, float(pool.mean())), batch)
+    draws = faithful[rng.integers(0, seeds, size=(sims, cap))]  # in the claim's units
+    faithful_run = sequential.decide(test, levels.unit(claim, draws), batch)
+    regressed = regress(claim, draws, rng)
+    if claim.over_seeds.name == "mean":
+        regressed = levels.unit(claim, regressed)
+    regressed_run = sequential.decide(test, regressed, batch)
 
     def share(decision: sequential.Decision, verdict: str) -> float:
         return float(np.mean(decision.verdict == verdict))

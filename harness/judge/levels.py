@@ -10,8 +10,8 @@ The level a faithful run reaches is the claim's number, or (`reference`)
 it is learned from the faithful seeds at hand: the reference's, pooled with
 the spec's unseen-seed runs. Those seeds are a sample too, so the level is
 their one-sided lower confidence bound at `alpha / 2` (Student's t for a
-mean, Clopper-Pearson for a rate) and the sequential test gets the other
-`alpha / 2`: a faithful run fails with probability at most `alpha` in all,
+mean, with a spread of at least a quarter of delta; Clopper-Pearson for a
+rate) and the sequential test gets the other `alpha / 2`: a faithful run fails with probability at most `alpha` in all,
 the reference's own draw included. The fewer the faithful seeds, the lower
 that bound sits below their mean, and the less power the test has at
 `delta`: `harness validate --errors` measures it.
@@ -73,9 +73,11 @@ def stated_level(claim: Claim) -> float:
     return number if claim.higher_is_better else 1.0 - number
 
 
-def lower_bound(kind: str, faithful: np.ndarray, alpha: float) -> np.ndarray:
+def lower_bound(kind: str, faithful: np.ndarray, alpha: float, least_spread: float = 0.0) -> np.ndarray:
     """One-sided lower confidence bounds at level `alpha` of the faithful
-    mean (or rate) from unit-scale samples `[..., seeds]`, and their spread."""
+    mean (or rate) from unit-scale samples `[..., seeds]`; a mean's spread
+    taken as at least `least_spread` (seeds that all agree do not prove the
+    next one will)."""
     faithful = np.asarray(faithful, dtype=np.float64)
     seeds = faithful.shape[-1]
     mean = faithful.mean(axis=-1)
@@ -87,7 +89,7 @@ def lower_bound(kind: str, faithful: np.ndarray, alpha: float) -> np.ndarray:
         return np.minimum(bound, mean)
     if seeds < 2:
         return np.zeros_like(mean)  # one seed says nothing of the spread: no level can be trusted
-    spread = faithful.std(axis=-1, ddof=1)
+    spread = np.maximum(faithful.std(axis=-1, ddof=1), least_spread)
     return mean - scipy_stats.t.ppf(1 - alpha, seeds - 1) * spread / np.sqrt(seeds)
 
 
@@ -110,9 +112,12 @@ def make_test(claim: Claim, faithful: np.ndarray | None) -> Test | None:
         return Test(kind, stated_level(claim), delta_unit(claim), alpha, beta, deviation)
     if faithful is None or np.shape(faithful)[-1] == 0:
         return None
-    level = lower_bound(kind, faithful, alpha / 2)
+    # A spread of at least a quarter of delta: faithful seeds that all agree (every one at 1000, or
+    # never losing) would otherwise make the level their common value, and any seed off it evidence.
+    least = delta_unit(claim) / 4
+    level = lower_bound(kind, faithful, alpha / 2, least)
     target = np.asarray(faithful, dtype=np.float64).mean(axis=-1)
-    return Test(kind, level, delta_unit(claim), alpha / 2, beta, spread(faithful), target)
+    return Test(kind, level, delta_unit(claim), alpha / 2, beta, np.maximum(spread(faithful), least), target)
 
 
 def pool(per_record: Sequence[tuple[str, dict[int, float]]]) -> Faithful:

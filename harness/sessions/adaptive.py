@@ -104,8 +104,9 @@ def run(
             outcomes[name] = claims.judge_values(claim, np.array(values[name]), faithful.get(name), batch)
             evidence.append((len(seeds), name, outcomes[name]))
         out_console.print(progress_line(number, len(seeds), outcomes), soft_wrap=True)
-        if all(outcome.verdict in (sequential.PASS, sequential.FAIL) for outcome in outcomes.values()):
-            break
+        verdicts = [outcome.verdict for outcome in outcomes.values()]
+        if sequential.FAIL in verdicts or sequential.INCONCLUSIVE not in verdicts:
+            break  # a FAIL decides; a test without a level (None) no seed can decide
     return Adaptive(outcomes, seeds, logged, len(programs), evidence)
 
 
@@ -123,6 +124,8 @@ def log_verdict(adaptive: Adaptive) -> None:
     """The verdict's tags and the evidence over seeds on the last batch's parent run."""
     from mlflow.entities import Metric
 
+    from harness.record import tracking
+
     client, run_id = adaptive.logged.client, adaptive.logged.parent_id
     timestamp = int(time.time() * 1000)
     tags = {
@@ -131,8 +134,7 @@ def log_verdict(adaptive: Adaptive) -> None:
         "adaptive.compiles": str(adaptive.compiles),
         **claims.tags(adaptive.outcomes),
     }
-    for key, value in tags.items():
-        client.set_tag(run_id, key, value)
+    tracking.set_tags(client, run_id, tags)
     metrics = [
         Metric(f"adaptive_{name}_{side}", value, timestamp, seeds)
         for seeds, name, outcome in adaptive.evidence

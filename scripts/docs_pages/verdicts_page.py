@@ -8,6 +8,8 @@ import json
 
 from docs_pages import ROOT
 from docs_pages.common import header, table
+from harness.judge import machines, references
+from harness.record import schema
 
 PAGE = "docs/results/verdict-errors.md"
 
@@ -51,4 +53,28 @@ def verdicts_page(records: list[dict]) -> str:
             )
     headings = ["spec", "claim", "faithful level (seeds)", "Δ", "fails faithful", "catches Δ", "undecided", "seeds"]
     out.append(table(headings, rows) if rows else "No record yet.\n")
+    out.append(exact_machines())
     return "".join(out)
+
+
+def exact_machines() -> str:
+    """Where an exact (bit for bit) verdict is possible: each reference's
+    machine and numerics versions, which a reproduction must match along
+    with the reference's seeds."""
+    rows = []
+    for first in sorted((ROOT / "results").glob("*.json")):
+        if "@" in first.name:
+            continue
+        for path, device_class in references.references(first):
+            record = schema.parse(path.read_text(), str(path))
+            fingerprint, versions = record.fingerprint, record.versions
+            machine = machines.cpu_name(fingerprint) if fingerprint.get("platform") == "cpu" else device_class
+            rows.append(
+                [f"`{path.name}`", machine, versions.get("jax", "?"), versions.get("python", "?"), len(record.seeds)]
+            )
+    return (
+        "\n## Where an exact verdict is possible\n\n`harness reproduce` judges bit for bit only on the reference's "
+        "device fingerprint (for a CPU, its model and instruction set), numerics versions and seeds "
+        "([reproducing](../guides/reproduce.md#exact-verdicts)); elsewhere the claims' tests judge.\n\n"
+        + table(["reference", "machine", "jax", "Python", "seeds"], rows)
+    )

@@ -1,4 +1,4 @@
-"""`harness run | sweep | validate | publish | reproduce | compare | scale | sync`.
+"""`harness run | sweep | validate | publish | reproduce | compare | scale | sync | drift`.
 
 User errors (a bad spec, an unusable tracking store, a checkpoint that cannot
 be resumed) print one message and exit 2 without a traceback; nothing is
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import harness
 from harness import spec
-from harness.cli_options import OptionError, load_plan, load_sweep, plan_of, plot_path, run_options
+from harness.cli_options import OptionError, load_plan, load_sweep, plan_of, plot_path, run_options, seed_batches
 from harness.cli_parser import parser
 from harness.console import err_console, out_console, print_table
 from harness.judge import claims, claims_table, compare, publish, references
@@ -52,15 +52,13 @@ EXIT_INCOMPLETE = 3  # trained to the end; the MLflow record waits for harness s
 EXIT_NOT_JUDGED = 4
 
 
-def verdict_code(record_claims, *others: str) -> int:
-    """A command's exit code from its claims' tests and any other verdicts
-    (`pass`, `fail` or `undecided`): 1 when anything failed, else 4 when
-    anything is undecided, else 0."""
+def verdict_code(record_claims, metrics: str = "pass") -> int:
+    """The exit code of the claims' tests and a reproduction's verdict (`pass`,
+    `fail`, `inconclusive`, `not judged`): 1 on any failure, else 4 if undecided."""
     outcomes = record_claims or {}
-    words = [*others, *("fail" for _ in claims.failed(outcomes)), *("undecided" for _ in claims.undecided(outcomes))]
-    if "fail" in words:
+    if metrics == "fail" or claims.failed(outcomes):
         return EXIT_FAILED
-    return EXIT_NOT_JUDGED if "undecided" in words else 0
+    return EXIT_NOT_JUDGED if metrics != "pass" or claims.undecided(outcomes) else 0
 
 
 def _user_error(message: str) -> int:
@@ -80,25 +78,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
         return 0
     plan = load_plan(args.spec)
     if args.errors:
-        try:
-            batch, cap = errors_report.seeding(len(plan.spec.seeds), args.batch, args.max_seeds)
-        except ValueError as error:
-            raise OptionError(str(error)) from None
-        record = errors_report.report(plan.spec, args.spec, batch, cap)
-        errors_report.show(record)
-        if args.errors_out:
-            errors_report.write(record, args.errors_out)
+        errors_report.command(plan.spec, args.spec, *seed_batches(args, len(plan.spec.seeds)), args.errors_out)
         return 0
     sys.stdout.write(spec.to_yaml(plan.spec))
     sys.stdout.write(f"# spec_hash: {plan.spec_hash}\n")
-    sys.stdout.write(f"# claims_hash: {claims.claims_hash(plan.spec.claims)}\n" if plan.spec.claims else "")
-    for name, claim in plan.spec.claims.items():
-        what = (
-            f"a test: alpha {claim.alpha:g}, power {claim.power:g}, delta {claim.delta:g} (measured by --errors)"
-            if claim.is_test
-            else "a statement, judged on the point estimate; never a gate"
-        )
-        sys.stdout.write(f"# claim {name}: {what}\n")
+    sys.stdout.write(claims_table.validate_lines(plan.spec.claims))
     sys.stdout.write(
         f"# {plan.num_iterations} iterations x {plan.env_steps_per_iteration} env steps"
         f" = {plan.env_steps} env steps per seed, {len(plan.spec.seeds)} seeds\n"
@@ -127,7 +111,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return cmd_sweep(args)
     plan = load_plan(args.spec, args)
     uri = tracking.resolve_uri(args.tracking_uri, plan.spec.tracking.uri)
-    faithful = references.faithful_records(references.reference_path(args.spec), spec.canonical(plan.spec))
+    faithful = references.faithful_of(args.spec, plan.spec)
     options = run_options(args, resume=args.resume or False, faithful=faithful)
     logged = run_session.train_and_log(plan, uri, options)
     if logged is None:  # not process 0 of a multi-process job: it logs
@@ -202,18 +186,13 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         uri = tracking.resolve_uri(args.tracking_uri, plan.spec.tracking.uri)
         reference = reproduce.of_spec(plan, args.spec, args.reference, uri)
     faithful = (
-        references.faithful_records(references.reference_path(args.spec), spec.canonical(reference.plan.spec))
-        if args.spec
-        else [(reference.label, reference.record)]
+        references.faithful_of(args.spec, reference.plan.spec) if args.spec else [(reference.label, reference.record)]
     )
     reproduced = reproduce.run_and_judge(reference, run_options(args, faithful=faithful), args.seeds)
     if reproduced is None:  # not process 0 of a multi-process job: it judges
         return 0
-    outcome = reproduced.verdict.outcome
-    metrics = "undecided" if outcome in ("not judged", "inconclusive") else outcome
-    return verdict_code(reproduced.logged.record.claims, metrics) or (
-        EXIT_INCOMPLETE if reproduced.logged.offline else 0
-    )
+    code = verdict_code(reproduced.logged.record.claims, reproduced.verdict.outcome)
+    return code or (EXIT_INCOMPLETE if reproduced.logged.offline else 0)
 
 
 def _reproduce_adaptive(args: argparse.Namespace) -> int:
@@ -224,19 +203,15 @@ def _reproduce_adaptive(args: argparse.Namespace) -> int:
         return _user_error("--adaptive runs fresh seeds of a SPEC file: leave out --run-id and --seeds")
     if cluster.joined:
         return _user_error("--adaptive decides between batches in one process: run it without a multi-process job")
-    plan = load_plan(args.spec, args)
-    try:
-        batch, cap = errors_report.seeding(len(plan.spec.seeds), args.batch, args.max_seeds)
-    except ValueError as error:
-        raise OptionError(str(error)) from None
-    uri = tracking.resolve_uri(args.tracking_uri, plan.spec.tracking.uri)
-    reference = reproduce.of_spec(plan, args.spec, args.reference, uri)
-    faithful = references.faithful_records(references.reference_path(args.spec), spec.canonical(plan.spec))
     if args.results_out and args.set:
         return _user_error("--results-out keeps faithful runs of the spec; a run changed by --set is not one")
+    plan = load_plan(args.spec, args)
+    batch, cap = seed_batches(args, len(plan.spec.seeds))
+    uri = tracking.resolve_uri(args.tracking_uri, plan.spec.tracking.uri)
+    reference = reproduce.of_spec(plan, args.spec, args.reference, uri)
+    options = run_options(args, faithful=references.faithful_of(args.spec, plan.spec))
     out = Path(args.results_out) if args.results_out else None
-    result = reproduce.run_adaptive(reference, run_options(args, faithful=faithful), batch, cap, args.set or [], out)
-    return verdict_code(result.outcomes)
+    return verdict_code(reproduce.run_adaptive(reference, options, batch, cap, args.set or [], out).outcomes)
 
 
 def cmd_scale(args: argparse.Namespace) -> int:

@@ -15,6 +15,7 @@ from harness import build, spec
 from harness import sweep as sweeps
 from harness.record import windows
 from harness.run import determinism, host_devices
+from harness.sessions import errors_report
 from harness.sessions import run as run_session
 from harness.sessions.options import RunOptions
 from harness.spec import SpecError
@@ -147,3 +148,12 @@ def load_sweep(args: argparse.Namespace) -> sweeps.Sweep | None:
         max_points=getattr(args, "max_points", sweeps.MAX_POINTS),
         exact_points=getattr(args, "exact_points", False),
     )
+
+
+def seed_batches(args: argparse.Namespace, seeds: int) -> tuple[int, int]:
+    """`--batch` and `--max-seeds` (defaults from a spec of `seeds` seeds;
+    harness.sessions.errors_report.seeding), refused as an option error."""
+    try:
+        return errors_report.seeding(seeds, args.batch, args.max_seeds)
+    except ValueError as error:
+        raise OptionError(str(error)) from None

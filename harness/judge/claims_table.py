@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from harness.console import out_console
-from harness.judge.claims import SIGNS
+from harness.judge.claims import SIGNS, claims_hash
 from harness.record.schema import ClaimOutcome
 from harness.spec_sections import Claim
 
@@ -101,3 +101,18 @@ def rows_by_run(by_run: Mapping[str, Mapping[str, ClaimOutcome]]) -> list[tuple[
         for run_id, outcomes in by_run.items()
         if name in outcomes
     ]
+
+
+def validate_lines(claims: Mapping[str, Claim]) -> str:
+    """What `harness validate` says of a spec's claims: their hash, and each
+    one's kind, as comment lines after the resolved spec."""
+    if not claims:
+        return ""
+    lines = [f"# claims_hash: {claims_hash(claims)}"]
+    for name, claim in claims.items():
+        if claim.is_test:
+            what = f"a test: alpha {claim.alpha:g}, power {claim.power:g}, delta {claim.delta:g} (measured by --errors)"
+        else:
+            what = "a statement, judged on the point estimate; never a gate"
+        lines.append(f"# claim {name}: {what}")
+    return "\n".join(lines) + "\n"

@@ -23,7 +23,6 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
-from scipy import stats as scipy_stats
 
 from harness.judge.sequential import Test
 from harness.spec_sections import REFERENCE, Claim
@@ -78,19 +77,20 @@ def lower_bound(kind: str, faithful: np.ndarray, alpha: float, least_spread: flo
     mean (or rate) from unit-scale samples `[..., seeds]`; a mean's spread
     taken as at least `least_spread` (seeds that all agree do not prove the
     next one will)."""
+    from scipy import special  # here: a command that judges no test does not pay for its import
+
     faithful = np.asarray(faithful, dtype=np.float64)
     seeds = faithful.shape[-1]
     mean = faithful.mean(axis=-1)
     if kind == "rate":
         successes = np.rint(faithful.sum(axis=-1))
-        bound = np.where(
-            successes > 0, scipy_stats.beta.ppf(alpha, np.maximum(successes, 1), seeds - successes + 1), 0.0
-        )
-        return np.minimum(bound, mean)
+        # Clopper-Pearson: the alpha quantile of Beta(k, n - k + 1).
+        quantile = special.betaincinv(np.maximum(successes, 1), seeds - successes + 1, alpha)
+        return np.minimum(np.where(successes > 0, quantile, 0.0), mean)
     if seeds < 2:
         return np.zeros_like(mean)  # one seed says nothing of the spread: no level can be trusted
     spread = np.maximum(faithful.std(axis=-1, ddof=1), least_spread)
-    return mean - scipy_stats.t.ppf(1 - alpha, seeds - 1) * spread / np.sqrt(seeds)
+    return mean - special.stdtrit(seeds - 1, 1 - alpha) * spread / np.sqrt(seeds)
 
 
 def spread(faithful: np.ndarray) -> np.ndarray:

@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 
 from harness.record import schema
 from harness.record.schema import Results
+from harness.spec import canonical as canonical_spec
 from harness.spec import spec_differences
 
 
@@ -189,3 +190,8 @@ def faithful_records(first: Path, canonical: dict[str, Any]) -> list[tuple[str, 
         if _without_seeds(record.spec) == _without_seeds(canonical):
             found.append((str(path), record))
     return found
+
+
+def faithful_of(spec_path: str | Path, spec: Any) -> list[tuple[str, Results]]:
+    """`faithful_records` of the spec `spec` loaded from `spec_path`."""
+    return faithful_records(reference_path(spec_path), canonical_spec(spec))

@@ -33,7 +33,7 @@ def seeding(seeds: int, batch: int | None, cap: int | None) -> tuple[int, int]:
 
 def report(loaded: spec.Spec, spec_path: str, batch: int, cap: int) -> dict[str, Any]:
     """Every test claim's measured errors, from the spec's faithful records."""
-    records = references.faithful_records(references.reference_path(spec_path), spec.canonical(loaded))
+    records = references.faithful_of(spec_path, loaded)
     faithful = claims.faithful(records, loaded.claims)
     out: dict[str, Any] = {"spec": loaded.name, "claims_hash": claims.claims_hash(loaded.claims), "claims": {}}
     for name, claim in loaded.claims.items():
@@ -84,3 +84,11 @@ def write(record: dict[str, Any], path: str) -> None:
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     Path(path).write_text(json.dumps(record, indent=1, sort_keys=False) + "\n")
     out_console.print(f"errors written to {path}")
+
+
+def command(loaded: spec.Spec, spec_path: str, batch: int, cap: int, out: str | None) -> None:
+    """`harness validate SPEC --errors [--errors-out PATH]`."""
+    record = report(loaded, spec_path, batch, cap)
+    show(record)
+    if out:
+        write(record, out)

@@ -179,13 +179,13 @@ def failed(document: dict[str, Any]) -> list[str]:
 def undecided(document: dict[str, Any]) -> list[str]:
     """The specs not failed whose verdict is not a PASS (not judged, or a
     claim's test inconclusive): never counted as agreement."""
-    out = []
-    for row in document["specs"]:
-        if row["spec"] in failed(document):
-            continue
-        if shown_outcome(row, document["settings"]) != AGREES or "undecided" in row.get("claims", "-"):
-            out.append(row["spec"])
-    return out
+    failing = set(failed(document))
+    return [
+        row["spec"]
+        for row in document["specs"]
+        if row["spec"] not in failing
+        and (shown_outcome(row, document["settings"]) != AGREES or "undecided" in row.get("claims", "-"))
+    ]
 
 
 def _rounds(n: int) -> str:

@@ -43,6 +43,10 @@ def _jax_build():
     return _load("jax_build", "harness", "jax_build.py")
 
 
+# The published specs' folder (harness.judge.references.PUBLISHED; nox's own
+# Python has no harness to import it from).
+PUBLISHED = Path("experiments")
+
 # Ctrl-C (or a time limit's SIGINT) reaches the harness and pytest as well as
 # nox: nox then waits this long for them to end as they do on SIGINT (the
 # bench's report, results and MLflow run written; `harness run`'s checkpoint
@@ -209,12 +213,12 @@ def publish(session: nox.Session) -> None:
     `--deterministic` too; a CPU or TPU is deterministic without it)."""
     args = _install(session)
     _require_clean_commit(session)
-    names = args or sorted(p.stem for p in Path("experiments").glob("*.yaml"))
-    missing = [n for n in names if not Path("experiments", f"{n}.yaml").exists()]
+    names = args or sorted(p.stem for p in PUBLISHED.glob("*.yaml"))
+    missing = [n for n in names if not (PUBLISHED / f"{n}.yaml").exists()]
     if missing:
-        session.error(f"no published spec {', '.join(missing)} in experiments/")
+        session.error(f"no published spec {', '.join(missing)} in {PUBLISHED}/")
     for name in names:
-        spec = f"experiments/{name}.yaml"
+        spec = str(PUBLISHED / f"{name}.yaml")
         # A claim's test undecided on the reference's own seeds (4) still makes a reference.
         _run(session, "harness", "run", spec, "--deterministic", "--no-progress", success_codes=(0, 4))
         _run(session, "harness", "publish", spec, "--random-baseline")
@@ -232,12 +236,12 @@ def unseen(session: nox.Session) -> None:
     args = _install(session)
     _require_clean_commit(session)
     # Only a spec with a test claim (a claim with delta) has a verdict to stop on.
-    names = args or sorted(p.stem for p in Path("experiments").glob("*.yaml") if "\n    delta:" in p.read_text())
+    names = args or sorted(p.stem for p in PUBLISHED.glob("*.yaml") if "\n    delta:" in p.read_text())
     for name in names:
         if not Path("results", f"{name}.json").exists():
             session.error(f"no reference results/{name}.json for {name}")
         _run(
-            session, "harness", "reproduce", f"experiments/{name}.yaml", "--adaptive", "--no-progress",
+            session, "harness", "reproduce", str(PUBLISHED / f"{name}.yaml"), "--adaptive", "--no-progress",
             "--results-out", "results/unseen", success_codes=(0, 4),
         )  # fmt: skip
 

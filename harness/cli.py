@@ -1,4 +1,5 @@
-"""`harness run | sweep | validate | publish | reproduce | compare | scale | sync | drift`.
+"""The `harness` command: `cmd_<name>` for each command of the parser
+(harness.cli_parser, which lists them and their options).
 
 User errors (a bad spec, an unusable tracking store, a checkpoint that cannot
 be resumed) print one message and exit 2 without a traceback; nothing is
@@ -275,11 +276,11 @@ def cmd_drift(args: argparse.Namespace) -> int:
         raise OptionError("--rounds must be at least 1 and --iterations at least 4 (a warm-up chunk and timed ones)")
     if args.max_seconds is not None and not args.max_seconds > 0:
         raise OptionError(f"--max-seconds must be positive, not {args.max_seconds}")
-    specs = [Path(p) for p in args.specs] or sorted(Path("experiments").glob("*.yaml"))
+    specs = [Path(p) for p in args.specs] or references.published_specs()
     if args.bench:
         specs += sorted(Path("benchmarks", "specs").glob("*.yaml"))
     if not specs:
-        raise OptionError("no specs given, and no experiments/ folder here to take them from")
+        raise OptionError(f"no specs given, and no {references.PUBLISHED}/ folder here to take them from")
     for path in specs:
         spec.load(path)  # every spec checked before anything runs
     options = drift_session.DriftOptions(
@@ -298,17 +299,12 @@ def cmd_drift(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------- main
 
 
-COMMANDS = {
-    "validate": cmd_validate,
-    "run": cmd_run,
-    "sweep": cmd_sweep,
-    "sync": cmd_sync,
-    "publish": cmd_publish,
-    "reproduce": cmd_reproduce,
-    "compare": cmd_compare,
-    "scale": cmd_scale,
-    "drift": cmd_drift,
-}
+def _subcommands() -> dict[str, argparse.ArgumentParser]:
+    (action,) = (a for a in parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return action.choices
+
+
+COMMANDS = {name: globals()[f"cmd_{name}"] for name in _subcommands()}  # the parser's commands, each a cmd_<name>
 
 USER_ERRORS = (
     SpecError,
@@ -358,6 +354,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         signum = error.signum if isinstance(error, Interrupted) else signal.SIGINT
         said = interrupts.said(signum, "before its work finished: MLflow runs it had started are marked KILLED")
         err_console.print(_highlighted(said), soft_wrap=True)
+        if error.__cause__ is not None:  # another failure ended it after the signal came (interrupts.carrying)
+            err_console.print(f"[bold red]error:[/] it also failed: {error.__cause__}", soft_wrap=True)
         return interrupts.exit_code(signum)
     finally:
         sys.stdout.flush()

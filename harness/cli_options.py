@@ -13,7 +13,6 @@ from pydantic import ValidationError
 
 from harness import build, spec
 from harness import sweep as sweeps
-from harness.record import windows
 from harness.run import determinism, host_devices
 from harness.sessions import errors_report
 from harness.sessions import run as run_session
@@ -81,15 +80,15 @@ def with_command_line(loaded: spec.Spec, args: argparse.Namespace | None) -> spe
 
 def run_options(args: argparse.Namespace, **extra) -> RunOptions:
     """How a training session runs, as the command line says."""
-    interval = getattr(args, "system_metrics_interval", None)
-    if interval is not None and interval <= 0:
+    interval = args.system_metrics_interval
+    if interval <= 0:
         raise OptionError(f"--system-metrics-interval must be positive, not {interval}")
     return RunOptions(
         started_at=args.started_at,
-        system_metrics=None if getattr(args, "no_system_metrics", True) else interval,
+        system_metrics=None if args.no_system_metrics else interval,
         progress=not args.no_progress,
-        live_metrics=getattr(args, "live_metrics", False),
-        profile=getattr(args, "profile", False),
+        live_metrics=args.live_metrics,
+        profile=getattr(args, "profile", False),  # harness run's alone
         metric_points=metric_points(args),
         checkpoint_dir=Path(args.checkpoint_dir) if getattr(args, "checkpoint_dir", None) else None,
         parent_run=getattr(args, "parent_run", None),
@@ -98,7 +97,7 @@ def run_options(args: argparse.Namespace, **extra) -> RunOptions:
 
 
 def metric_points(args: argparse.Namespace) -> int:
-    points = getattr(args, "metric_points", windows.DEFAULT_POINTS)
+    points = args.metric_points
     if points < 0:
         raise OptionError(f"--metric-points must be 0 (every iteration) or more, not {points}")
     return points

@@ -6,10 +6,14 @@ from __future__ import annotations
 import argparse
 
 from harness import sweep as sweeps
+from harness.judge import references
 from harness.record import system_metrics, windows
 from harness.run import compile_cache, scaling
 
-DESCRIPTION = "harness run | sweep | validate | publish | reproduce | compare | scale | sync"
+DESCRIPTION = (
+    "Train, benchmark and reproduce reinforcement-learning specs: runs logged to MLflow, "
+    "verdicts against the published references. `harness COMMAND -h` for each command."
+)
 
 
 def _add_store_options(p: argparse.ArgumentParser, *, checkpoints: bool = False, progress: bool = False) -> None:
@@ -229,9 +233,9 @@ def _reproduce(sub) -> None:
         help="run a published spec (or a logged run's spec) again and judge it against its reference",
         description="Run SPEC again and judge it against its reference results/<spec>.json, or re-run the spec "
         "logged with --run-id and judge it against that run. Exact (bit-identical curves) when device "
-        "fingerprint, numerics versions and seeds match the reference; statistical (IQM over seeds, "
-        "stratified-bootstrap 95% CI, pass when the intervals overlap) otherwise; each claim's test is judged "
-        "either way (PASS, FAIL or INCONCLUSIVE, errors stated in the spec). Speed is reported, never "
+        "fingerprint, numerics versions and seeds match the reference; statistical otherwise: the spec's "
+        "claims' tests (PASS, FAIL or INCONCLUSIVE, at the alpha, power and delta the spec states) gate it, "
+        "each metric's IQM interval shown beside the reference's. Each claim's test is judged either way. Speed is reported, never "
         "judged. Exit code 0 when every gating metric and claim passes, 1 when one fails, 4 when undecided "
         "(a claim INCONCLUSIVE, or a statistical verdict with one seed on a side).",
     )
@@ -263,9 +267,7 @@ def _reproduce(sub) -> None:
         "unseen keeps them in results/unseen/, where they join the faithful seeds)",
     )
     _add_store_options(rep, progress=True)
-    _add_device_options(rep)
-    compile_cache.add_arguments(rep)
-    _add_system_metrics_options(rep)
+    _add_training_options(rep)
 
 
 def _compare(sub) -> None:
@@ -296,8 +298,8 @@ def _scale(sub) -> None:
         "seeds side by side, and measure at each: steady-state env steps/s, the share of the device's matmul "
         "ceiling, compile seconds and the memory the compiled program needs. Stops at the first size the spec "
         "refuses or that does not compile or run, once the throughput has stopped growing (by default), or before "
-        "a size that would pass --max-seconds. Prints the saturation point (the smallest size within 10% of "
-        "the best throughput) and draws throughput and % of the ceiling against size. Logged to MLflow: a "
+        "a size that would pass --max-seconds. Prints the saturation point ("
+        f"{scaling.SATURATION}) and draws throughput and % of the ceiling against size. Logged to MLflow: a "
         "parent run (tag harness.kind=scale) with the plot, and a child run per size.",
     )
     sc.add_argument("spec")
@@ -346,7 +348,9 @@ def _drift(sub) -> None:
         "Runs use --deterministic and no compilation cache. Written to --out (JSON, and Markdown beside it) and "
         "logged to MLflow (experiment 'drift'). Exit 1 when a verdict fails.",
     )
-    dr.add_argument("specs", nargs="*", metavar="SPEC", help="spec files (default: every spec in experiments/)")
+    dr.add_argument(
+        "specs", nargs="*", metavar="SPEC", help=f"spec files (default: every spec in {references.PUBLISHED}/)"
+    )
     dr.add_argument(
         "--bench",
         action="store_true",

@@ -47,18 +47,23 @@ def test_a_record_gives_its_saturation_and_a_shorter_machine_name_matches(tmp_pa
 
 
 def test_harness_scale_s_record_gives_the_bench_the_size_harness_scale_names(tmp_path):
-    """One rule: 90.5k is within 10% of the best (100k), so both name 64."""
-
-    def point(size, rate):
-        return scaling.SizePoint(size, rate, (rate, rate), 1.0, None, None, None, None)
-
-    points = [point(16, 50e3), point(64, 90.5e3), point(256, 100e3), point(1024, 99e3)]
-    document = scaling.record("envs", [16, 64, 256, 1024], points, None)  # as `harness scale` writes it
+    """One rule: 90.5k is within 10% of the best (100k), so both name 64,
+    from a record written here as `harness scale` documents its format."""
+    rates = {16: 50e3, 64: 90.5e3, 256: 100e3, 1024: 99e3}
+    document = {
+        "axis": "envs",
+        "sizes": list(rates),
+        "points": [{"size": size, "env_steps_per_second": rate, "seconds": 1.0} for size, rate in rates.items()],
+        "stopped": None,
+        "saturation": 64,
+    }
     (tmp_path / "cpu-x-ppo_cartpole-envs.json").write_text(json.dumps(document))
-    assert document["saturation"] == scaling.saturation(points).size == 64
     fill = filling.recorded([tmp_path], "cpu-x", "ppo_cartpole")
     assert (fill.size, fill.saturated) == (64, True)
-    assert scaling.recorded_points(document) == points
+    points = scaling.recorded_points(document)
+    assert [p.size for p in points] == [16, 64, 256, 1024]
+    assert scaling.record("envs", list(rates), points, None)["saturation"] == 64
+    assert "saturates at envs=64" in scaling.describe_saturation(points, "envs")
 
 
 def test_the_probe_climbs_until_its_time_is_spent_and_leaves_a_record(tmp_path):
@@ -76,6 +81,7 @@ def test_the_probe_climbs_until_its_time_is_spent_and_leaves_a_record(tmp_path):
     assert fill.point.env_steps_per_second > 0 and len(fill.point.rates) == 2
     written = json.loads(record.read_text())
     assert written["saturation"] == 4 and "probe's 0 s" in written["stopped"]["reason"]
+    assert written["stopped"]["kind"] == "time"
     # The next session on this machine reads the probe's record.
     again = filling.recorded([tmp_path / "scale"], "cpu-x", "tiny")
     assert again.size == 4 and again.point is None
@@ -88,6 +94,11 @@ def test_the_probe_climbs_until_its_time_is_spent_and_leaves_a_record(tmp_path):
     fill = filling.probe(spec, seconds=1.3 * first.seconds, ceiling_gflops=None, record=record)
     points = scaling.recorded_points(json.loads(record.read_text()))
     assert points[0] == first and points[1].size == 16 and fill.point is not None
+    # A ladder that ended for another reason (here: the spec refused the next
+    # size), or a record from before stops had kinds, is not gone on from.
+    for stopped in ({"size": 64, "reason": "does not fit the spec", "kind": "refused"}, {"size": 64, "reason": "x"}):
+        record.write_text(json.dumps({**json.loads(record.read_text()), "stopped": stopped}))
+        assert filling.unfinished(record) == []
 
 
 def test_against_a_peer_name_finds_its_checkout_in_the_peers_folder(tmp_path):

@@ -7,9 +7,11 @@ test_signals)."""
 from __future__ import annotations
 
 import copy
+import os
 import signal
 from pathlib import Path
 
+import jax
 import jax.numpy as jnp
 import pytest
 from mlflow.tracking import MlflowClient
@@ -63,6 +65,38 @@ def test_nan_stops_the_run_failed_and_keeps_the_last_good_checkpoint(tmp_path, c
     assert {r.info.status for r in runs} == {"FAILED"} and len(runs) == 3
     assert all("metric 'loss' is nan at iteration 13" in r.data.tags["error"] for r in runs)
     assert directory.info["status"] == "FAILED"
+
+
+def test_a_signal_noted_before_a_nan_stop_is_not_swallowed(tmp_path, monkeypatch):
+    """SIGINT noted during the chunk whose metrics are NaN: the command
+    still exits 130 with its runs KILLED, and says what else failed."""
+    from support import run_cli
+
+    from harness import cli
+
+    def signalled_nan(*args, **kwargs):
+        plan = load_plan(*args, **kwargs)
+        algorithm = _nan_after(plan.algorithm, 13)
+
+        def step(state):
+            jax.debug.callback(lambda count: count == 13 and os.kill(os.getpid(), signal.SIGINT), state[1] + 1)
+            return algorithm.step(state)
+
+        return plan._replace(algorithm=algorithm._replace(step=step))
+
+    load_plan = cli.load_plan
+    monkeypatch.setattr(cli, "load_plan", signalled_nan)
+    data = copy.deepcopy(TINY_SPEC) | {"logging": {"interval": 5}, "checkpoint": {"every": 5, "keep": 10}}
+    data["name"] = "nan_signalled"
+    uri = new_store(tmp_path)
+    path = write_spec(tmp_path, data)
+    code, _, err = run_cli("run", str(path), "--tracking-uri", uri, "--no-progress", "--checkpoint-dir", str(tmp_path))
+    err = " ".join(err.split())
+    assert code == 130, err
+    assert "interrupted (SIGINT)" in err and "it also failed: metric 'loss' is nan at iteration 13" in err
+    client = MlflowClient(tracking_uri=uri)
+    runs = client.search_runs([client.get_experiment_by_name("nan_signalled").experiment_id])
+    assert len(runs) == 3 and {r.info.status for r in runs} == {"KILLED"}
 
 
 # ------------------------------------------------------------------ signals

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -198,23 +199,53 @@ def test_the_record_package_imports_no_jax():
     assert out.strip() == "[]"
 
 
-def test_a_store_another_client_is_making_at_the_same_moment_is_opened(tmp_path):
+# An outside client creating a SQLite store, held after its first table
+# (its schema half made, no lock kept: SQLite commits each CREATE TABLE)
+# until the file named by argv[3] exists.
+_HELD_CREATOR = """
+import pathlib, sys, time
+import sqlalchemy
+from mlflow.tracking import MlflowClient
+
+held, go = pathlib.Path(sys.argv[2]), pathlib.Path(sys.argv[3])
+
+@sqlalchemy.event.listens_for(sqlalchemy.engine.Engine, "after_cursor_execute")
+def hold(conn, cursor, statement, *args):
+    if statement.lstrip().upper().startswith("CREATE TABLE") and not held.exists():
+        held.touch()
+        deadline = time.monotonic() + 60
+        while not go.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+MlflowClient(sys.argv[1]).search_experiments()
+"""
+
+
+def test_a_store_another_client_is_making_at_the_same_moment_is_opened(tmp_path, monkeypatch):
     """`mlflow ui` or a user's own client creating a fresh SQLite store does
     not take the harness's lock; the harness's open, meeting the half-made
-    schema, waits for it instead of refusing the store."""
-    start = time.time() + 6  # the outside clients have imported MLflow by then
-    uris = [f"sqlite:///{tmp_path / f'store{i}.db'}" for i in range(3)]
-    code = "import sys, time\nfrom mlflow.tracking import MlflowClient\n"
-    code += "time.sleep(max(0, float(sys.argv[2]) - time.time()))\nMlflowClient(sys.argv[1]).search_experiments()\n"
-    outside = [
-        subprocess.Popen([sys.executable, "-c", code, uri, str(start + i)], stderr=subprocess.DEVNULL)
-        for i, uri in enumerate(uris)
-    ]
+    schema, waits for it (never making the tables itself, which would fail
+    the other client) instead of refusing the store."""
+    uri = f"sqlite:///{tmp_path / 'store.db'}"
+    held, go = tmp_path / "held", tmp_path / "go"
+    outside = subprocess.Popen(
+        [sys.executable, "-c", _HELD_CREATOR, uri, str(held), str(go)], stderr=subprocess.PIPE, text=True
+    )
+    opened_while_held = []
+    first_open = store._first_open
+    monkeypatch.setattr(store, "_first_open", lambda uri: opened_while_held.append(not go.exists()) or first_open(uri))
+    release = threading.Timer(2.0, go.touch)  # the creator goes on while the harness waits
     try:
-        for i, uri in enumerate(uris):  # each open a little later into the other's creation
-            time.sleep(max(0, start + i + 0.02 * i - time.time()))
-            client = store.open_client(uri)
-            assert client.create_experiment("opened") and client.get_experiment_by_name("opened")
+        deadline = time.monotonic() + 120
+        while not held.exists():
+            assert outside.poll() is None and time.monotonic() < deadline, outside.stderr.read()
+            time.sleep(0.01)
+        release.start()
+        client = store.open_client(uri)
+        assert client.create_experiment("opened") and client.get_experiment_by_name("opened")
     finally:
-        for process in outside:
-            process.wait(timeout=120)
+        release.cancel()
+        go.touch()
+        _, err = outside.communicate(timeout=120)
+    assert outside.returncode == 0, err
+    assert opened_while_held and not any(opened_while_held), "the harness opened the half-made store"

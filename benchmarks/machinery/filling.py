@@ -65,10 +65,17 @@ def _ladder(points: list[scaling.SizePoint]) -> list[dict[str, Any]]:
     return [{"size": p.size, "env_steps_per_second": p.env_steps_per_second} for p in points]
 
 
+def record_path(folder: Path, machine_name: str, stem: str) -> Path:
+    """The scale record of `machine_name` and spec `stem` in `folder`:
+    `<machine>-<spec>-envs.json` (`harness scale`'s and the probe's)."""
+    return Path(folder) / f"{machine_name}-{stem}-{AXIS}.json"
+
+
 def recorded(folders: list[Path], machine_name: str, stem: str) -> Fill | None:
     """The saturation size in the first record of this machine and spec
-    found in `folders` (the envs axis)."""
-    suffix = f"-{stem}-{AXIS}.json"
+    found in `folders` (the envs axis): a record's machine may stop short of
+    the whole name (`gpu-nvidia-h100` for `gpu-nvidia-h100-80gb-hbm3`)."""
+    suffix = record_path(Path(), "", stem).name  # "-<spec>-envs.json"
     for folder in folders:
         for path in sorted(Path(folder).glob(f"*{suffix}")):
             prefix = path.name.removesuffix(suffix)
@@ -101,7 +108,8 @@ def unfinished(record: Path) -> list[scaling.SizePoint]:
     except (OSError, ValueError):
         return []
     points = scaling.recorded_points(document)
-    if not points or _saturation(points)[1] or "would pass" not in (document.get("stopped") or {}).get("reason", ""):
+    stop = scaling.recorded_stop(document)
+    if not points or _saturation(points)[1] or stop is None or stop.kind != "time":
         return []
     return points
 
@@ -118,9 +126,16 @@ def probe(spec_path: Path, seconds: float, ceiling_gflops: float | None, record:
     started = time.perf_counter()
     points: list[scaling.SizePoint] = unfinished(record)
     sizes = [size for size in ladder if not points or size > points[-1].size]
-    stopped = None
-    if points and sizes and 1.25 * points[-1].seconds > seconds:  # no time to go on this session
-        stopped, sizes = scaling.Stop(sizes[0], f"the probe's {seconds:.0f} s would pass"), []
+    limit_name = f"the probe's {seconds:.0f} s"
+
+    def stop_after(following: int | None, elapsed: float) -> scaling.Stop | None:
+        return scaling.stop_after(
+            points, following, until_flat=True, elapsed=elapsed, limit=seconds, limit_name=limit_name
+        )
+
+    stopped = stop_after(sizes[0], 0.0) if points and sizes else None  # no time to go on this session
+    if stopped is not None:
+        sizes = []
 
     def plan_for(size: int):
         return plan_at(spec_path, size)
@@ -135,12 +150,8 @@ def probe(spec_path: Path, seconds: float, ceiling_gflops: float | None, record:
             break
         points.append(found)
         following = next((size for size in sizes if size > found.size), None)
-        if scaling.flat(points):
-            reason = f"the throughput stopped growing ({scaling.FLAT_SIZES} sizes in a row below the best)"
-            stopped = scaling.Stop(following or found.size, reason)
-            break
-        if following and time.perf_counter() - started + 1.25 * found.seconds > seconds:
-            stopped = scaling.Stop(following, f"the probe's {seconds:.0f} s would pass")
+        stopped = stop_after(following, time.perf_counter() - started)
+        if stopped is not None:
             break
     if not points:
         raise RuntimeError(f"{spec_path}: no size of the probe ran ({stopped.reason if stopped else 'none tried'})")

@@ -2,6 +2,8 @@
 
 from pathlib import Path
 
+from harness.judge import references
+
 ROOT = Path(__file__).resolve().parent.parent.parent
 BENCH_SPECS = ROOT / "benchmarks" / "specs"
-PUBLISHED_SPECS = ROOT / "experiments"
+PUBLISHED_SPECS = ROOT / references.PUBLISHED

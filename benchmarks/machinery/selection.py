@@ -11,6 +11,8 @@ from typing import Any, NamedTuple
 
 import pytest
 
+from harness.judge import references
+
 
 def bench_specs(config: pytest.Config) -> Path:
     """The small benchmark specs, in the repository's `benchmarks/specs/`."""
@@ -18,8 +20,8 @@ def bench_specs(config: pytest.Config) -> Path:
 
 
 def published_specs(config: pytest.Config) -> Path:
-    """The published specs, in the repository's `experiments/`."""
-    return config.rootpath / "experiments"
+    """The published specs' folder in the repository (`experiments/`)."""
+    return config.rootpath / references.PUBLISHED
 
 
 def full_only_specs(config: pytest.Config) -> Path:

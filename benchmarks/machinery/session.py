@@ -64,7 +64,7 @@ class BenchSession:
             folders = [ROOT / "results" / "scale", probes]
 
             def probe_record(stem: str) -> Path:
-                return probes / f"{machine}-{stem}-{filling.AXIS}.json"
+                return filling.record_path(probes, machine, stem)
 
             def recorded(stem: str):
                 """The record to take as it is; None when a probe is due (none,

@@ -22,9 +22,16 @@ from harness.record.schema import Results
 from harness.spec import canonical as canonical_spec
 from harness.spec import spec_differences
 
+PUBLISHED = "experiments"  # the folder of the published specs; their references are in results/ beside it
+
 
 class ReproduceError(Exception):
     """A reference that cannot be used; reported without a traceback."""
+
+
+def published_specs(root: Path = Path()) -> list[Path]:
+    """Every published spec under `root` (the repository), by name."""
+    return sorted((root / PUBLISHED).glob("*.yaml"))
 
 
 def reference_path(spec_path: str | Path) -> Path:
@@ -33,7 +40,7 @@ def reference_path(spec_path: str | Path) -> Path:
     spec kept anywhere else."""
     spec_path = Path(spec_path)
     folder = spec_path.resolve().parent
-    root = folder.parent if folder.name == "experiments" else Path.cwd()
+    root = folder.parent if folder.name == PUBLISHED else Path.cwd()
     path = root / "results" / f"{spec_path.stem}.json"
     try:
         return Path(os.path.relpath(path))

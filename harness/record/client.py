@@ -50,13 +50,18 @@ def quiet_mlflow() -> None:
     os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
 
 
+def unusable(uri: str, error: BaseException) -> TrackingError:
+    """The error that says the store at `uri` cannot be used, and why."""
+    return TrackingError(f"cannot use the MLflow tracking store {uri!r}: {first_line(error)}")
+
+
 def open_client(uri: str):
     """An MlflowClient for `uri`, or a TrackingError saying why not."""
     quiet_mlflow()
     try:
         return store.open_client(uri)
     except Exception as error:  # noqa: BLE001  (MLflow raises many kinds)
-        raise TrackingError(f"cannot use the MLflow tracking store {uri!r}: {first_line(error)}") from None
+        raise unusable(uri, error) from None
 
 
 def ui_hints(uri: str, experiment_id: str, run_id: str) -> list[str]:

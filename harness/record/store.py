@@ -11,8 +11,10 @@
   lookup-or-create. A creator outside the harness (`mlflow ui`, a user's
   own client) does not take that lock; MLflow's migrations are not safe
   against it and fail in many ways ("table ... already exists", "no such
-  constraint", ...). An open that fails while the schema is changing under
-  it is tried again once it has settled (`CREATING_PATIENCE`).
+  constraint", ...). An open waits while another client's tables are
+  being made (MLflow would make the missing ones itself and fail the other
+  client), and an open that fails while the schema is changing under it is
+  tried again once it has settled (`CREATING_PATIENCE`, from the lock).
 - `configure_http`: MLflow's client retries a dead server for about four
   minutes per call by default; the harness asks for a few seconds, so an
   unreachable `--tracking-uri` is reported at once and a server that goes
@@ -38,6 +40,7 @@ T = TypeVar("T")
 LOCKED_PATIENCE = 300.0  # seconds a call keeps retrying "database is locked"
 CREATING_PATIENCE = 60.0  # seconds an open waits for another process's store creation
 SETTLE_SECONDS = 0.5  # how long a failed open watches for a creation still going on
+STALLED_SECONDS = 5.0  # a store's tables unchanged this long while some are missing: their maker is gone
 _LOCKED = ("database is locked", "database table is locked", "database schema is locked")
 
 
@@ -97,18 +100,21 @@ def open_client(uri: str):
     waiting out a creation by a process that does not take it."""
     configure_http()
     path = sqlite_path(uri)
-    deadline = time.monotonic() + CREATING_PATIENCE
     with store_lock(uri):
+        deadline = time.monotonic() + CREATING_PATIENCE  # from the lock: time queued behind a harness is not counted
+        if path is not None:
+            _wait_for_tables(path, deadline)
         while True:
-            before = _schema_mark(path)
             try:
                 return _first_open(uri)
             except Exception:  # noqa: BLE001  (MLflow's migrations fail in many ways)
                 if path is None or time.monotonic() > deadline:
                     raise
-                time.sleep(SETTLE_SECONDS)
-                if _schema_mark(path) == before:  # nobody else is at work on it: a real error
-                    raise
+            # Only a failed open reads the schema: is someone else at work on it?
+            before = _schema_mark(path)
+            time.sleep(SETTLE_SECONDS)
+            if _schema_mark(path) == before:  # nobody is: once more, and its error is the real one
+                return _first_open(uri)
 
 
 def _first_open(uri: str):
@@ -117,6 +123,34 @@ def _first_open(uri: str):
     client = MlflowClient(tracking_uri=uri)
     retry_locked(client.search_experiments, max_results=1)
     return client
+
+
+def _wait_for_tables(path: Path, deadline: float) -> None:
+    """Wait while another client makes the SQLite store's tables (some of
+    MLflow's exist, not all): opened now, MLflow would make the missing ones
+    itself and the other client's next one would fail. Until they all exist,
+    the schema stops changing for STALLED_SECONDS (a creator that died), or
+    the deadline."""
+    last, changed = _schema_mark(path), time.monotonic()
+    while _tables_missing(path) and time.monotonic() < min(deadline, changed + STALLED_SECONDS):
+        time.sleep(SETTLE_SECONDS / 10)
+        mark = _schema_mark(path)
+        if mark != last:
+            last, changed = mark, time.monotonic()
+
+
+def _tables_missing(path: Path) -> bool:
+    """Whether the store has some of MLflow's tables and not all (none: a
+    new store, which the open makes under the harness's lock)."""
+    mark = _schema_mark(path)
+    if mark is None:
+        return False
+    tables = {name for kind, name, _ in mark[0] if kind == "table" and not name.startswith(("alembic_", "sqlite_"))}
+    if not tables:
+        return False
+    from mlflow.store.db import utils  # its tables, as MLflow's open checks them (imported by the open anyway)
+
+    return not set(utils.Base.metadata.tables) <= tables
 
 
 def _schema_mark(path: Path | None) -> tuple | None:

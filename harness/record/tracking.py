@@ -42,6 +42,7 @@ from harness.record.client import (
     quiet_mlflow,
     resolve_uri,
     ui_hints,
+    unusable,
 )
 from harness.record.journal import Journal, add_pending
 from harness.record.metric_feed import MetricFeed
@@ -106,15 +107,14 @@ class Tracking:
     ):
         """`under`: an existing run to log under, in its experiment instead
         of `experiment` (harness run --parent-run)."""
-        quiet_mlflow()
         self.uri = uri
         self.under = under
-        try:
-            self.client = store.open_client(uri)
-            if under is None:
+        self.client = open_client(uri)
+        if under is None:
+            try:
                 self.experiment_id = store.get_or_create_experiment(self.client, uri, experiment)
-        except Exception as error:  # noqa: BLE001  (MLflow raises many kinds)
-            raise TrackingError(f"cannot use the MLflow tracking store {uri!r}: {first_line(error)}") from None
+            except Exception as error:  # noqa: BLE001  (MLflow raises many kinds)
+                raise unusable(uri, error) from None
         if under is not None:
             self.experiment_id = self._experiment_of(under)
         self.parent_id: str | None = None
@@ -145,9 +145,9 @@ class Tracking:
         except MlflowException as error:
             if error.error_code == "RESOURCE_DOES_NOT_EXIST":
                 raise TrackingError(f"--parent-run {run_id}: no such run in {self.uri!r}") from None
-            raise TrackingError(f"cannot use the MLflow tracking store {self.uri!r}: {first_line(error)}") from None
+            raise unusable(self.uri, error) from None
         except Exception as error:  # noqa: BLE001  (MLflow raises many kinds)
-            raise TrackingError(f"cannot use the MLflow tracking store {self.uri!r}: {first_line(error)}") from None
+            raise unusable(self.uri, error) from None
 
     def _top_tags(self, tags: dict[str, str]) -> dict[str, str]:
         """The invocation's own run's tags: under `under` when there is one."""

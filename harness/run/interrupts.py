@@ -1,11 +1,11 @@
 """Ctrl-C and SIGTERM in a command: always answered, with exit 130 (143 for
 SIGTERM), never swallowed and never leaving a record half-written.
 
-A command (`stop_signals`) goes through three kinds of moment:
+A command (`stop_signals`) goes through the moments `Phase` names:
 - start-up, planning and compiling: a signal raises `Interrupted` at once
   (the runs it had started end KILLED), except while its runs are being
-  created: that step ends first, so that every run is known and ended
-  (`held`);
+  created (holding): that step ends first, so that every run is known and
+  ended (`held`);
 - training: the chunk loop notes it and acts on it between chunks, or
   within seconds when chunks are long (harness.run.chunk_loop), with a
   final checkpoint (`interrupt_between_chunks`);
@@ -16,7 +16,9 @@ A command (`stop_signals`) goes through three kinds of moment:
   command exits 130 all the same and says its work had finished
   (`noted`).
 
-A second signal while one is noted raises at once. One handler
+A second signal while one is noted raises at once. A noted signal outlives
+any other error that ends the command (`carrying`): the command exits 130
+(143) with its runs KILLED, and the other error is shown beside. One handler
 (`_on_signal`) answers every moment, from the process's start (`install`)
 to its end; the moment it is in decides what it does. The exit code and
 the line a stopped command ends with are made here (`exit_code`, `said`).
@@ -25,6 +27,7 @@ the line a stopped command ends with are made here (`exit_code`, `said`).
 from __future__ import annotations
 
 import contextlib
+import enum
 import signal
 import threading
 from collections.abc import Iterator
@@ -57,13 +60,19 @@ def said(signum: int, when: str) -> str:
     return f"interrupted ({signal.Signals(signum).name}) {when}"
 
 
+class Phase(enum.Enum):
+    """A command's moment, which decides what a signal does."""
+
+    STARTING = "start-up, planning, compiling: a signal stops at once"
+    TRAINING = "between chunks: noted, acted on by the chunk loop"
+    WRITING = "a program's records after its training: noted, acted on after"
+    HOLDING = "a step that must not be cut (runs being created): noted, acted on as it ends"
+
+
 class _Command:
     """The running command's moment and the signal noted, if any."""
 
-    # starting: start-up, planning, compiling (a signal stops at once);
-    # training: between chunks (noted, acted on by the chunk loop);
-    # writing: a program's records after its training (noted, acted on later).
-    phase = "starting"
+    phase = Phase.STARTING
     noted = 0  # a signal that came while the work could not stop at once (0: none)
 
 
@@ -73,7 +82,7 @@ _command = _Command()
 def _on_signal(signum, frame) -> None:
     """The one handler of SIGINT and SIGTERM, whatever the moment: it stops
     at once while starting, else notes the signal; a second one stops at once."""
-    if _command.phase == "starting":
+    if _command.phase is Phase.STARTING:
         raise Interrupted(signum)
     if _command.noted:
         raise Interrupted(_command.noted)
@@ -113,7 +122,13 @@ def stop_signals() -> Iterator[None]:
     _command = _Command()
     try:
         with _handled():
-            yield
+            try:
+                yield
+            except BaseException as error:
+                carried = carrying(error)
+                if carried is not error:
+                    raise carried from error
+                raise
     finally:
         _command = _Command()  # what the command noted ends with it
 
@@ -128,7 +143,7 @@ def noted() -> int:
 def before_training() -> None:
     """The start of a program's training (compiling first): a signal noted
     while the previous program's records were written stops here."""
-    _command.phase = "starting"
+    _command.phase = Phase.STARTING
     if _command.noted:
         raise Interrupted(_command.noted)
 
@@ -139,14 +154,14 @@ def held() -> Iterator[None]:
     runs being created, each to be ended with it): a signal during it is
     noted and stops the command as the step ends; a second one stops it at
     once."""
-    if _command.phase != "starting":
+    if _command.phase is not Phase.STARTING:
         yield
         return
-    _command.phase = "writing"
+    _command.phase = Phase.HOLDING
     try:
         yield
     finally:
-        _command.phase = "starting"
+        _command.phase = Phase.STARTING
     if _command.noted:
         raise Interrupted(_command.noted)
 
@@ -165,10 +180,24 @@ def interrupt_between_chunks():
             return
         # A new training: nothing noted yet (runner.run's `before_training`
         # acted on what its command had noted before).
-        _command.phase, _command.noted = "training", 0
+        _command.phase, _command.noted = Phase.TRAINING, 0
         try:
             yield lambda: _command.noted
-        except BaseException:
-            _command.phase, _command.noted = "starting", 0  # acted on: the error carries it
+        except BaseException as error:
+            carried = carrying(error)
+            _command.phase, _command.noted = Phase.STARTING, 0  # acted on: the error carries it
+            if carried is not error:
+                raise carried from error
             raise
-        _command.phase = "writing"
+        _command.phase = Phase.WRITING
+
+
+def carrying(error: BaseException) -> BaseException:
+    """What ends the command after `error`: `error` itself, or, when a signal
+    was noted and `error` is another failure (a NaN metric, a store out of
+    reach), `Interrupted` for that signal, so that the signal is never
+    swallowed (exit 130 or 143, runs KILLED); the caller chains `error` to
+    it, so that its message is shown too."""
+    if _command.noted and not isinstance(error, KeyboardInterrupt):
+        return Interrupted(_command.noted)
+    return error

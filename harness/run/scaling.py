@@ -43,7 +43,54 @@ class SizePoint(NamedTuple):
 
 class Stop(NamedTuple):
     size: int
-    reason: str  # why the ladder ended here
+    reason: str  # why the ladder ended here, in words
+    kind: str = "failed"  # one of STOP_KINDS: what a later ladder may do about it
+
+
+# Why a ladder ends before its last size. Only a time stop while the
+# throughput still grew leaves a ladder to go on from (the bench's probe).
+STOP_KINDS = {
+    "flat": "the throughput stopped growing",
+    "time": "the next size would pass the time allowed",
+    "refused": "the spec refuses the size",
+    "failed": "the size does not compile or run (out of memory)",
+}
+# A size takes up to this much longer than the one before (the time stop's margin).
+TIME_MARGIN = 1.25
+
+
+def stop_after(
+    points: list[SizePoint],
+    following: int | None,
+    *,
+    until_flat: bool,
+    elapsed: float,
+    limit: float | None,
+    limit_name: str,
+    grows: float = 1.0,
+) -> Stop | None:
+    """Why the ladder ends before size `following`, after `points` and
+    `elapsed` seconds, or None (it goes on; no size follows: it is over):
+    the throughput stopped growing (`until_flat`), or the next size, taking
+    `grows` times the last one's seconds with a margin, would pass `limit`
+    seconds (`limit_name` says whose: `--max-seconds 150`)."""
+    if following is None or not points:
+        return None
+    if until_flat and flat(points):
+        return Stop(following, f"the throughput stopped growing ({FLAT_SIZES} sizes in a row below the best)", "flat")
+    if limit is not None:
+        expected = elapsed + points[-1].seconds * grows * TIME_MARGIN
+        if expected > limit:
+            return Stop(following, f"{limit_name}: it would end at about {expected:.0f} s", "time")
+    return None
+
+
+def recorded_stop(document: dict[str, Any]) -> Stop | None:
+    """A scale record's stop (a record from before stops had kinds: kind unknown)."""
+    stopped = document.get("stopped")
+    if not stopped:
+        return None
+    return Stop(stopped["size"], stopped.get("reason", ""), stopped.get("kind", "unknown"))
 
 
 def ladder(start: int, stop: int) -> list[int]:
@@ -126,6 +173,7 @@ FIRST_CHUNK_ITERATIONS = 4
 FLAT_SIZES = 2
 # The saturation size: the smallest within this share of the best throughput.
 WITHIN = 0.1
+SATURATION = f"the smallest size within {WITHIN:.0%} of the best throughput"
 # Timed chunks after the warm-up chunk at each size (`harness scale --timed-chunks`).
 TIMED_CHUNKS = 2
 
@@ -185,7 +233,7 @@ def describe_saturation(points: list[SizePoint], axis: str) -> str:
         return "no size ran"
     if still_growing(points):
         return f"still growing at {axis}={point.size}, the largest size measured: no saturation within the ladder"
-    return f"saturates at {axis}={point.size} (the smallest size within 10% of the best throughput)"
+    return f"saturates at {axis}={point.size} ({SATURATION})"
 
 
 def record(axis: str, sizes: list[int], points: list[SizePoint], stop: Stop | None, **more: Any) -> dict[str, Any]:
@@ -230,11 +278,11 @@ def climb(
         try:
             plan = plan_for(size)
         except user_errors as error:
-            yield Stop(size, f"does not fit the spec: {error}")
+            yield Stop(size, f"does not fit the spec: {error}", "refused")
             return
         try:
             point = measure_one(plan)
         except (jax.errors.JaxRuntimeError, MemoryError) as error:
-            yield Stop(size, f"does not compile or run: {str(error).splitlines()[0][:200]}")
+            yield Stop(size, f"does not compile or run: {str(error).splitlines()[0][:200]}", "failed")
             return
         yield point._replace(size=size, seconds=time.perf_counter() - started)

@@ -198,21 +198,16 @@ def _estimate(first: scaling.SizePoint, options: ScaleOptions) -> str:
 def _stop_after(points: list[scaling.SizePoint], options: ScaleOptions, elapsed: float) -> scaling.Stop | None:
     """Why the ladder ends after the sizes measured (None: it goes on)."""
     following = options.sizes[len(points)] if len(points) < len(options.sizes) else None
-    if following is None:
-        return None
-    if options.until_flat and scaling.flat(points):
-        return scaling.Stop(
-            following, f"the throughput stopped growing ({scaling.FLAT_SIZES} sizes in a row below the best)"
-        )
-    if options.max_seconds is not None:
-        last = points[-1]
-        grows = following / last.size if options.chunk_iterations else 1.0
-        expected = elapsed + last.seconds * grows * 1.25
-        if expected > options.max_seconds:
-            return scaling.Stop(
-                following, f"--max-seconds {options.max_seconds:.0f}: it would end at about {expected:.0f} s"
-            )
-    return None
+    return scaling.stop_after(
+        points,
+        following,
+        until_flat=options.until_flat,
+        elapsed=elapsed,
+        limit=options.max_seconds,
+        limit_name=f"--max-seconds {options.max_seconds or 0:.0f}",
+        # A fixed chunk's work grows with the size; a timed chunk's does not.
+        grows=following / points[-1].size if following and options.chunk_iterations else 1.0,
+    )
 
 
 def _log_point(client, experiment: str, parent_id: str, axis: str, point: scaling.SizePoint) -> None:

@@ -97,7 +97,7 @@ def cli_reference() -> str:
     helps = {choice.dest: choice.help for choice in sub._choices_actions}
     out = [header("harness.cli_parser"), "# Command line\n\n"]
     out.append(
-        f"`harness` (also `python -m harness`): {cell(described(root.description, root.prog))}. Every command takes `-h` for its help. "
+        f"`harness` (also `python -m harness`): {cell(described(root.description, root.prog))} "
         "What each exit code means: [exit codes](exit-codes.md).\n\n"
     )
     out.append(f"```text\n{usage('harness', root)}\n```\n")

@@ -21,7 +21,6 @@ from harness.run import scaling
 
 # What grows, in words (harness.run.scaling.AXES).
 AXIS_WORDS = {"envs": "envs per seed", "seeds": "seeds side by side"}
-WITHIN = "the smallest size within 10% of the best throughput"  # harness.run.scaling.saturation
 
 
 class ScaleCurve(typing.NamedTuple):
@@ -106,7 +105,7 @@ def verdict(curve: ScaleCurve) -> str:
         if curve.still_growing:
             text = f"Still growing at the largest size measured, {axis}={points[-1]['size']} ({at_best})."
         else:
-            text = f"Saturates at {axis}={curve.saturates_at} (bold): {WITHIN}, {at_best}."
+            text = f"Saturates at {axis}={curve.saturates_at} (bold): {scaling.SATURATION}, {at_best}."
     stopped = curve.data.get("stopped")
     if stopped:
         text += f" The ladder stopped at {axis}={stopped['size']}: {stopped['reason']}."

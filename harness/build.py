@@ -66,6 +66,12 @@ def _numbers_of(section: str, numbers: dict[str, Any]) -> dict[str, Any]:
     return {key.partition(".")[2]: value for key, value in numbers.items() if key.startswith(f"{section}.")}
 
 
+def env_steps_per_iteration(spec: Spec) -> int:
+    """A seed's env steps in one iteration of `spec`'s algorithm: from its
+    hyperparameters alone (no env made, no device asked for)."""
+    return algorithms.registry[spec.algorithm].env_steps_per_step(spec.hyperparameters)
+
+
 def build(
     spec: Spec,
     source: str = "<spec>",
@@ -128,7 +134,7 @@ def build(
         problem = _grid_network_problem(spec, env.observation_shape)
         if problem is not None:
             raise SpecError(source, [problem], lines)
-    steps_per_iteration = registration.env_steps_per_step(config)
+    steps_per_iteration = env_steps_per_iteration(spec)
     num_iterations = spec.budget.env_steps // steps_per_iteration
     if num_iterations < 1:
         raise SpecError(

@@ -1,7 +1,10 @@
 """`harness drift`: two environments' runs of a spec side by side
-(harness.sessions.drift, harness.judge.drift). Here both sides are this
-environment, so what must come out is known: identical bits, an exact PASS,
-ratios near 1; the comparison's other answers are checked on records."""
+(harness.sessions.drift, harness.judge.drift). End to end, the newer side
+is this environment with XLA's backend optimisations on where the suite
+turns them off (a script that sets XLA_FLAGS and starts this Python), so
+what must come out is known: other bits, a faster run and a slower compile
+on the newer side, and each side named as what it is; the comparison's
+other answers are checked on records."""
 
 from __future__ import annotations
 
@@ -19,13 +22,27 @@ from support import TINY_SPEC, background_result, device_env, run_cli, start_har
 from harness.judge import compare, drift
 from harness.record import schema, store, tracking
 
+# The newer side's flag: XLA's default backend optimisation, where the suite
+# compiles at level 0 (tests/support: TEST_XLA_FLAGS; the last value wins).
+# Here that ran the tiny spec about 1.5x as fast and compiled 1.7x as long.
+OPTIMISED = "--xla_backend_optimization_level=2"
+
+
+def python_with_flags(folder, flags: str) -> str:
+    """A side that is this Python with `flags` added to XLA_FLAGS."""
+    script = folder / "python-with-flags"
+    script.write_text(f'#!/bin/sh\nexport XLA_FLAGS="$XLA_FLAGS {flags}"\nexec {sys.executable} "$@"\n')
+    script.chmod(0o755)
+    return str(script)
+
 
 def run_drift(tmp_path_factory) -> tuple[subprocess.CompletedProcess, object]:
     """`harness drift` of the tiny spec cut to 4 iterations, one round,
-    this Python on both sides: a process as a user starts it."""
+    this Python against itself with OPTIMISED: a process as a user starts it."""
     tmp = tmp_path_factory.mktemp("drift")
     spec = write_spec(tmp, TINY_SPEC, "tiny.yaml")
-    argv = [sys.executable, "-m", "harness", "drift", str(spec), "--older", sys.executable, "--newer", sys.executable]
+    newer = python_with_flags(tmp, OPTIMISED)
+    argv = [sys.executable, "-m", "harness", "drift", str(spec), "--older", sys.executable, "--newer", newer]
     argv += ["--rounds", "1", "--iterations", "4", "--out", str(tmp / "drift.json")]
     argv += ["--tracking-uri", f"sqlite:///{tmp / 'mlflow.db'}"]
     env = device_env(None)
@@ -42,41 +59,54 @@ def drift_run():
     return background_result("drift_run")
 
 
-def test_drift_of_an_environment_against_itself_is_identical_and_passes(drift_run):
+def test_drift_names_each_side_and_measures_the_newer_against_the_older(drift_run):
     proc, tmp = drift_run
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "Traceback" not in proc.stderr
+    # Cut to 4 iterations, other bits are not judged: no agreement shown, exit 4.
+    assert proc.returncode == 4, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr and "no agreement shown" in proc.stderr
     document = json.loads((tmp / "drift.json").read_text())
     (row,) = document["specs"]
-    assert document["older"] == document["newer"] and document["older"].startswith("jax ")
-    assert (row["spec"], row["iterations"], row["bits"], row["verdict"]) == ("tiny", 4, "identical", "exact, PASS")
-    assert 0 < row["speed_ratio"] and 0 < row["compile_ratio"] and row["peak_memory"] == "host"
+    assert document["older"].startswith("jax ") and document["newer"].startswith(document["older"][:-1])
+    assert OPTIMISED in document["newer"] and OPTIMISED not in document["older"]
+    assert (row["spec"], row["iterations"], row["bits"]) == ("tiny", 4, "differ")
+    assert drift.shown_verdict(row, document["settings"]) == "not judged (4 iterations)"
+    # The newer over the older: the optimised side runs faster and compiles longer.
+    assert row["speed_ratio"] > 1 and row["compile_ratio"] > 1 and row["peak_memory"] == "host"
+    lo, hi = row["speed_spread"]
+    assert lo <= row["speed_ratio"] <= hi
     assert document["settings"]["budget"] == "4 iterations per spec" and document["settings"]["machine"]
-    assert "| tiny | 4 | identical | exact, PASS |" in (tmp / "drift.md").read_text()
-    assert "identical" in proc.stdout and "exact, PASS" in proc.stdout
+    assert "| tiny | 4 | differ | not judged (4 iterations) |" in (tmp / "drift.md").read_text()
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp / 'mlflow.db'}")
     runs = client.search_runs([client.get_experiment_by_name("drift").experiment_id])
     (logged,) = [r for r in runs if r.info.run_name == "drift"]
     assert logged.data.tags["drift.older"] == document["older"] and logged.info.status == "FINISHED"
     assert {"drift.json", "drift.md"} <= {a.path for a in client.list_artifacts(logged.info.run_id)}
-    # Both sides' runs are under it, each with its seeds' runs under it, and
-    # none in the spec's own experiment.
-    sides = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == logged.info.run_id]
-    assert len(sides) == 2 and all(r.info.status == "FINISHED" for r in sides)
-    assert {r.data.tags["version.jax"] for r in sides} == {document["older"].split()[1]}
-    seeds = [r for r in runs if r.data.tags.get("mlflow.parentRunId") in {s.info.run_id for s in sides}]
+    # The drift's run carries the result: tags to sort by, ratios to chart.
+    tags, metrics = logged.data.tags, logged.data.metrics
+    assert tags["drift.result"] == "undecided" and tags["drift.tiny.outcome"] == "not judged"
+    assert tags["drift.tiny.bits"] == "differ" and tags["drift.tiny.verdict"] == "not judged (4 iterations)"
+    assert metrics["tiny/speed_ratio"] == pytest.approx(row["speed_ratio"])
+    assert metrics["tiny/compile_ratio"] == pytest.approx(row["compile_ratio"])
+    # Both sides' runs are under it, named for their side and round, each
+    # with its seeds' runs under it, and none in the spec's own experiment.
+    sides = {r.data.tags["drift.side"]: r for r in runs if r.data.tags.get("mlflow.parentRunId") == logged.info.run_id}
+    assert sorted(sides) == ["newer", "older"] and all(r.info.status == "FINISHED" for r in sides.values())
+    assert {side: r.info.run_name for side, r in sides.items()} == {s: f"tiny {s} round 1" for s in sides}
+    assert OPTIMISED in sides["newer"].data.tags["device.xla_flags"]
+    assert OPTIMISED not in sides["older"].data.tags["device.xla_flags"]
+    seeds = [r for r in runs if r.data.tags.get("mlflow.parentRunId") in {s.info.run_id for s in sides.values()}]
     assert len(seeds) == 2 * len(TINY_SPEC["seeds"])
     assert client.get_experiment_by_name(TINY_SPEC["name"]) is None
     # A side's run stands for itself (not for the drift run above it), a
     # seed's for its side's; `harness compare --experiment drift` sets the
     # two sides side by side.
     uri = f"sqlite:///{tmp / 'mlflow.db'}"
-    side = sides[0].info.run_id
+    side = sides["older"].info.run_id
     assert tracking.get_parent_run(client, uri, side)[0].info.run_id == side
     seed = next(r.info.run_id for r in seeds if r.data.tags["mlflow.parentRunId"] == side)
     assert tracking.get_parent_run(client, uri, seed)[0].info.run_id == side
     compared, _ = compare.fetch(client, uri, experiment="drift")
-    assert sorted(r.run_id for r in compared) == sorted(r.info.run_id for r in sides)
+    assert sorted(r.run_id for r in compared) == sorted(r.info.run_id for r in sides.values())
 
 
 def test_bits_and_verdicts_compare_the_sides(tiny_record):
@@ -109,6 +139,35 @@ def test_bad_drift_options_get_one_line_and_exit_2(tmp_path, args, message):
     spec = write_spec(tmp_path, TINY_SPEC, "tiny.yaml")
     code, out, err = run_cli("drift", str(spec), *args, "--tracking-uri", f"sqlite:///{tmp_path / 'm.db'}")
     assert code == 2 and message in err and "Traceback" not in err, err
+
+
+# Sides that cannot be one, as shell scripts: (body, what the message says).
+BAD_SIDES = {
+    "not-a-python": ("exit 0", "did not answer as a Python with JAX and the harness does"),
+    "silent-failure": ("exit 3", "it exited 3 and printed no error"),
+    "other-output": ("echo hello", "did not answer as a Python with JAX and the harness does"),
+    "no-packages": (f'exec {sys.executable} -S -I "$@"', "No module named"),
+    # A Python that answers the probe, but whose `harness run` writes no results.
+    "no-results": (f'case "$1" in -c) exec {sys.executable} "$@";; esac\nexit 0', "exited 0 without its results"),
+}
+
+
+@pytest.mark.parametrize("name", BAD_SIDES)
+def test_a_side_that_cannot_run_gets_one_line_and_no_run_left_running(tmp_path, name):
+    body, message = BAD_SIDES[name]
+    side = tmp_path / name
+    side.write_text(f"#!/bin/sh\n{body}\n")
+    side.chmod(0o755)
+    spec = write_spec(tmp_path, TINY_SPEC, "tiny.yaml")
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    args = ["--older", str(side), "--newer", sys.executable, "--iterations", "4", "--rounds", "1"]  # checked first
+    code, _, err = run_cli("drift", str(spec), *args, "--tracking-uri", uri, "--out", str(tmp_path / "d.json"))
+    assert code == 2 and message in err and "Traceback" not in err, err
+    assert len(err.strip().splitlines()) <= 2 + (name == "no-results") * 13, err
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.get_experiment_by_name("drift")
+    if experiment is not None:  # the probe refuses a side before any run is made
+        assert all(r.info.status != "RUNNING" for r in client.search_runs([experiment.experiment_id]))
 
 
 def test_a_killed_side_leaves_no_run_running(tmp_path):
@@ -251,3 +310,16 @@ def test_a_side_that_sets_an_xla_flag_is_named_by_it(tiny_record, tmp_path):
     assert drift.label(flagged) == f"{plain}; XLA_FLAGS={flag})"
     flagged.fingerprint["xla_flags"] = ""
     assert drift.label(flagged) == f"{plain})"
+
+
+def test_the_drift_process_starts_no_device(tmp_path):
+    """Cutting a spec (the drift's own work) builds nothing: on a GPU the
+    drift process would otherwise hold XLA's memory while its sides run."""
+    spec = write_spec(tmp_path, TINY_SPEC, "tiny.yaml")
+    code = (
+        "import sys, pathlib, yaml; from harness.sessions import drift; import jax._src.xla_bridge as xb;"
+        " cut = drift._short(pathlib.Path(sys.argv[1]), 8, pathlib.Path(sys.argv[2]));"
+        " print(yaml.safe_load(cut.read_text())['budget']['env_steps'], xb.backends_are_initialized())"
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(spec), str(tmp_path)], capture_output=True, text=True)
+    assert done.stdout.split() == [str(8 * 16 * 32), "False"], done.stderr

@@ -142,21 +142,22 @@ def _times(value: float | None, spread: tuple[float, float] | None = None) -> st
     return f"{value:.2f}x" + (f" ({spread[0]:.2f}-{spread[1]:.2f})" if spread and spread[0] != spread[1] else "")
 
 
+def _too_short(row: dict[str, Any], settings: dict[str, Any]) -> bool:
+    """A run cut to a few iterations (`--iterations`) is too short for its
+    returns to be judged: only identical bits (an exact PASS) are a verdict."""
+    return bool(settings.get("iterations") and row["iterations"] and row["bits"] != "identical")
+
+
 def shown_verdict(row: dict[str, Any], settings: dict[str, Any]) -> str:
-    """The verdict as the report shows it: a run cut to a few iterations
-    (`--iterations`) is too short for its returns to be judged, so only
-    identical bits (an exact PASS) are a verdict there."""
-    cut = settings.get("iterations")
-    if cut and row["iterations"] and row["bits"] != "identical":
-        return f"not judged ({cut} iterations)"
+    """The verdict as the report shows it (`_too_short`: not judged)."""
+    if _too_short(row, settings):
+        return f"not judged ({settings['iterations']} iterations)"
     return row["verdict"]
 
 
 def shown_outcome(row: dict[str, Any], settings: dict[str, Any]) -> str:
-    """The outcome the report shows (OUTCOMES): a cut run's verdict is not
-    judged unless its bits are identical."""
-    cut = settings.get("iterations")
-    if cut and row["iterations"] and row["bits"] != "identical":
+    """The outcome the report shows (OUTCOMES; `_too_short`: not judged)."""
+    if _too_short(row, settings):
         return "not judged"
     if row.get("outcome"):
         return row["outcome"]

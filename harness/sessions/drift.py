@@ -18,10 +18,12 @@ its Markdown beside) and to that parent run's artifacts.
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 from typing import NamedTuple
 
@@ -54,10 +56,11 @@ class DriftOptions(NamedTuple):
 
 def _short(path: Path, iterations: int, folder: Path) -> Path:
     """The spec at `path` cut to `iterations` iterations in chunks of a
-    quarter of them (a warm-up chunk and timed ones), without its claims."""
-    plan = build.build(spec.load(path), str(path))
+    quarter of them (a warm-up chunk and timed ones), without its claims.
+    Nothing is built here: this process starts no device (on a GPU, XLA
+    would hold its memory while the sides run)."""
     data = yaml.safe_load(path.read_text())
-    data["budget"] = {"env_steps": iterations * plan.env_steps_per_iteration}
+    data["budget"] = {"env_steps": iterations * build.env_steps_per_iteration(spec.load(path))}
     data.setdefault("logging", {})["interval"] = max(1, iterations // 4)
     data.pop("claims", None)
     short = folder / f"{path.parent.name}-{path.name}"
@@ -73,7 +76,7 @@ def _run(python: str, spec_path: Path, out: Path, options: DriftOptions, parent:
     signal reaches it once, from here: when the drift is stopped (Ctrl-C,
     or a signal to this process alone), so is the run it waits on."""
     max_seconds = options.max_seconds
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env = _side_env()
     argv = [python, "-m", "harness", "run", str(spec_path), "--results-out", str(out), "--no-progress"]
     argv += ["--deterministic", "--no-compile-cache", "--no-system-metrics", "--tracking-uri", options.uri]
     argv += ["--parent-run", parent]
@@ -93,10 +96,19 @@ def _run(python: str, spec_path: Path, out: Path, options: DriftOptions, parent:
         raise
     # A side's run that trained and wrote its results may still end 1 (a claim's test FAILED) or 4
     # (undecided): the report judges the claims itself.
-    if process.returncode not in (0, 1, 4) or not out.exists():
-        tail = "\n".join(output.strip().splitlines()[-12:])
+    tail = "\n".join(output.strip().splitlines()[-12:]) or "(it printed nothing)"
+    if process.returncode not in (0, 1, 4):
         raise DriftError(f"{python}: harness run {spec_path.name} exited with {process.returncode}:\n{tail}")
-    return schema.parse(out.read_text(), str(out))
+    if not out.exists():
+        raise DriftError(
+            f"{python}: harness run {spec_path.name} exited {process.returncode} without its results:\n{tail}"
+        )
+    try:
+        return schema.parse(out.read_text(), str(out))
+    except ValueError as error:  # SpecError included: a record this harness cannot read
+        raise DriftError(
+            f"{python}: harness run {spec_path.name} wrote results this harness cannot read: {error}"
+        ) from None
 
 
 def _stop(process: subprocess.Popen, signum: int, uri: str, parent: str) -> None:
@@ -126,22 +138,41 @@ def _end_killed(uri: str, parent: str) -> None:
             below.append(run.info.run_id)
 
 
+def _side_env() -> dict[str, str]:
+    """A side's environment: this checkout's harness first on its path."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+
+
+# What a side must be able to do: import the harness (and with it JAX, MLflow
+# and the rest) and say which JAX and Python it has and its XLA flags.
+_PROBE = (
+    "import json, os, sys, jax, harness.cli;"
+    " print('drift-side ' + json.dumps([jax.__version__, sys.version.split()[0], os.environ.get('XLA_FLAGS', '')]))"
+)
+
+
 def side_label(python: str) -> str:
     """The JAX and Python of `python`'s environment ("jax 0.11.2 (Python
     3.12.1)"), and the XLA flags it sets, if any (`python` may be a script
     that sets XLA_FLAGS and starts a Python: a side that differs from the
-    other by a flag); or a DriftError saying why it cannot run or import JAX."""
-    probe = (
-        "import json, os, sys, jax;"
-        " print(json.dumps([jax.__version__, sys.version.split()[0], os.environ.get('XLA_FLAGS', '')]))"
-    )
+    other by a flag); or a DriftError saying, in one line, why it cannot be
+    a side (not found, not a Python, without the harness or its packages)."""
+    where = f"--older/--newer {python}"
     try:
-        done = subprocess.run([python, "-c", probe], capture_output=True, text=True, check=False)
+        done = subprocess.run([python, "-c", _PROBE], env=_side_env(), capture_output=True, text=True, check=False)
     except OSError as error:
-        raise DriftError(f"--older/--newer {python}: cannot start it ({error.strerror})") from None
-    if done.returncode != 0:
-        raise DriftError(f"--older/--newer {python}: it cannot import jax: {done.stderr.strip().splitlines()[-1]}")
-    return drift.side_name(*json.loads(done.stdout.strip().splitlines()[-1]))
+        raise DriftError(f"{where}: cannot start it ({error.strerror})") from None
+    said = [line for line in done.stdout.splitlines() if line.startswith("drift-side ")]
+    if done.returncode == 0 and said:
+        try:
+            return drift.side_name(*json.loads(said[-1].removeprefix("drift-side ")))
+        except (ValueError, TypeError):
+            pass
+    errors = done.stderr.strip().splitlines()
+    why = errors[-1] if errors else f"it exited {done.returncode} and printed no error"
+    if done.returncode == 0:
+        why = "it ran, but did not answer as a Python with JAX and the harness does"
+    raise DriftError(f"{where}: not a Python that can run the harness here ({why})")
 
 
 def row_names(paths: list[Path]) -> list[str]:
@@ -157,7 +188,41 @@ def row_names(paths: list[Path]) -> list[str]:
     ]
 
 
-def _spec_rows(options: DriftOptions, path: Path, name: str, number: int, folder: Path, parent: str):
+def _name_side_runs(client, parent: str, name: str, side: str, round_: int) -> None:
+    """The side's run just made under `parent` (and any other not yet
+    named) named for its spec, side and round, and tagged with them: in
+    the UI's table the runs say which is which."""
+    experiment = client.get_run(parent).info.experiment_id
+    for run in client.search_runs([experiment], f"tags.mlflow.parentRunId = '{parent}'"):
+        if "drift.side" not in run.data.tags:
+            tags = {"mlflow.runName": f"{name} {side} round {round_ + 1}", "drift.side": side}
+            runs.set_tags(client, run.info.run_id, {**tags, "drift.round": str(round_ + 1), "drift.spec": name})
+
+
+def _log_rows(client, run_id: str, document: dict) -> None:
+    """Each spec's verdict, bits and claims as tags of the drift's run, and
+    its ratios as metrics (`<spec>/speed_ratio`, ...): sortable and drawn in
+    the UI's runs table; the whole result as `drift.result`."""
+    from mlflow.entities import Metric
+
+    tags, metrics, now = {}, [], int(time.time() * 1000)
+    for row in document["specs"]:
+        key = row["spec"]
+        tags[f"drift.{key}.verdict"] = drift.shown_verdict(row, document["settings"])
+        tags[f"drift.{key}.outcome"] = drift.shown_outcome(row, document["settings"])
+        tags[f"drift.{key}.bits"] = row["bits"]
+        tags[f"drift.{key}.claims"] = row.get("claims", "-")
+        for figure in ("speed_ratio", "compile_ratio", "peak_memory_ratio"):
+            value = row.get(figure)
+            if value is not None and math.isfinite(value):
+                metrics.append(Metric(f"{key}/{figure}", float(value), now, 0))
+    tags["drift.result"] = "fail" if drift.failed(document) else "undecided" if drift.undecided(document) else "pass"
+    runs.set_tags(client, run_id, tags)
+    if metrics:
+        client.log_batch(run_id, metrics=metrics)
+
+
+def _spec_rows(options: DriftOptions, path: Path, name: str, number: int, folder: Path, client, parent: str):
     """One spec's runs, round by round (the order alternating), and its row
     (`name`) of the report; and the device its older side ran on."""
     run_path = _short(path, options.iterations, folder) if options.iterations else path
@@ -171,6 +236,7 @@ def _spec_rows(options: DriftOptions, path: Path, name: str, number: int, folder
             python = options.older if side == "older" else options.newer
             out = folder / f"{number}-{side}-{round_}.json"
             record = _run(python, run_path, out, options, parent)
+            _name_side_runs(client, parent, name, side, round_)
             if record is None:
                 return drift.unfinished(name, side, options.max_seconds, records), None
             records[side].append(record)
@@ -179,7 +245,7 @@ def _spec_rows(options: DriftOptions, path: Path, name: str, number: int, folder
     return drift.compare(name, older, newer), machines.device_label(records["older"][0].fingerprint)
 
 
-def drift_report(options: DriftOptions, sides: dict[str, str], parent: str) -> dict:
+def drift_report(options: DriftOptions, sides: dict[str, str], client, parent: str) -> dict:
     """Every spec's runs on both sides (named in `sides`), under the MLflow
     run `parent`, and the report of what the newer side changes."""
     rows, machine, names = [], "", row_names(options.specs)
@@ -187,7 +253,7 @@ def drift_report(options: DriftOptions, sides: dict[str, str], parent: str) -> d
     settings = {"rounds": options.rounds, "budget": budget, "iterations": options.iterations}
     with tempfile.TemporaryDirectory(prefix="drift-") as tmp:
         for number, (path, name) in enumerate(zip(options.specs, names, strict=True), 1):
-            row, device = _spec_rows(options, path, name, number, Path(tmp), parent)
+            row, device = _spec_rows(options, path, name, number, Path(tmp), client, parent)
             rows.append(row)
             machine = device or machine
             if number < len(names):  # the report so far, should the rest not come
@@ -219,10 +285,11 @@ def drift_command(options: DriftOptions) -> int:
     run_id = client.create_run(experiment, run_name="drift", tags=tags).info.run_id
     status = "FAILED"
     try:
-        document = drift_report(options, sides, run_id)
+        document = drift_report(options, sides, client, run_id)
         print_table(drift.table(document))
         markdown = _write(options.out, document)
         runs.log_texts(client, run_id, {"drift.json": json.dumps(document, indent=1), "drift.md": markdown})
+        _log_rows(client, run_id, document)
         status = "FINISHED"
     except KeyboardInterrupt:
         status = "KILLED"

@@ -23,7 +23,6 @@ os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {TEST_XLA_FLAGS}".
 
 import pytest  # noqa: E402
 from support import background  # noqa: E402
-from support.background import Background  # noqa: E402
 from support.server import MlflowServer  # noqa: E402
 from support.specs import TINY_AZ, TINY_PENDULUM, TINY_PPO, TINY_SPEC  # noqa: E402
 from support.training import record_of, train, train_plan  # noqa: E402
@@ -82,59 +81,27 @@ def tiny_az_runs() -> tuple[tuple[build.Plan, runner.RunResult], ...]:
 # ------------------------------------------------- work started in the background
 
 
-def _selected_works(items: list[pytest.Item]) -> dict:
-    """The `BACKGROUND` works (fixture name -> (work(tmp_path_factory),
-    about how many seconds it takes)) that the selected tests use, in their
-    order."""
-    works = {}
-    for item in items:
-        for name, work in getattr(item.module, "BACKGROUND", {}).items():
-            if name in item.fixturenames:
-                works.setdefault(name, work)
-    return works
-
-
-_QUEUE: list[str] = []  # the background works in the order they start
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests of modules with background work run last, in the order their
-    works are expected to end (Background.plan), so that the session does
-    other tests while that work runs instead of waiting for it."""
-    queue, ends = Background.plan(_selected_works(items))
-    _QUEUE[:] = queue
-
-    def expected_end(item: pytest.Item) -> float:
-        return max((ends.get(name, 0.0) for name in getattr(item.module, "BACKGROUND", {})), default=-1.0)
-
-    items.sort(key=expected_end)
+    background.order(items)
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _background_work(request, tmp_path_factory):
-    """Start the `BACKGROUND` work of the selected test modules (fixture
-    name -> (work(tmp_path_factory), about how many seconds it takes)) that
-    a selected test uses; the session ends after it (no subprocess outlives
-    the suite)."""
+    """Start the `BACKGROUND` work the selected tests use (support.background);
+    the session ends after it (no subprocess outlives the suite)."""
     # The session's temporary folder is made here, once: threads that each
     # made it on their first `mktemp` raced (pytest's factory is not
     # thread-safe), and one failed with "not a normalized and relative path".
     tmp_path_factory.getbasetemp()
-    if works := _selected_works(request.session.items):
-        background.RUNNING.append(Background(works, [name for name in _QUEUE if name in works], tmp_path_factory))
+    background.start(request.session.items, tmp_path_factory)
     yield
     background.finish()
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
     """The background work's wall times, beside pytest's --durations."""
-    for running in background.RUNNING:
-        if running.seconds:
-            times = ", ".join(
-                f"{name} {seconds:.0f} s (ended at {running.ended[name]:.0f} s)"
-                for name, seconds in running.seconds.items()
-            )
-            terminalreporter.write_line(f"background work: {times}")
+    if line := background.summary():
+        terminalreporter.write_line(line)
 
 
 # ------------------------------------------------------------ mlflow server

@@ -65,7 +65,7 @@ def run_tiny_bench(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]
     return run_bench(tmp, "--spec", str(spec), "-k", "tiny_bench", "--profile"), tmp
 
 
-BACKGROUND = {"tiny_bench": (run_tiny_bench, 30)}
+BACKGROUND = {"tiny_bench": run_tiny_bench}
 
 
 @pytest.fixture(scope="module")

@@ -186,4 +186,4 @@ def test_single_player_knapsack_with_ranked_rewards(exact_layouts_run):
     assert np.all(run["eval/eval_random_optimality_gap"] > run["eval/eval_greedy_optimality_gap"])
 
 
-BACKGROUND = {"layouts_run": (run_layouts, 140), "exact_layouts_run": (run_exact_layouts, 260)}
+BACKGROUND = {"layouts_run": run_layouts, "exact_layouts_run": run_exact_layouts}

@@ -122,7 +122,7 @@ def run_documented_commands(tmp_path_factory) -> list[dict]:
     return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
 
 
-BACKGROUND = {"documented_runs": (run_documented_commands, 120)}
+BACKGROUND = {"documented_runs": run_documented_commands}
 
 
 @pytest.fixture(scope="module")

@@ -51,7 +51,7 @@ def run_drift(tmp_path_factory) -> tuple[subprocess.CompletedProcess, object]:
     return proc, tmp
 
 
-BACKGROUND = {"drift_run": (run_drift, 20)}
+BACKGROUND = {"drift_run": run_drift}
 
 
 @pytest.fixture(scope="module")

@@ -163,7 +163,7 @@ def run_faults(tmp_path_factory) -> dict:
     }
 
 
-BACKGROUND = {"fault_runs": (run_faults, 70)}
+BACKGROUND = {"fault_runs": run_faults}
 
 
 @pytest.fixture(scope="module")

@@ -46,7 +46,7 @@ def run_published_layouts(tmp_path_factory) -> dict[tuple[str, str], dict]:
     return {(line["spec"], line["options"]): line for line in lines}
 
 
-BACKGROUND = {"published_layouts": (run_published_layouts, 230)}
+BACKGROUND = {"published_layouts": run_published_layouts}
 
 
 @pytest.fixture(scope="module")

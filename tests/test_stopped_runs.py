@@ -129,7 +129,7 @@ def run_signalled(tmp_path_factory) -> dict[str, dict]:
     return {name: _signalled(tmp_path_factory.mktemp(name), signum) for name, signum in SIGNALS.items()}
 
 
-BACKGROUND = {"signalled": (run_signalled, 30)}
+BACKGROUND = {"signalled": run_signalled}
 
 
 @pytest.fixture(scope="module")

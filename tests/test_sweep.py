@@ -206,7 +206,7 @@ def run_exact_points(tmp_path_factory) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-BACKGROUND = {"exact_points": (run_exact_points, 25)}
+BACKGROUND = {"exact_points": run_exact_points}
 
 
 @pytest.fixture(scope="module")

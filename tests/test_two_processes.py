@@ -123,7 +123,7 @@ def two_process_job():
 
 
 # Subprocess work started when the session starts (support.background).
-BACKGROUND = {"two_process_job": (run_two_process_job, 60)}
+BACKGROUND = {"two_process_job": run_two_process_job}
 
 
 def test_an_interrupt_of_one_process_stops_the_job_with_a_final_checkpoint(two_process_job):

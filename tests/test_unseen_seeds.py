@@ -35,7 +35,7 @@ def run_on_unseen_seeds(tmp_path_factory) -> tuple[subprocess.CompletedProcess, 
     return proc, json.loads(out.read_text()) if out.exists() else {}
 
 
-BACKGROUND = {"unseen_run": (run_on_unseen_seeds, 24)}
+BACKGROUND = {"unseen_run": run_on_unseen_seeds}
 
 
 @pytest.fixture(scope="module")

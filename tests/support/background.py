@@ -1,13 +1,87 @@
 """The modules' slow work done in the background of the session (see
-`Background`); tests/conftest.py starts it and reports its times."""
+`Background`): which works the selected tests need, the order the tests
+and the works go in (`order`), starting them (`start`), their results
+(`background_result`), and their measured times, kept for the next
+session's plan (`TIMES`) and reported (`summary`). tests/conftest.py
+only calls these."""
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
+from pathlib import Path
 
 import pytest
+
+# Each work's wall seconds as the last session that ran it measured them
+# (this checkout's, not committed); before any, as one measured here and
+# committed beside this module. The plan orders the works by them.
+TIMES = Path(__file__).resolve().parents[2] / ".background-seconds.json"
+MEASURED = Path(__file__).with_name("background_seconds.json")
+UNKNOWN_SECONDS = 60.0  # a work never measured
+
+
+def expected_seconds() -> dict[str, float]:
+    """Each work's seconds as last measured: this checkout's, else the committed ones."""
+    times: dict[str, float] = {}
+    for path in (MEASURED, TIMES):  # this checkout's own measurements win
+        try:
+            times.update(json.loads(path.read_text()))
+        except (OSError, ValueError):
+            pass
+    return times
+
+
+def selected_works(items: list[pytest.Item]) -> dict:
+    """The `BACKGROUND` works (fixture name -> work(tmp_path_factory)) that
+    the selected tests use, in their order."""
+    works = {}
+    for item in items:
+        for name, work in getattr(item.module, "BACKGROUND", {}).items():
+            if name in item.fixturenames:
+                works.setdefault(name, work)
+    return works
+
+
+_QUEUE: list[str] = []  # the background works in the order they start
+
+
+def order(items: list[pytest.Item]) -> None:
+    """Tests of modules with background work run last, in the order their
+    works are expected to end (Background.plan), so that the session does
+    other tests while that work runs instead of waiting for it."""
+    known = expected_seconds()
+    works = {name: (work, known.get(name, UNKNOWN_SECONDS)) for name, work in selected_works(items).items()}
+    queue, ends = Background.plan(works)
+    _QUEUE[:] = queue
+
+    def expected_end(item: pytest.Item) -> float:
+        return max((ends.get(name, 0.0) for name in getattr(item.module, "BACKGROUND", {})), default=-1.0)
+
+    items.sort(key=expected_end)
+
+
+def start(items: list[pytest.Item], tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Start the background works the selected tests use, in `order`'s queue."""
+    if works := selected_works(items):
+        RUNNING.append(Background(works, [name for name in _QUEUE if name in works], tmp_path_factory))
+
+
+def summary() -> str | None:
+    """The works' wall times, for the session's report; kept in TIMES."""
+    for running in RUNNING:
+        if running.seconds:
+            try:
+                TIMES.write_text(json.dumps({**expected_seconds(), **running.rounded()}, indent=1, sort_keys=True))
+            except OSError:
+                pass  # a read-only checkout: the next session plans with the committed times
+            return "background work: " + ", ".join(
+                f"{name} {seconds:.0f} s (ended at {running.ended[name]:.0f} s)"
+                for name, seconds in running.seconds.items()
+            )
+    return None
 
 
 class Background:
@@ -15,8 +89,8 @@ class Background:
     bench's tiny entry, signalled runs, device layouts, a multi-process job,
     store faults, a published spec on unseen seeds), done in LANES threads
     started when the session starts, beside the in-process tests: each
-    lane takes the next work (each module's BACKGROUND gives its works'
-    wall seconds in a full run here, about). Two lanes: one at a time left
+    lane takes the next work (planned with each work's seconds as the last
+    session measured them: `expected_seconds`). Two lanes: one at a time left
     the suite waiting for the chain long after the in-process tests were
     done; more than the cores starve the in-process tests.
     `result(name)` waits for one (re-raising its error).
@@ -57,7 +131,7 @@ class Background:
         self.seconds: dict[str, float] = {}  # each work's wall time, for the session's summary
         self.started = time.perf_counter()
         self.ended: dict[str, float] = {}  # when each work ended, seconds after the start
-        self._queue = [(name, works[name][0]) for name in queue]
+        self._queue = [(name, works[name]) for name in queue]
         self._lock = threading.Lock()
         self.threads = [
             threading.Thread(target=self._run, args=(tmp_path_factory,), name=f"background-{lane}", daemon=True)
@@ -84,6 +158,10 @@ class Background:
             self.seconds[name] = time.perf_counter() - start
             self.ended[name] = time.perf_counter() - self.started
             self.done[name].set()
+
+    def rounded(self) -> dict[str, float]:
+        """Each finished work's seconds, rounded (what TIMES keeps)."""
+        return {name: round(seconds, 1) for name, seconds in self.seconds.items() if name not in self.errors}
 
     def result(self, name: str):
         self.done[name].wait()

@@ -110,17 +110,19 @@ def _install(session: nox.Session, extras: str = "test") -> list[str]:
             f"{session.name} -- --accelerator system"
         )
     session.log(f"JAX build: {choice.build} ({choice.reason})")
-    session.log(f"versions: {constraints}")
     session.env[build.ENV] = choice.build
     if own and os.environ.get("PIP_NO_INDEX"):
         # No package index (scripts/accelerator-run --wheels): the packages
         # the machine lacks were installed from the wheels as they are; the
         # project goes in beside them, without resolving anything.
+        if line:
+            session.error(f"--jax {line}: without a package index (PIP_NO_INDEX) the installed JAX is used as it is")
         session.log("no package index (PIP_NO_INDEX): the project only, around the packages installed")
         session.run(
             sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "-e", ".", external=True
         )
         return args
+    session.log(f"versions: {constraints}")
     if own:
         kept = Path(tempfile.mkdtemp()) / "constraints.txt"
         kept.write_text(build.without_jax(Path(constraints).read_text()))

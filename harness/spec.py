@@ -24,11 +24,10 @@ from pydantic import Field, ValidationError, create_model, field_validator, mode
 import algorithms
 
 # The sections are part of this module's interface (harness.spec.NetworkSpec, ...).
+from harness.spec_claims import Claim, ClaimName  # noqa: F401
 from harness.spec_sections import (  # noqa: F401
     BudgetSpec,
     CheckpointSpec,
-    Claim,
-    ClaimName,
     DevicesSpec,
     EnvSpec,
     LoggingSpec,

@@ -229,6 +229,9 @@ def test_without_a_package_index_the_system_build_installs_the_project_alone(nox
     assert noxfile._install(session) == ["-k", "ppo"]
     (ran,) = session.ran
     assert ran[0] == sys.executable and "--no-deps" in ran and "-c" not in ran and ran[-1] == "."
+    # A JAX line cannot be chosen there: said, not ignored.
+    with pytest.raises(SystemExit, match="without a package index"):
+        noxfile._install(Session(["--accelerator", "system", "--jax", "0.10"], backend="none"))
 
 
 @pytest.mark.parametrize("name", ["tests", "bench", "publish"])

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from harness import spec as S
 from harness.judge import errors, levels, sequential
 from harness.sessions import errors_report
-from harness.spec_sections import Claim
+from harness.spec_claims import Claim
 
 ROOT = Path(__file__).resolve().parents[1]
 

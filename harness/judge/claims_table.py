@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from harness.console import out_console
 from harness.judge.claims import SIGNS, claims_hash
 from harness.record.schema import ClaimOutcome
-from harness.spec_sections import Claim
+from harness.spec_claims import Claim
 
 WIDTH = 80  # the table is kept to a terminal's width
 WORDS = {"pass": "[bold green]PASS[/]", "fail": "[bold red]FAIL[/]", "inconclusive": "[bold yellow]INCONCLUSIVE[/]"}

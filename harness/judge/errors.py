@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from harness.judge import levels, sequential
-from harness.spec_sections import REFERENCE, Claim
+from harness.spec_claims import REFERENCE, Claim
 
 SIMULATIONS = 4000
 SEED = 0

@@ -25,7 +25,7 @@ from typing import NamedTuple
 import numpy as np
 
 from harness.judge.sequential import Test
-from harness.spec_sections import REFERENCE, Claim
+from harness.spec_claims import REFERENCE, Claim
 
 
 class Faithful(NamedTuple):

@@ -15,7 +15,7 @@ from harness import spec as S
 from harness.judge import claims as claims_judge
 from harness.judge import claims_table, machines, references
 from harness.record import schema
-from harness.spec_sections import REFERENCE
+from harness.spec_claims import REFERENCE
 
 
 class Reference(typing.NamedTuple):

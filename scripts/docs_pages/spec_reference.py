@@ -145,7 +145,7 @@ def spec_reference() -> tuple[str, list[str]]:
     per_algorithm = ("network", "hyperparameters", "algorithm")
     first = HashProbe(names[0])
     walker = SpecWalker(first)
-    out = [header("harness.spec, harness.spec_sections and the algorithms' configs"), "# Spec reference\n\n"]
+    out = [header("harness.spec, its sections and claims, and the algorithms' configs"), "# Spec reference\n\n"]
     out.append(
         "A spec is a YAML file, validated by the pydantic model that its `algorithm:` key picks "
         f"(`harness.spec.spec_models()`: {codes(names)}). Unknown keys are refused. "

@@ -12,6 +12,7 @@ where an NVIDIA driver is found, the TPU runtime on a TPU VM, or the one
 
 import importlib.util
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -103,6 +104,7 @@ def _install(session: nox.Session, extras: str = "test") -> list[str]:
         constraints = build.line_constraints(line, sys.version_info[:2])
     except ValueError as error:
         session.error(str(error))
+    entry = build.LINES[line or build.DEFAULT_LINE]
     own = session.venv_backend == "none"
     if own != (choice.build == "system"):
         session.error(
@@ -123,10 +125,25 @@ def _install(session: nox.Session, extras: str = "test") -> list[str]:
         )
         return args
     session.log(f"versions: {constraints}")
+    overrides: list[str] = []
+    if entry.overrides:
+        session.log(f"overrides: {entry.overrides} ({entry.why})")
+        if session.venv_backend not in ("uv", "none") or (own and shutil.which("uv") is None):
+            session.error(
+                f"--jax {line}: {entry.why}, and only uv can install overrides (pip cannot): pip install uv, "
+                "or see the README's JAX paragraph for the same install by hand with pip"
+            )
+        overrides = ["--overrides", entry.overrides]
     if own:
-        kept = Path(tempfile.mkdtemp()) / "constraints.txt"
+        folder = Path(tempfile.mkdtemp())
+        kept = folder / "constraints.txt"
         kept.write_text(build.without_jax(Path(constraints).read_text()))
-        session.run(sys.executable, "-m", "pip", "install", "-c", str(kept), "-e", f".[{extras}]", external=True)
+        if overrides:  # uv into this Python, the caps lifted but the machine's JAX kept
+            (folder / "overrides.txt").write_text(build.overridden(Path(entry.overrides).read_text()))
+            install = ["uv", "pip", "install", "--python", sys.executable, "--overrides", str(folder / "overrides.txt")]
+        else:
+            install = [sys.executable, "-m", "pip", "install"]
+        session.run(*install, "-c", str(kept), "-e", f".[{extras}]", external=True)
         return args
     others = [p.split("[")[0] for b, packages in build.PACKAGES.items() if b != choice.build for p in packages]
     if others:  # a reused environment may hold another build's plugin
@@ -134,7 +151,7 @@ def _install(session: nox.Session, extras: str = "test") -> list[str]:
             session.run("uv", "pip", "uninstall", "--quiet", *others, silent=True, external=True)
         else:
             session.run("python", "-m", "pip", "uninstall", "--yes", "--quiet", *others, silent=True)
-    session.install("-c", constraints, "-e", f".[{extras}]", *build.requirements(choice.build))
+    session.install("-c", constraints, *overrides, "-e", f".[{extras}]", *build.requirements(choice.build))
     return args
 
 

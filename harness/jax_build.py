@@ -35,15 +35,36 @@ PACKAGES: dict[str, tuple[str, ...]] = {
 class JaxLine(NamedTuple):
     constraints: str
     oldest_python: tuple[int, int]
+    # Requirements that override a package's own (uv pip install --overrides), where a
+    # package's cap would keep the line's JAX out; and the reason, said at install.
+    overrides: str | None = None
+    why: str = ""
 
 
 LINES: dict[str, JaxLine] = {
     "0.10": JaxLine("constraints.txt", (3, 11)),
     "0.11": JaxLine("constraints-jax0.11.txt", (3, 12)),
+    "0.12": JaxLine(
+        "constraints-jax0.12.txt",
+        (3, 12),
+        "overrides-jax0.12.txt",
+        "gymnax 1.0.1, its newest release, declares jax<0.12; overrides-jax0.12.txt lifts that cap",
+    ),
 }
 DEFAULT_LINE = "0.10"  # constraints.txt: the line the CPU references in results/ were made with
 # Newer lines, and what keeps each out.
-NOT_YET = {"0.12": "gymnax 1.0.1, its newest release, requires jax<0.12"}
+NOT_YET: dict[str, str] = {}
+
+
+def overridden(overrides: str) -> str:
+    """An overrides file with its packages' versions dropped: the caps it
+    lifts stay lifted, and a `system` install keeps the machine's JAX."""
+    names = []
+    for line in overrides.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            names.append(re.split(r"[=<>!~\[; ]", line, maxsplit=1)[0])
+    return "\n".join(names) + "\n"
 
 
 def line_constraints(line: str | None, python: tuple[int, int]) -> str:

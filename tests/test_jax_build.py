@@ -67,8 +67,7 @@ def test_a_jax_line_names_its_constraints_or_why_it_cannot_be_used():
     assert jax_build.line_constraints("0.11", (3, 13)) == "constraints-jax0.11.txt"
     with pytest.raises(ValueError, match=r"--jax 0.11 needs Python 3.12 or newer .* this is Python 3.11: run nox"):
         jax_build.line_constraints("0.11", (3, 11))
-    with pytest.raises(ValueError, match=r"--jax 0.12: not yet: gymnax 1.0.1, its newest release, requires jax<0.12"):
-        jax_build.line_constraints("0.12", (3, 12))
+    assert jax_build.line_constraints("0.12", (3, 12)) == "constraints-jax0.12.txt"
     with pytest.raises(ValueError, match=r"--jax 0.4: no such JAX line; the JAX lines are 0.10 \(constraints.txt\)"):
         jax_build.line_constraints("0.4", (3, 12))
 
@@ -203,8 +202,47 @@ def test_the_jax_option_picks_the_line_s_constraints_or_stops_with_why(noxfile, 
     monkeypatch.setattr(noxfile.sys, "version_info", (3, 11, 7, "final", 0))
     with pytest.raises(SystemExit, match="--jax 0.11 needs Python 3.12 or newer"):
         noxfile._install(Session(["--jax", "0.11"]))
-    with pytest.raises(SystemExit, match="--jax takes a JAX line: 0.10, 0.11"):
+    with pytest.raises(SystemExit, match="--jax takes a JAX line: 0.10, 0.11, 0.12"):
         noxfile._install(Session(["--jax"]))
+
+
+def test_the_0_12_line_lifts_gymnax_s_cap_with_uv_s_overrides(noxfile, monkeypatch):
+    """gymnax 1.0.1 declares jax<0.12: uv installs the line with
+    overrides-jax0.12.txt, said at install; pip, which has no overrides,
+    stops with one line that says why and what to do."""
+    _with_machine(monkeypatch, noxfile, None)
+    monkeypatch.setattr(noxfile.sys, "version_info", (3, 12, 1, "final", 0))
+    session = Session(["--jax", "0.12"], backend="uv")
+    noxfile._install(session)
+    assert session.installed == [
+        ("-c", "constraints-jax0.12.txt", "--overrides", "overrides-jax0.12.txt", "-e", ".[test]")
+    ]
+    assert any("gymnax 1.0.1" in line and "jax<0.12" in line for line in session.logged)
+    with pytest.raises(SystemExit, match=r"--jax 0.12: gymnax 1.0.1.* only uv can install overrides"):
+        noxfile._install(Session(["--jax", "0.12"], backend="virtualenv"))
+    # A system install lifts the cap without replacing the machine's JAX.
+    monkeypatch.setattr(noxfile.shutil, "which", lambda name: "/usr/bin/uv")
+    session = Session(["--jax", "0.12", "--accelerator", "system"], backend="none")
+    noxfile._install(session)
+    (ran,) = session.ran
+    assert ran[:5] == ("uv", "pip", "install", "--python", sys.executable)
+    overrides = Path(ran[ran.index("--overrides") + 1]).read_text().split()
+    assert overrides == ["jax", "jaxlib"]
+
+
+def test_the_0_12_line_pins_what_0_11_pins_but_jax():
+    """The 0.12 constraints are the 0.11 line's with JAX's packages moved,
+    and the overrides name only JAX, at the constraints' versions."""
+
+    def pins(name):
+        return dict(e.split("==") for e in (ROOT / name).read_text().split() if "==" in e)
+
+    older, newer = pins("constraints-jax0.11.txt"), pins("constraints-jax0.12.txt")
+    moved = {name for name in newer if newer[name] != older.get(name)}
+    assert moved == {"jax", "jaxlib", "jax-cuda12-plugin", "jax-cuda12-pjrt", "libtpu"}
+    assert set(older) == set(newer)
+    overrides = pins("overrides-jax0.12.txt")
+    assert overrides == {"jax": newer["jax"], "jaxlib": newer["jaxlib"]}
 
 
 def test_the_system_build_installs_around_the_machine_s_jax(noxfile, monkeypatch):

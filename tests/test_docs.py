@@ -56,3 +56,30 @@ def test_site_builds_strict(tmp_path):
     assert result.returncode == 0, f"mkdocs build --strict failed:\n{result.stdout}\n{result.stderr}"
     assert (site / "index.html").is_file()
     assert (site / "reference" / "spec" / "index.html").is_file()
+
+
+def test_each_command_s_documented_exit_codes_are_the_ones_it_returns():
+    """The exit-codes page's table of each command lists every EXIT_* code
+    its `cmd_<name>` returns, and a command for every one the parser has."""
+    import ast
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        from docs_pages.exit_codes import COMMAND_EXITS
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    from harness import cli
+
+    assert list(COMMAND_EXITS) == list(cli.COMMANDS)
+    tree = ast.parse((ROOT / "harness" / "cli.py").read_text())
+    for function in tree.body:
+        if isinstance(function, ast.FunctionDef) and function.name.startswith("cmd_"):
+            returned = {
+                getattr(cli, node.id)
+                for ret in ast.walk(function)
+                if isinstance(ret, ast.Return) and ret.value is not None
+                for node in ast.walk(ret.value)
+                if isinstance(node, ast.Name) and node.id.startswith("EXIT_")
+            }
+            documented = {0, 2, 130, 143} | set(COMMAND_EXITS[function.name.removeprefix("cmd_")])
+            assert returned <= documented, (function.name, returned - documented)

@@ -48,6 +48,58 @@ EXIT_MEANINGS = {
 }
 
 
+# Each command's codes and what each means for it (0, 2, 130 and 143 mean
+# the same for every command: success, a user error, Ctrl-C, SIGTERM). The
+# suite holds every `return EXIT_*` of a `cmd_<name>` to its command's row
+# (tests/test_docs.py).
+SIGNALS = {130: "Ctrl-C (SIGINT)", 143: "SIGTERM"}
+COMMAND_EXITS: dict[str, dict[int, str]] = {
+    "validate": {},
+    "run": {
+        1: "a metric became NaN or infinite, or a claim's test FAILED",
+        3: "trained; the MLflow record waits for `harness sync`",
+        4: "a claim's test is INCONCLUSIVE",
+    },
+    "sweep": {1: "a metric became NaN or infinite", 3: "trained; the MLflow record waits for `harness sync`"},
+    "sync": {},
+    "publish": {},
+    "reproduce": {
+        1: "a claim's test or a gating metric FAILED, or a metric became NaN or infinite",
+        3: "judged; the MLflow record waits for `harness sync`",
+        4: "undecided: a claim's test INCONCLUSIVE, or a statistical verdict with one seed on a side",
+    },
+    "compare": {},
+    "scale": {1: "no size of the ladder ran (each was refused or failed)"},
+    "drift": {
+        1: "the newer side fails a verdict or a claim, or a run did not finish",
+        4: "no agreement shown: a verdict not judged, or a claim's test undecided",
+    },
+}
+# `nox -s bench` is pytest with the bench's plugin (benchmarks/machinery): pytest's codes.
+BENCH_EXITS = {
+    0: "every selected entry measured (a regression is reported, not failed, without --fail-on-regression)",
+    1: "an entry failed, or with --fail-on-regression one is more than 10% slower than its last run",
+    2: "interrupted (Ctrl-C): the entries measured so far are written",
+    4: "bad input, one message, before anything runs: `-k` matching no entry, an unknown --full spec, peer "
+    "or device, a --spec that does not validate, an unusable tracking store",
+}
+
+
+def by_command() -> str:
+    """One table per command: the codes it returns and what each means there."""
+    out = ["## By command\n\n"]
+    for command, codes in COMMAND_EXITS.items():
+        rows = [["`0`", "success"]] + [[f"`{c}`", m] for c, m in sorted(codes.items())]
+        rows.append(["`2`", "a user error (one message, no traceback)"])
+        rows += [[f"`{c}`", f"stopped by {name}"] for c, name in SIGNALS.items()]
+        rows.sort(key=lambda row: int(row[0].strip("`")))
+        out.append(f"### harness {command}\n\n")
+        out.append(table(["Code", "Meaning"], rows, ["r", "l"]) + "\n")
+    out.append("### nox -s bench\n\n")
+    out.append(table(["Code", "Meaning"], [[f"`{c}`", m] for c, m in BENCH_EXITS.items()], ["r", "l"]))
+    return "".join(out)
+
+
 def exit_codes() -> str:
     constants = {
         name: value for name, value in vars(cli).items() if name.startswith("EXIT_") and isinstance(value, int)
@@ -80,4 +132,5 @@ def exit_codes() -> str:
     prose = " ".join(inspect.cleandoc(cli.__doc__ or "").split("\n\n", 1)[-1].split())
     out.append(f"The exit status of every `harness` command ([command line](cli.md)). {prose}\n\n")
     out.append(table(["Code", "Name", "Meaning", "Returned by (harness.cli)"], rows, ["r", "l", "l", "l"]))
+    out.append("\n" + by_command())
     return "".join(out)

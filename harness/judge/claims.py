@@ -229,6 +229,11 @@ def failed(outcomes: Mapping[str, ClaimOutcome]) -> list[str]:
     return [name for name, outcome in outcomes.items() if outcome.verdict == sequential.FAIL]
 
 
+def broken(outcome: ClaimOutcome) -> bool:
+    """A statement that does not hold, or a test that FAILED (an undecided test is neither)."""
+    return outcome.verdict == sequential.FAIL if outcome.claim.get("delta") is not None else not outcome.holds
+
+
 def undecided(outcomes: Mapping[str, ClaimOutcome]) -> list[str]:
     """The tests that ended INCONCLUSIVE."""
     return [name for name, outcome in outcomes.items() if outcome.verdict == sequential.INCONCLUSIVE]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import statistics
 from typing import Any, NamedTuple
 
-from harness.judge import reproduce
+from harness.judge import claims, reproduce
 from harness.judge.xla_flags import numerics_flags
 from harness.record.schema import Results
 
@@ -83,20 +83,15 @@ def claims_held(older: Results, newer: Results) -> str:
         return "-"
     held = sum(outcome.holds for outcome in judged.values())
     out = f"{held}/{len(judged)} hold"
-    broken = [name for name, outcome in judged.items() if _broken(outcome)]
+    broken = [name for name, outcome in judged.items() if claims.broken(outcome)]
     if broken:
         before = older.claims or {}
-        also = [name for name in broken if name in before and _broken(before[name])]
+        also = [name for name in broken if name in before and claims.broken(before[name])]
         out += ": " + ", ".join(broken) + (" fails" if len(broken) == 1 else " fail")
         out += f" (also on the older: {', '.join(also)})" if also else ""
-    if undecided := [name for name, outcome in judged.items() if not outcome.holds and not _broken(outcome)]:
+    if undecided := [name for name, outcome in judged.items() if not outcome.holds and not claims.broken(outcome)]:
         out += ("; " if broken else ": ") + ", ".join(undecided) + " undecided"
     return out
-
-
-def _broken(outcome) -> bool:
-    """A statement that does not hold, or a test that FAILED (an undecided test is neither)."""
-    return outcome.verdict == "fail" if outcome.claim.get("delta") is not None else not outcome.holds
 
 
 def compare(spec: str, older: Side, newer: Side) -> Row:

@@ -171,8 +171,7 @@ def unseen_seeds(stem: str) -> str:
         seeds += len(record.seeds)
         faithful = claims_judge.faithful(faithful_records(stem), stated, exclude=record.seeds)
         outcomes = claims_judge.evaluate(record, stated, faithful)
-        failed |= dict.fromkeys(claims_judge.failed(outcomes))
-        failed |= dict.fromkeys(n for n, o in outcomes.items() if o.claim.get("delta") is None and not o.holds)
+        failed |= dict.fromkeys(n for n, o in outcomes.items() if claims_judge.broken(o))
         undecided |= dict.fromkeys(claims_judge.undecided(outcomes))
     word = f"fails ({', '.join(failed)})" if failed else "holds"
     undecided_text = f"; undecided ({', '.join(undecided)})" if undecided else ""

@@ -72,6 +72,46 @@ def env_steps_per_iteration(spec: Spec) -> int:
     return algorithms.registry[spec.algorithm].env_steps_per_step(spec.hyperparameters)
 
 
+def _make_env(spec: Spec, source: str, lines: dict[str, int] | None):
+    """The spec's env and its info, or a SpecError naming the key at fault."""
+    try:
+        return envs.make(spec.env.suite, spec.env.id, spec.env.kwargs, spec.env.wrappers)
+    except envs.UnknownEnvError as error:
+        raise SpecError(source, [("env.id", str(error))], lines) from None
+    except envs.EnvKwargsError as error:  # e.g. a ruleset file that is missing or not one
+        raise SpecError(source, [(error.key, str(error))], lines) from None
+    except TypeError as error:  # the env constructor rejected a keyword
+        raise SpecError(source, [("env.kwargs", str(error))], lines) from None
+    except ValueError as error:  # a wrapper that does not fit the env
+        raise SpecError(source, [("env.wrappers", str(error))], lines) from None
+
+
+def _fit_problem(spec: Spec, registration, env) -> tuple[str, str] | None:
+    """Why the spec's algorithm, hyperparameters and network do not fit its
+    env (the key at fault and the reason), or None."""
+    where = f"{spec.env.suite}/{spec.env.id}"
+    problem = registration.check_env(spec.hyperparameters, env)
+    if problem:
+        return "env.id", f"{where}: {problem}"
+    problem = registration.check(spec.hyperparameters, spec.network, 1) if registration.check else None
+    if problem is not None:
+        return f"hyperparameters.{problem[0]}", problem[1]
+    kind = spec.network.kind
+    if not env.discrete_actions and kind not in ("mlp", "gru"):
+        return "network.kind", f"{where} has continuous actions, which {kind} has no head for"
+    if kind == "resnet" and len(env.observation_shape) != 3:
+        return (
+            "network.kind",
+            f"resnet needs a board-shaped observation [height, width, channels]; {where} observes shape"
+            f" {list(env.observation_shape)} (use mlp)",
+        )
+    if kind == "item_set":
+        return _item_set_problem(spec, env)
+    if kind in ("grid", "grid_gru"):
+        return _grid_network_problem(spec, env.observation_shape)
+    return None
+
+
 def build(
     spec: Spec,
     source: str = "<spec>",
@@ -87,53 +127,12 @@ def build(
     A sweep's program (harness.sweep) carries the `swept` keys (of
     `numeric_keys`) as numbers in its state (algorithms.sweep), and trains
     `runs` runs (points x seeds) where a plain run trains its seeds."""
-    try:
-        env, env_info = envs.make(spec.env.suite, spec.env.id, spec.env.kwargs, spec.env.wrappers)
-    except envs.UnknownEnvError as error:
-        raise SpecError(source, [("env.id", str(error))], lines) from None
-    except envs.EnvKwargsError as error:  # e.g. a ruleset file that is missing or not one
-        raise SpecError(source, [(error.key, str(error))], lines) from None
-    except TypeError as error:  # the env constructor rejected a keyword
-        raise SpecError(source, [("env.kwargs", str(error))], lines) from None
-    except ValueError as error:  # a wrapper that does not fit the env
-        raise SpecError(source, [("env.wrappers", str(error))], lines) from None
-
+    env, env_info = _make_env(spec, source, lines)
     registration = algorithms.registry[spec.algorithm]
     config = spec.hyperparameters
-    problem = registration.check_env(config, env)
-    if problem:
-        raise SpecError(source, [("env.id", f"{spec.env.suite}/{spec.env.id}: {problem}")], lines)
-
-    problem = registration.check(config, spec.network, 1) if registration.check else None
+    problem = _fit_problem(spec, registration, env)
     if problem is not None:
-        raise SpecError(source, [(f"hyperparameters.{problem[0]}", problem[1])], lines)
-    if not env.discrete_actions and spec.network.kind not in ("mlp", "gru"):
-        where = f"{spec.env.suite}/{spec.env.id}"
-        raise SpecError(
-            source,
-            [("network.kind", f"{where} has continuous actions, which {spec.network.kind} has no head for")],
-            lines,
-        )
-    if spec.network.kind == "resnet" and len(env.observation_shape) != 3:
-        raise SpecError(
-            source,
-            [
-                (
-                    "network.kind",
-                    f"resnet needs a board-shaped observation [height, width, channels];"
-                    f" {spec.env.suite}/{spec.env.id} observes shape {list(env.observation_shape)} (use mlp)",
-                )
-            ],
-            lines,
-        )
-    if spec.network.kind == "item_set":
-        problem = _item_set_problem(spec, env)
-        if problem is not None:
-            raise SpecError(source, [problem], lines)
-    if spec.network.kind in ("grid", "grid_gru"):
-        problem = _grid_network_problem(spec, env.observation_shape)
-        if problem is not None:
-            raise SpecError(source, [problem], lines)
+        raise SpecError(source, [problem], lines)
     steps_per_iteration = env_steps_per_iteration(spec)
     num_iterations = spec.budget.env_steps // steps_per_iteration
     if num_iterations < 1:

@@ -83,3 +83,18 @@ def test_each_command_s_documented_exit_codes_are_the_ones_it_returns():
             }
             documented = {0, 2, 130, 143} | set(COMMAND_EXITS[function.name.removeprefix("cmd_")])
             assert returned <= documented, (function.name, returned - documented)
+
+
+def test_the_guides_name_the_gating_metrics_and_statistics_the_code_uses():
+    """What the reproduce guide says gates a verdict without a test claim,
+    and the statistics it lists for a test, are the code's own lists."""
+    import re
+
+    from harness.judge.reproduce import LEARNING_METRICS
+    from harness.spec_claims import GATING_STATISTICS
+
+    guide = " ".join((ROOT / "docs" / "guides" / "reproduce.md").read_text().split())
+    (metrics,) = re.findall(r"learning metrics' intervals overlapping \(([^)]*)\)", guide)
+    assert re.findall(r"`(\w+)`", metrics) == list(LEARNING_METRICS)
+    (listed,) = re.findall(r"# a test: ([^\n]*?)(?:\s{2,}|$)", (ROOT / "docs/guides/reproduce.md").read_text(), re.M)
+    assert re.findall(r"\b(mean|fraction_\w+)\b", listed) == list(GATING_STATISTICS)

@@ -132,17 +132,17 @@ def _wait_for_tables(path: Path, deadline: float) -> None:
     the schema stops changing for STALLED_SECONDS (a creator that died), or
     the deadline."""
     last, changed = _schema_mark(path), time.monotonic()
-    while _tables_missing(path) and time.monotonic() < min(deadline, changed + STALLED_SECONDS):
+    while _tables_missing(last) and time.monotonic() < min(deadline, changed + STALLED_SECONDS):
         time.sleep(SETTLE_SECONDS / 10)
         mark = _schema_mark(path)
         if mark != last:
             last, changed = mark, time.monotonic()
 
 
-def _tables_missing(path: Path) -> bool:
-    """Whether the store has some of MLflow's tables and not all (none: a
-    new store, which the open makes under the harness's lock)."""
-    mark = _schema_mark(path)
+def _tables_missing(mark: tuple | None) -> bool:
+    """Whether a store whose schema is `mark` (`_schema_mark`) has some of
+    MLflow's tables and not all (none: a new store, which the open makes
+    under the harness's lock)."""
     if mark is None:
         return False
     tables = {name for kind, name, _ in mark[0] if kind == "table" and not name.startswith(("alembic_", "sqlite_"))}

@@ -28,10 +28,12 @@ from harness.record import schema, store, tracking
 OPTIMISED = "--xla_backend_optimization_level=2"
 
 
-def python_with_flags(folder, flags: str) -> str:
-    """A side that is this Python with `flags` added to XLA_FLAGS."""
+def python_with_flags(folder, flags: str, *, added: bool = True) -> str:
+    """A side that is this Python with `flags` added to XLA_FLAGS (or, not
+    `added`, as the whole of it)."""
     script = folder / "python-with-flags"
-    script.write_text(f'#!/bin/sh\nexport XLA_FLAGS="$XLA_FLAGS {flags}"\nexec {sys.executable} "$@"\n')
+    value = f"$XLA_FLAGS {flags}" if added else flags
+    script.write_text(f'#!/bin/sh\nexport XLA_FLAGS="{value}"\nexec {sys.executable} "$@"\n')
     script.chmod(0o755)
     return str(script)
 
@@ -300,11 +302,9 @@ def test_a_side_that_sets_an_xla_flag_is_named_by_it(tiny_record, tmp_path):
     from harness.sessions.drift import side_label
 
     flag = "--xla_backend_extra_options=-vectorize-loops=false"
-    wrapper = tmp_path / "python-flagged"
-    wrapper.write_text(f'#!/bin/sh\nXLA_FLAGS={flag} exec {sys.executable} "$@"\n')
-    wrapper.chmod(0o755)
+    wrapper = python_with_flags(tmp_path, flag, added=False)
     plain = f"jax {jax.__version__} (Python {platform.python_version()}"
-    assert side_label(str(wrapper)) == f"{plain}; XLA_FLAGS={flag})"
+    assert side_label(wrapper) == f"{plain}; XLA_FLAGS={flag})"
     flagged = tiny_record.model_copy(deep=True)
     flagged.fingerprint["xla_flags"] = flag
     assert drift.label(flagged) == f"{plain}; XLA_FLAGS={flag})"

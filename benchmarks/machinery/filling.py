@@ -133,7 +133,7 @@ def probe(spec_path: Path, seconds: float, ceiling_gflops: float | None, record:
             points, following, until_flat=True, elapsed=elapsed, limit=seconds, limit_name=limit_name
         )
 
-    stopped = stop_after(sizes[0], 0.0) if points and sizes else None  # no time to go on this session
+    stopped = stop_after(sizes[0] if sizes else None, 0.0)  # a record gone on from: time for its next size?
     if stopped is not None:
         sizes = []
 

@@ -72,11 +72,11 @@ def stated_level(claim: Claim) -> float:
     return number if claim.higher_is_better else 1.0 - number
 
 
-def lower_bound(kind: str, faithful: np.ndarray, alpha: float, least_spread: float = 0.0) -> np.ndarray:
+def lower_bound(kind: str, faithful: np.ndarray, alpha: float, deviation: np.ndarray | float) -> np.ndarray:
     """One-sided lower confidence bounds at level `alpha` of the faithful
-    mean (or rate) from unit-scale samples `[..., seeds]`; a mean's spread
-    taken as at least `least_spread` (seeds that all agree do not prove the
-    next one will)."""
+    mean (or rate) from unit-scale samples `[..., seeds]`, a mean's with
+    the spread `deviation` (`make_test`'s: at least a floor, as seeds that
+    all agree do not prove the next one will)."""
     from scipy import special  # here: a command that judges no test does not pay for its import
 
     faithful = np.asarray(faithful, dtype=np.float64)
@@ -89,8 +89,7 @@ def lower_bound(kind: str, faithful: np.ndarray, alpha: float, least_spread: flo
         return np.minimum(np.where(successes > 0, quantile, 0.0), mean)
     if seeds < 2:
         return np.zeros_like(mean)  # one seed says nothing of the spread: no level can be trusted
-    spread = np.maximum(faithful.std(axis=-1, ddof=1), least_spread)
-    return mean - special.stdtrit(seeds - 1, 1 - alpha) * spread / np.sqrt(seeds)
+    return mean - special.stdtrit(seeds - 1, 1 - alpha) * deviation / np.sqrt(seeds)
 
 
 def spread(faithful: np.ndarray) -> np.ndarray:
@@ -114,10 +113,10 @@ def make_test(claim: Claim, faithful: np.ndarray | None) -> Test | None:
         return None
     # A spread of at least a quarter of delta: faithful seeds that all agree (every one at 1000, or
     # never losing) would otherwise make the level their common value, and any seed off it evidence.
-    least = delta_unit(claim) / 4
-    level = lower_bound(kind, faithful, alpha / 2, least)
+    deviation = np.maximum(spread(faithful), delta_unit(claim) / 4)
+    level = lower_bound(kind, faithful, alpha / 2, deviation)
     target = np.asarray(faithful, dtype=np.float64).mean(axis=-1)
-    return Test(kind, level, delta_unit(claim), alpha / 2, beta, np.maximum(spread(faithful), least), target)
+    return Test(kind, level, delta_unit(claim), alpha / 2, beta, deviation, target)
 
 
 def pool(per_record: Sequence[tuple[str, dict[int, float]]]) -> Faithful:

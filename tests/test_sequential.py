@@ -34,19 +34,43 @@ def test_the_bernoulli_sprt_meets_its_errors_at_any_batch():
     assert faithful.seeds.mean() < 40  # fewer than a fixed-n test with the same errors needs
 
 
-def test_the_betting_test_never_fails_a_faithful_mean_more_than_alpha():
-    """A skewed faithful distribution (a third of seeds near the top of the
-    range): the FAIL side is a supermartingale whatever the shape."""
+def test_the_t_test_meets_its_errors_at_any_of_its_looks():
+    """Normal seeds, a reference of 16 drawn like the run's: a faithful run
+    fails at most alpha of the time over its four looks, though each look
+    alone is tested; a run regressed by delta is caught and rarely passes."""
     rng = np.random.default_rng(1)
-    values = np.where(
-        rng.random((20_000, 64)) < 0.3, rng.uniform(0.8, 1.0, (20_000, 64)), rng.uniform(0, 0.3, (20_000, 64))
+    rows, delta = 20_000, 0.1
+    reference = rng.normal(0.5, 0.08, (rows, 16))
+    test = sequential.Test(
+        "mean", reference.mean(1), delta, 0.01, 0.2, reference.std(1, ddof=1), reference.mean(1), 16, looks=4
     )
-    level = values.mean()
-    test = sequential.Test("mean", level, 0.1, 0.01, 0.2, values.std())
-    decision = sequential.decide(test, values, 8)
-    assert _share(decision, sequential.FAIL) <= 0.01
-    regressed = sequential.decide(test, np.clip(values - 0.15, 0, 1), 8)
-    assert _share(regressed, sequential.FAIL) > 0.3  # caught far more often than a faithful run
+    faithful = sequential.decide(test, rng.normal(0.5, 0.08, (rows, 32)), 8)
+    assert _share(faithful, sequential.FAIL) <= 0.01
+    regressed = sequential.decide(test, rng.normal(0.5 - delta, 0.08, (rows, 32)), 8)
+    assert _share(regressed, sequential.FAIL) >= 0.8
+    assert _share(regressed, sequential.PASS) <= 0.2
+    # Looked at once, at all 32 seeds, with the whole alpha: more false failures than over four looks
+    # would be allowed would show here as a rate above alpha.
+    once = sequential.decide(test._replace(looks=1), rng.normal(0.5, 0.08, (rows, 32)), 32)
+    assert _share(once, sequential.FAIL) <= 0.01 < _share(once, sequential.FAIL) * 4
+
+
+def test_a_mean_test_refuses_more_looks_than_it_planned():
+    test = sequential.Test("mean", 0.5, 0.1, 0.01, 0.2, 0.1, 0.5, 8, looks=2)
+    sequential.decide(test, np.full(16, 0.5), 8)
+    with pytest.raises(ValueError, match="planned 2"):
+        sequential.decide(test, np.full(24, 0.5), 8)
+
+
+def test_a_seed_spread_the_reference_missed_is_seen_by_the_run():
+    """Faithful seeds that all agree: the spread floor (a quarter of delta)
+    and the run's own spread keep a scattered faithful-looking run from
+    failing on its first batch."""
+    test = sequential.Test("mean", 1.0, 0.1, 0.01, 0.2, 0.0, 1.0, 8, looks=4)
+    agreeing = sequential.decide(test, np.full(8, 0.99), 8)
+    assert agreeing.verdict == sequential.PASS
+    scattered = sequential.decide(test, np.array([1.0, 0.7, 1.0, 1.0, 0.8, 1.0, 1.0, 0.9]), 8)
+    assert scattered.verdict != sequential.FAIL
 
 
 def test_a_test_looks_only_after_whole_batches_and_stops_at_the_first_decision():
@@ -63,12 +87,18 @@ def _claim(**fields):
     return Claim.model_validate({"metric": "episode_return", **fields})
 
 
-def test_a_reference_level_is_a_lower_bound_below_the_faithful_mean():
+def test_a_reference_level_is_the_faithful_seeds_for_a_mean_and_a_lower_bound_for_a_rate():
     claim = _claim(over_seeds="mean", at_least="reference", delta=50, range=[0, 500])
     faithful = levels.unit(claim, np.array([480.0, 490, 470, 500, 460, 495, 485, 475]))
-    test = levels.make_test(claim, faithful)
-    assert test.level < test.target == pytest.approx(faithful.mean())
-    assert test.alpha == pytest.approx(0.005)  # the other half of alpha is the reference's
+    test = levels.make_test(claim, faithful, looks=4)
+    assert test.level == test.target == pytest.approx(faithful.mean())
+    assert (test.reference_seeds, test.looks, test.alpha) == (8, 4, 0.01)  # the t-test holds their uncertainty
+    assert test.spread == pytest.approx(faithful.std(ddof=1))
+    rate = _claim(over_seeds={"fraction_at_least": 475}, at_least="reference", delta=0.3)
+    successes = levels.unit(rate, np.array([480.0, 490, 470, 500, 460, 495, 485, 475]))
+    bounded = levels.make_test(rate, successes)
+    assert bounded.level < bounded.target == pytest.approx(0.75)
+    assert bounded.alpha == pytest.approx(0.005)  # the other half of alpha is the reference's
     lower = _claim(over_seeds="mean", at_most="reference", delta=0.1, range=[0, 1])
     assert levels.unit(lower, np.array([0.2])) == pytest.approx([0.8])  # lower is better: flipped
 

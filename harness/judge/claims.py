@@ -107,20 +107,21 @@ def bootstrap(
     return float(low), float(high)
 
 
-def judge(record: Results, claim: Claim, faithful: Faithful | None = None, batch: int | None = None) -> ClaimOutcome:
+def judge(record: Results, claim: Claim, faithful: Faithful | None = None) -> ClaimOutcome:
     """`claim` judged on the run `record`: its value, interval, whether it
     holds and, for an outside figure, whether the run is consistent with it.
-    A test (a claim with `delta`) is run over the record's seeds in their
-    order, looked at after every `batch` of them (default: all at once),
+    A test (a claim with `delta`) is run over the record's seeds at once,
     its level the claim's number or learned from `faithful` seeds."""
-    return judge_values(claim, seed_values(record, claim), faithful, batch)
+    return judge_values(claim, seed_values(record, claim), faithful)
 
 
 def judge_values(
-    claim: Claim, values: np.ndarray, faithful: Faithful | None = None, batch: int | None = None
+    claim: Claim, values: np.ndarray, faithful: Faithful | None = None, batch: int | None = None, looks: int = 1
 ) -> ClaimOutcome:
     """`judge` on per-seed values `[seeds]` (of one run, or of a
-    reproduction's batches in the order they ran)."""
+    reproduction's batches in the order they ran), a test looked at after
+    every `batch` of them (default: all at once), planned for up to `looks`
+    looks (an adaptive reproduction's cap over its batch)."""
     seeds = claim.over_seeds
 
     def statistic(x: np.ndarray) -> np.ndarray:
@@ -140,13 +141,13 @@ def judge_values(
     }
     if not claim.is_test:
         return ClaimOutcome(**outcome, holds=CHECKS[bound](value, limit))
-    return ClaimOutcome(**outcome, **run_test(claim, values, faithful, batch or len(values)))
+    return ClaimOutcome(**outcome, **run_test(claim, values, faithful, batch or len(values), looks))
 
 
-def run_test(claim: Claim, values: np.ndarray, faithful: Faithful | None, batch: int) -> dict:
+def run_test(claim: Claim, values: np.ndarray, faithful: Faithful | None, batch: int, looks: int) -> dict:
     """A test claim's verdict fields (ClaimOutcome's) on per-seed `values`."""
     reference = faithful is not None and claim.bound[1] == REFERENCE
-    test = levels.make_test(claim, levels.unit(claim, faithful.values) if faithful is not None else None)
+    test = levels.make_test(claim, levels.unit(claim, faithful.values) if faithful is not None else None, looks)
     if test is None:
         return {
             "holds": False,

@@ -32,8 +32,9 @@ def describe(claim: Claim) -> str:
 
 
 def bound_cell(claim: Claim, outcome: ClaimOutcome) -> str:
-    """The bound and its outcome: a statement's number, or a test's level,
-    regression and errors with its verdict."""
+    """The bound and its outcome: a statement's number, or a test's level
+    (H0: what a faithful run reaches), the regression it fails and its
+    errors, with its verdict."""
     bound, limit = claim.bound
     if not claim.is_test:
         return f"{SIGNS[bound]} {number(limit)}\n{'holds' if outcome.holds else '[bold red]FAILS[/]'}"
@@ -41,7 +42,7 @@ def bound_cell(claim: Claim, outcome: ClaimOutcome) -> str:
         return f"{SIGNS[bound]} {limit}\n[yellow]untested[/]"
     where = f"ref, {outcome.faithful_seeds} seeds" if outcome.faithful_seeds else "stated"
     return (
-        f"{SIGNS[bound]} {number(outcome.level)} ({where})\nfails at {number(outcome.fails_at)}, "
+        f"level {number(outcome.level)} ({where})\nfails at {number(outcome.fails_at)}, "
         f"α {claim.alpha:g}, power {claim.power:g}\n{WORDS[outcome.verdict]} after {outcome.seeds_used} seeds"
     )
 

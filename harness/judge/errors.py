@@ -5,7 +5,7 @@ measured by simulating reproductions from the faithful seeds at hand
 Each simulated reproduction draws its own reference (as many seeds as the
 real one pooled, with replacement), learns the level from it as the judge
 does, then runs the sequential test (harness.judge.sequential) over fresh
-seeds drawn in batches up to the cap:
+seeds drawn in batches up to the cap, planned for as many looks:
 
 - **faithful**: seeds drawn from the faithful seeds themselves; the share
   that FAIL is the false-failure rate, to be at most `alpha`;
@@ -31,6 +31,9 @@ from harness.spec_claims import REFERENCE, Claim
 
 SIMULATIONS = 4000
 SEED = 0
+# Below this many faithful seeds the resampled reproductions cannot show the spread faithful runs have
+# (a spread estimated from 4 seeds can be a third of the true one), so the measured rates are not trusted.
+MEASURABLE = 5
 
 
 def regress(claim: Claim, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -50,13 +53,15 @@ def simulate(
     claim: Claim, faithful: np.ndarray, batch: int, cap: int, sims: int = SIMULATIONS, seed: int = SEED
 ) -> dict[str, Any]:
     """The claim's measured errors from `faithful` per-seed values (its own
-    units), reproductions in batches of `batch` up to `cap` seeds."""
+    units), reproductions in batches of `batch` up to `cap` seeds (whole
+    batches, as `harness reproduce --adaptive` runs them)."""
     faithful = np.asarray(faithful, dtype=np.float64)
+    cap -= cap % batch
     pool = levels.unit(claim, faithful)
     seeds = len(pool)
     rng = np.random.default_rng(seed)
     reference = pool[rng.integers(0, seeds, size=(sims, seeds))] if claim.bound[1] == REFERENCE else pool[None, :]
-    test = levels.make_test(claim, reference)
+    test = levels.make_test(claim, reference, looks=cap // batch)
     draws = faithful[rng.integers(0, seeds, size=(sims, cap))]  # in the claim's units
     faithful_run = sequential.decide(test, levels.unit(claim, draws), batch)
     regressed = regress(claim, draws, rng)
@@ -69,6 +74,7 @@ def simulate(
 
     return {
         "faithful_seeds": seeds,
+        "measurable": seeds >= MEASURABLE,
         "faithful_mean": levels.to_units(claim, float(pool.mean())),
         "level_median": levels.to_units(claim, float(np.median(test.level))),
         "delta": float(claim.delta),
@@ -87,5 +93,15 @@ def simulate(
 
 
 def meets(errors: dict[str, Any]) -> bool:
-    """Whether the measured errors are within the claim's stated ones."""
-    return errors["false_failure"] <= errors["alpha"] and errors["measured_power"] >= errors["power"]
+    """Whether the measured errors are within the claim's stated ones, from
+    enough faithful seeds to trust them."""
+    within = errors["false_failure"] <= errors["alpha"] and errors["measured_power"] >= errors["power"]
+    return errors["measurable"] and within
+
+
+def shortfall(errors: dict[str, Any]) -> str | None:
+    """What keeps a measured claim from meeting its errors, in words
+    (None when it meets them)."""
+    if not errors["measurable"]:
+        return "too few faithful seeds"
+    return None if meets(errors) else "too weak"

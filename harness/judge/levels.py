@@ -8,13 +8,14 @@ is past the claim's value, flipped likewise).
 
 The level a faithful run reaches is the claim's number, or (`reference`)
 it is learned from the faithful seeds at hand: the reference's, pooled with
-the spec's unseen-seed runs. Those seeds are a sample too, so the level is
-their one-sided lower confidence bound at `alpha / 2` (Student's t for a
-mean, with a spread of at least a quarter of delta; Clopper-Pearson for a
-rate) and the sequential test gets the other `alpha / 2`: a faithful run fails with probability at most `alpha` in all,
-the reference's own draw included. The fewer the faithful seeds, the lower
-that bound sits below their mean, and the less power the test has at
-`delta`: `harness validate --errors` measures it.
+the spec's unseen-seed runs. Those seeds are a sample too. A mean's test
+takes them as they are (harness.judge.sequential's two-sample t-test holds
+the run's mean against theirs, their uncertainty in its error); a success
+rate's level is their one-sided Clopper-Pearson lower confidence bound at
+`alpha / 2`, and its sequential test gets the other `alpha / 2`. Either
+way a faithful run fails with probability at most `alpha` in all, the
+reference's own draw included. The fewer the faithful seeds, the less power
+the test has at `delta`: `harness validate --errors` measures it.
 """
 
 from __future__ import annotations
@@ -72,24 +73,17 @@ def stated_level(claim: Claim) -> float:
     return number if claim.higher_is_better else 1.0 - number
 
 
-def lower_bound(kind: str, faithful: np.ndarray, alpha: float, deviation: np.ndarray | float) -> np.ndarray:
-    """One-sided lower confidence bounds at level `alpha` of the faithful
-    mean (or rate) from unit-scale samples `[..., seeds]`, a mean's with
-    the spread `deviation` (`make_test`'s: at least a floor, as seeds that
-    all agree do not prove the next one will)."""
+def lower_bound(faithful: np.ndarray, alpha: float) -> np.ndarray:
+    """One-sided Clopper-Pearson lower confidence bounds at level `alpha` of
+    the faithful success rate, from 0/1 samples `[..., seeds]`."""
     from scipy import special  # here: a command that judges no test does not pay for its import
 
     faithful = np.asarray(faithful, dtype=np.float64)
     seeds = faithful.shape[-1]
-    mean = faithful.mean(axis=-1)
-    if kind == "rate":
-        successes = np.rint(faithful.sum(axis=-1))
-        # Clopper-Pearson: the alpha quantile of Beta(k, n - k + 1).
-        quantile = special.betaincinv(np.maximum(successes, 1), seeds - successes + 1, alpha)
-        return np.minimum(np.where(successes > 0, quantile, 0.0), mean)
-    if seeds < 2:
-        return np.zeros_like(mean)  # one seed says nothing of the spread: no level can be trusted
-    return mean - special.stdtrit(seeds - 1, 1 - alpha) * deviation / np.sqrt(seeds)
+    successes = np.rint(faithful.sum(axis=-1))
+    # The alpha quantile of Beta(k, n - k + 1).
+    quantile = special.betaincinv(np.maximum(successes, 1), seeds - successes + 1, alpha)
+    return np.minimum(np.where(successes > 0, quantile, 0.0), faithful.mean(axis=-1))
 
 
 def spread(faithful: np.ndarray) -> np.ndarray:
@@ -97,26 +91,25 @@ def spread(faithful: np.ndarray) -> np.ndarray:
     return faithful.std(axis=-1, ddof=1) if faithful.shape[-1] > 1 else np.zeros(faithful.shape[:-1])
 
 
-def make_test(claim: Claim, faithful: np.ndarray | None) -> Test | None:
-    """The claim's test: its level from a number bound, or from `faithful`
-    unit-scale values `[seeds]` (or `[rows, seeds]`, one test per row, for
-    simulation) for a `reference` bound; None for a statement, or for a
-    `reference` bound without faithful seeds."""
+def make_test(claim: Claim, faithful: np.ndarray | None, looks: int = 1) -> Test | None:
+    """The claim's test, looked at up to `looks` times: its level from a
+    number bound, or from `faithful` unit-scale values `[seeds]` (or
+    `[rows, seeds]`, one test per row, for simulation) for a `reference`
+    bound; None for a statement, or for a `reference` bound without
+    faithful seeds."""
     if not claim.is_test:
         return None
     kind = "mean" if claim.over_seeds.name == "mean" else "rate"
-    alpha, beta = float(claim.alpha), 1.0 - float(claim.power)
+    alpha, beta, delta = float(claim.alpha), 1.0 - float(claim.power), delta_unit(claim)
     if claim.bound[1] != REFERENCE:
-        deviation = spread(faithful) if faithful is not None and np.shape(faithful)[-1] > 1 else delta_unit(claim)
-        return Test(kind, stated_level(claim), delta_unit(claim), alpha, beta, deviation)
+        return Test(kind, stated_level(claim), delta, alpha, beta, looks=looks)
     if faithful is None or np.shape(faithful)[-1] == 0:
         return None
-    # A spread of at least a quarter of delta: faithful seeds that all agree (every one at 1000, or
-    # never losing) would otherwise make the level their common value, and any seed off it evidence.
-    deviation = np.maximum(spread(faithful), delta_unit(claim) / 4)
-    level = lower_bound(kind, faithful, alpha / 2, deviation)
-    target = np.asarray(faithful, dtype=np.float64).mean(axis=-1)
-    return Test(kind, level, delta_unit(claim), alpha / 2, beta, deviation, target)
+    faithful = np.asarray(faithful, dtype=np.float64)
+    mean = faithful.mean(axis=-1)
+    if kind == "mean":
+        return Test(kind, mean, delta, alpha, beta, spread(faithful), mean, faithful.shape[-1], looks)
+    return Test(kind, lower_bound(faithful, alpha / 2), delta, alpha / 2, beta, target=mean, looks=looks)
 
 
 def pool(per_record: Sequence[tuple[str, dict[int, float]]]) -> Faithful:

@@ -101,7 +101,9 @@ def run(
             out_console.print(f"results written to {written}")
         for name, claim in tests.items():
             values[name] += [float(v) for v in claims.seed_values(logged.record, claim)]
-            outcomes[name] = claims.judge_values(claim, np.array(values[name]), faithful.get(name), batch)
+            outcomes[name] = claims.judge_values(
+                claim, np.array(values[name]), faithful.get(name), batch, looks=len(every) // batch
+            )
             evidence.append((len(seeds), name, outcomes[name]))
         out_console.print(progress_line(number, len(seeds), outcomes), soft_wrap=True)
         verdicts = [outcome.verdict for outcome in outcomes.values()]

@@ -62,7 +62,8 @@ def show(record: dict[str, Any]) -> None:
         if "false_failure" not in row:
             table.add_row(name, f"{row.get('faithful_seeds', 0)} seeds:\ntoo few", "", "", "", "")
             continue
-        mark = "" if row["meets"] else "\n[bold red]too weak[/]"
+        short = errors.shortfall(row)
+        mark = f"\n[bold red]{short}[/]" if short else ""
         table.add_row(
             name,
             f"{number(row['faithful_mean'])}\n{row['faithful_seeds']} seeds",

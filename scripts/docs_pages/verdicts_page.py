@@ -8,7 +8,7 @@ import json
 
 from docs_pages import ROOT
 from docs_pages.common import header, table
-from harness.judge import machines, references
+from harness.judge import errors, machines, references
 from harness.record import schema
 
 PAGE = "docs/results/verdict-errors.md"
@@ -29,8 +29,9 @@ def verdicts_page(records: list[dict]) -> str:
         "that FAIL (at least the claim's power); *undecided*: faithful reproductions INCONCLUSIVE at the cap; "
         "*seeds*: the mean seeds a faithful / a regressed reproduction used, in batches of the spec's seed "
         "count up to four batches. A claim marked **too weak** does not reach its stated power with the "
-        "faithful seeds at hand: its verdict still fails a faithful run at most alpha of the time, but a PASS "
-        "says little.\n\n"
+        "faithful seeds at hand: a PASS says little. One with **too few faithful seeds** has its rates measured "
+        f"from fewer than {errors.MEASURABLE} seeds, which cannot show the spread faithful runs have: its "
+        "figures are not evidence either way.\n\n"
     )
     rows = []
     for record in records:
@@ -46,7 +47,8 @@ def verdicts_page(records: list[dict]) -> str:
                     f"{row['faithful_mean']:.4g} ({row['faithful_seeds']})",
                     f"{row['delta']:g}",
                     f"{row['false_failure']:.2%} (α {row['alpha']:.0%})",
-                    f"{row['measured_power']:.1%} (of {row['power']:.0%})" + ("" if row["meets"] else " **too weak**"),
+                    f"{row['measured_power']:.1%} (of {row['power']:.0%})"
+                    + (f" **{errors.shortfall(row)}**" if errors.shortfall(row) else ""),
                     f"{row['faithful_inconclusive']:.1%}",
                     f"{row['faithful_seeds_used']:.0f} / {row['regressed_seeds_used']:.0f}",
                 ]

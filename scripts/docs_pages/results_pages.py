@@ -295,7 +295,8 @@ def machine_table(refs: list[Reference]) -> str:
         ["env steps/s per seed", *(f"{v:,.0f}" if (v := speed(r, "sps_per_seed")) else "-" for r in refs)],
         ["compile", *(seconds(r.record.speed.compile_seconds) for r in refs)],
         ["compile cache", *(speed(r, "compile_cache") or "-" for r in refs)],
-        ["wall time", *(seconds(speed(r, "wall_seconds")) for r in refs)],
+        ["whole run", *(seconds(w.total if (w := speed(r, "wall_time")) else None) for r in refs)],
+        ["training", *(seconds(speed(r, "wall_seconds")) for r in refs)],
         ["chunk (median)", *(seconds(speed(r, "chunk_seconds_median")) for r in refs)],
     ]
     fingerprint_keys = ("platform", "device_kind", "device_count", "devices_used", "cpu_model", "cpu", "xla_flags")
@@ -308,4 +309,9 @@ def machine_table(refs: list[Reference]) -> str:
         rows.append([key, *(r.record.versions.get(key, "-") for r in refs)])
     rows.append(["git commit", *(f"`{short(r.record.git.get('commit'))}`" for r in refs)])
     rows.append(["MLflow run", *(f"`{r.record.mlflow_run_id}`" if r.record.mlflow_run_id else "-" for r in refs)])
-    return table(["", *(device_label(r) for r in refs)], rows, ["l"] + ["r"] * len(refs))
+    return table(["", *(device_label(r) for r in refs)], rows, ["l"] + ["r"] * len(refs)) + (
+        "\n*whole run*: `harness run` from its start to the results record (the README's time); *training*: from"
+        " opening the MLflow runs to the end of the last chunk, compile included; *compile*: every program, ahead"
+        " of time; *chunk*: the median chunk of `logging.interval` iterations. A reference made before the"
+        " harness recorded where its time went has no *whole run*.\n"
+    )

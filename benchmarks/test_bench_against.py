@@ -169,14 +169,7 @@ def _side_by_side(
         measure.Result(
             name=entry.name,
             kind="micro",
-            config={
-                "spec_name": plan.spec.name,
-                "spec_hash": plan.spec_hash,
-                "seeds": num_seeds,
-                "devices": plan.layout.describe() if plan.layout is not None else "one device",
-                "iterations_per_call": iterations,
-                **config,
-            },
+            config={**measure.plan_config(plan, num_seeds), "iterations_per_call": iterations, **config},
             unit=measure.ENV_STEPS,
             rate=spread(our_rates),
             repeats=len(our_rates),

@@ -48,11 +48,8 @@ def test_filled(entry, bench, stem):
             name=entry.name,
             kind="spec",
             config={
-                "spec_name": plan.spec.name,
-                "spec_hash": plan.spec_hash,
-                "seeds": seeds,
+                **measure.plan_config(plan, seeds),
                 "num_envs": fill.size,
-                "devices": "one device",
                 "evaluate": False,
                 "chunk_iterations": point.chunk_iterations,
                 "env_steps_per_iteration": plan.env_steps_per_iteration,

@@ -136,20 +136,44 @@ def test_env_step(entry, suite, env_id, kwargs):
 SEARCH_POSITIONS = 256
 
 
+def searching(plan: build.Plan, seeds: int | None):
+    """`(net, params, games, one_search)` for a search micro-benchmark: the
+    spec's network, its parameters, `num_envs` games and
+    `one_search(params, key, games)` (self-play's search, noise on), for
+    one seed (`seeds` None) or for `seeds` seeds vmapped as a run vmaps
+    them."""
+    hp = plan.spec.hyperparameters
+    net = make_az_network(plan.spec.network, plan.env.num_actions, plan.env.observation_shape)
+    search = alphazero.make_search(hp, plan.env, net)
+
+    def init(key):
+        return net.init(key, jnp.zeros(plan.env.observation_shape))
+
+    def start(key):
+        return alphazero.start_games(plan.env, key, hp.num_envs)
+
+    def one_seed(params, key, games):
+        return search(params, jax.random.split(key, hp.num_envs), games, jnp.zeros(()), explore=True)
+
+    if seeds is None:
+        return net, jax.jit(init)(jax.random.key(0)), jax.jit(start)(jax.random.key(1)), one_seed
+
+    def one_search(params, key, games):
+        keys = jax.random.split(key, (seeds, hp.num_envs))
+        return jax.vmap(lambda p, k, g: search(p, k, g, jnp.zeros(()), explore=True))(params, keys, games)
+
+    params = jax.jit(jax.vmap(init))(jax.random.split(jax.random.key(0), seeds))
+    games = jax.jit(jax.vmap(start))(jax.random.split(jax.random.key(1), seeds))
+    return net, params, games, one_search
+
+
 def test_mcts_search(entry):
     """One Gumbel MuZero search (benchmark connect_four spec: 32
     simulations, ResNet 2 x 32) over 256 positions."""
     plan = bench_plan("alphazero_connect_four", num_envs=SEARCH_POSITIONS)
     hp = plan.spec.hyperparameters
     with measure.HostPeak() as memory:
-        net = make_az_network(plan.spec.network, plan.env.num_actions, plan.env.observation_shape)
-        params = jax.jit(net.init)(jax.random.key(0), jnp.zeros(plan.env.observation_shape))
-        games = jax.jit(lambda key: alphazero.start_games(plan.env, key, hp.num_envs))(jax.random.key(1))
-        search = alphazero.make_search(hp, plan.env, net)
-
-        def one_search(params, key, games):
-            return search(params, jax.random.split(key, hp.num_envs), games, jnp.zeros(()), explore=True)
-
+        _, params, games, one_search = searching(plan, seeds=None)
         compiled, compile_seconds = compile_timed(one_search, params, jax.random.key(2), games)
         count = count_flops(one_search, params, jax.random.key(2), games)
         seconds = timed_rounds(entry, lambda: compiled(params, jax.random.key(2), games), rounds=8)
@@ -194,17 +218,7 @@ def test_mcts_search_small_game(entry, tree_search):
     hp = plan.spec.hyperparameters
     seeds = SMALL_GAME_SEEDS
     with measure.HostPeak() as memory:
-        net = make_az_network(plan.spec.network, plan.env.num_actions, plan.env.observation_shape)
-        init = jax.vmap(lambda key: net.init(key, jnp.zeros(plan.env.observation_shape)))
-        params = jax.jit(init)(jax.random.split(jax.random.key(0), seeds))
-        start = jax.vmap(lambda key: alphazero.start_games(plan.env, key, hp.num_envs))
-        games = jax.jit(start)(jax.random.split(jax.random.key(1), seeds))
-        search = alphazero.make_search(hp, plan.env, net)
-
-        def one_search(params, key, games):
-            keys = jax.random.split(key, (seeds, hp.num_envs))
-            return jax.vmap(lambda p, k, g: search(p, k, g, jnp.zeros(()), explore=True))(params, keys, games)
-
+        net, params, games, one_search = searching(plan, seeds)
         compiled, compile_seconds = compile_timed(one_search, params, jax.random.key(2), games)
         observations = games.timestep.observation
         network, _ = compile_timed(jax.vmap(net.apply), params, observations)

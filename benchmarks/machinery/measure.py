@@ -27,7 +27,7 @@ import json
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 
@@ -190,40 +190,19 @@ def measure_spec(
 
     hp = plan.spec.hyperparameters
     registration = algorithms.registry[plan.spec.algorithm]
-    step_count = flops_module.count_flops(flops_module.over_seeds(algorithm.step, plan.layout), run.state)
-    eval_count = (
-        flops_module.count_flops(flops_module.over_seeds(algorithm.evaluate, plan.layout), run.state)
-        if algorithm.evaluate
-        else None
-    )
-
-    # Repeats: every chunk after the first (the runner's steady state).
-    timed = list(zip(lengths, run.chunk_seconds, strict=True))[1:]
-    if run.profiled_through is not None and len(timed) > 1:
-        traced = list(itertools.accumulate(lengths)).index(run.profiled_through)
-        timed.pop(traced - 1)
+    work = _Work.of(algorithm, plan, run.state)
+    timed = timed_chunks(lengths, run.chunk_seconds, run.profiled_through)
     steps = [n * plan.env_steps_per_iteration * len(seeds) / s for n, s in timed]
     updates = [n * registration.updates_per_step(hp) * len(seeds) / s for n, s in timed]
-
-    def chunk_total(n: int, field: str) -> float:
-        total = n * getattr(step_count, field)
-        if eval_count is not None:
-            total += getattr(eval_count, field)
-        return total
-
-    gflops = [(chunk_total(n, "matmul") + chunk_total(n, "other")) / s / 1e9 for n, s in timed]
-    gbytes = [chunk_total(n, "bytes") / s / 1e9 for n, s in timed]
+    gflops = [(work.chunk(n, "matmul") + work.chunk(n, "other")) / s / 1e9 for n, s in timed]
+    gbytes = [work.chunk(n, "bytes") / s / 1e9 for n, s in timed]
     finals = results.summary(results.per_seed_final(plan, run))
     final_metric = next((m for m in FINAL_METRICS if m in finals), None)
-    median_steps = statistics.median(steps)
     result = Result(
         name=name,
         kind="spec",
         config={
-            "spec_name": plan.spec.name,
-            "spec_hash": plan.spec_hash,
-            "seeds": len(seeds),
-            "devices": plan.layout.describe() if plan.layout is not None else "one device",
+            **plan_config(plan, len(seeds)),
             "evaluate": bool(evaluate and plan.algorithm.evaluate is not None),
             "iterations": plan.num_iterations,
             "chunk_iterations": lengths[0],
@@ -233,13 +212,15 @@ def measure_spec(
         rate=spread(steps),
         repeats=len(timed),
         compile_seconds=run.compile_seconds,
-        simulations_per_second=median_steps * hp.num_simulations if plan.spec.algorithm == "alphazero" else None,
+        simulations_per_second=(
+            statistics.median(steps) * hp.num_simulations if plan.spec.algorithm == "alphazero" else None
+        ),
         updates_per_second=statistics.median(updates),
         iteration="one training iteration of one seed",
-        flops_per_iteration=step_count.total / len(seeds),
+        flops_per_iteration=work.step.total / len(seeds),
         gflops_per_second=statistics.median(gflops),
         gbytes_per_second=statistics.median(gbytes),
-        unbounded_loops=step_count.unbounded_loops + (eval_count.unbounded_loops if eval_count else 0),
+        unbounded_loops=work.step.unbounded_loops + (work.evaluation.unbounded_loops if work.evaluation else 0),
         peak_host_bytes=memory.bytes,
         peak_host_since_start=memory.since_start,
         peak_device_bytes=device_peak_bytes([device or jax.devices()[0]]),
@@ -253,3 +234,43 @@ def measure_spec(
         },
     )
     return result, run
+
+
+def timed_chunks(lengths: list[int], seconds: list[float], profiled_through: int | None) -> list[tuple[int, float]]:
+    """The repeats, (iterations, seconds) of each chunk after the first (the
+    runner's steady state), without the traced chunk when others remain."""
+    timed = list(zip(lengths, seconds, strict=True))[1:]
+    if profiled_through is not None and len(timed) > 1:
+        traced = list(itertools.accumulate(lengths)).index(profiled_through)
+        timed.pop(traced - 1)
+    return timed
+
+
+class _Work(NamedTuple):
+    """The work XLA counts in one training step and one evaluation, over seeds."""
+
+    step: Any  # harness.run.flops' counts
+    evaluation: Any  # the same, or None without an evaluation
+
+    @classmethod
+    def of(cls, algorithm: Any, plan: Any, state: Any) -> _Work:
+        def count(fn):
+            return flops_module.count_flops(flops_module.over_seeds(fn, plan.layout), state)
+
+        return cls(count(algorithm.step), count(algorithm.evaluate) if algorithm.evaluate else None)
+
+    def chunk(self, iterations: int, field: str) -> float:
+        """A chunk's `field` (matmul, other or bytes): its steps' and one evaluation's."""
+        total = iterations * getattr(self.step, field)
+        return total + (getattr(self.evaluation, field) if self.evaluation is not None else 0)
+
+
+def plan_config(plan: Any, seeds: int) -> dict[str, Any]:
+    """What every entry that trains a spec records of it in its `config`:
+    the spec, its hash, the seeds and the devices."""
+    return {
+        "spec_name": plan.spec.name,
+        "spec_hash": plan.spec_hash,
+        "seeds": seeds,
+        "devices": plan.layout.describe() if plan.layout is not None else "one device",
+    }

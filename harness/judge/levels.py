@@ -91,6 +91,19 @@ def spread(faithful: np.ndarray) -> np.ndarray:
     return faithful.std(axis=-1, ddof=1) if faithful.shape[-1] > 1 else np.zeros(faithful.shape[:-1])
 
 
+def test_alpha(claim: Claim) -> float:
+    """The alpha a claim's sequential test runs at: all of the claim's for a
+    mean or a stated level; half for a share of seeds at the reference's
+    level (the other half is its level's lower bound)."""
+    split = claim.bound[1] == REFERENCE and claim.over_seeds.name != "mean"
+    return float(claim.alpha) / 2 if split else float(claim.alpha)
+
+
+def bounds(claim: Claim) -> tuple[float, float]:
+    """The log-evidence at which a claim's test FAILS and at which it PASSES."""
+    return float(np.log(1 / test_alpha(claim))), float(np.log(1 / (1 - float(claim.power))))
+
+
 def make_test(claim: Claim, faithful: np.ndarray | None, looks: int = 1) -> Test | None:
     """The claim's test, looked at up to `looks` times: its level from a
     number bound, or from `faithful` unit-scale values `[seeds]` (or
@@ -100,7 +113,7 @@ def make_test(claim: Claim, faithful: np.ndarray | None, looks: int = 1) -> Test
     if not claim.is_test:
         return None
     kind = "mean" if claim.over_seeds.name == "mean" else "rate"
-    alpha, beta, delta = float(claim.alpha), 1.0 - float(claim.power), delta_unit(claim)
+    alpha, beta, delta = test_alpha(claim), 1.0 - float(claim.power), delta_unit(claim)
     if claim.bound[1] != REFERENCE:
         return Test(kind, stated_level(claim), delta, alpha, beta, looks=looks)
     if faithful is None or np.shape(faithful)[-1] == 0:
@@ -109,7 +122,7 @@ def make_test(claim: Claim, faithful: np.ndarray | None, looks: int = 1) -> Test
     mean = faithful.mean(axis=-1)
     if kind == "mean":
         return Test(kind, mean, delta, alpha, beta, spread(faithful), mean, faithful.shape[-1], looks)
-    return Test(kind, lower_bound(faithful, alpha / 2), delta, alpha / 2, beta, target=mean, looks=looks)
+    return Test(kind, lower_bound(faithful, float(claim.alpha) - alpha), delta, alpha, beta, target=mean, looks=looks)
 
 
 def pool(per_record: Sequence[tuple[str, dict[int, float]]]) -> Faithful:

@@ -28,13 +28,14 @@ import numpy as np
 
 from harness import build, spec
 from harness.console import out_console
-from harness.judge import claims, sequential
+from harness.judge import claims, levels, sequential
 from harness.judge.references import ReproduceError
 from harness.plan import Plan
 from harness.record.schema import ClaimOutcome, Results
 from harness.run.programs import Programs
 from harness.sessions.options import RunOptions
 from harness.sessions.run import Logged, train_and_log
+from harness.spec_claims import Claim
 
 
 class Adaptive(NamedTuple):
@@ -114,11 +115,14 @@ def run(
 
 def progress_line(number: int, seeds: int, outcomes: dict[str, ClaimOutcome]) -> str:
     """After a batch: the seeds so far and each test's state."""
-    parts = [
-        f"{name} {(outcome.verdict or 'untested').upper()} (against faithful {outcome.against_faithful or 0:.2f}, "
-        f"against regressed {outcome.against_regressed or 0:.2f})"
-        for name, outcome in outcomes.items()
-    ]
+    parts = []
+    for name, outcome in outcomes.items():
+        fail_at, pass_at = levels.bounds(Claim.model_validate(outcome.claim))
+        parts.append(
+            f"{name} {(outcome.verdict or 'untested').upper()} (against faithful {outcome.against_faithful or 0:.2f}"
+            f" of {fail_at:.2f} to FAIL, against regressed {outcome.against_regressed or 0:.2f} of {pass_at:.2f} to"
+            " PASS)"
+        )
     return f"batch {number}, {seeds} seeds: " + "; ".join(parts)
 
 

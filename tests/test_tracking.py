@@ -4,6 +4,7 @@ FINISHED, FAILED or KILLED, never RUNNING."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -197,6 +198,24 @@ def test_the_record_package_imports_no_jax():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_mlflow_telemetry_is_off_unless_the_user_turns_it_on():
+    """MLflow imported after the harness has set it up starts no telemetry
+    thread (one that gives up deletes an environment variable under the
+    main thread's feet); MLFLOW_DISABLE_TELEMETRY=false stays the user's."""
+    code = (
+        "import os\n"
+        "from harness.record import client\n"
+        "client.quiet_mlflow()\n"
+        "from mlflow.telemetry.client import get_telemetry_client\n"
+        "print(os.environ['MLFLOW_DISABLE_TELEMETRY'], get_telemetry_client() is None)"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_DISABLE_TELEMETRY", "PYTEST_CURRENT_TEST")}
+    for given, expected in ((None, ["true", "True"]), ("false", ["false", "False"])):
+        run_env = env if given is None else {**env, "MLFLOW_DISABLE_TELEMETRY": given}
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=run_env)
+        assert out.stdout.split() == expected, out.stderr
 
 
 # An outside client creating a SQLite store, held after its first table

@@ -48,6 +48,11 @@ def quiet_mlflow() -> None:
     store.configure_http()
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
+    # MLflow's usage telemetry runs a thread beside the timed training, and when it gives up (no
+    # internet) it deletes an environment variable while the main thread may be reading os.environ
+    # (requests does, for proxies, on every call to a tracking server): a KeyError that ends a run.
+    # A user who wants it sets MLFLOW_DISABLE_TELEMETRY=false.
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
 
 def unusable(uri: str, error: BaseException) -> TrackingError:

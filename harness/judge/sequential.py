@@ -90,14 +90,14 @@ def _rows(x, shape: tuple[int, ...]) -> np.ndarray:
     return np.broadcast_to(np.asarray(x, dtype=np.float64), shape)[..., None]
 
 
-def _t_evidence(test: Test, values: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _t_evidence(
+    test: Test, values: np.ndarray, at: np.ndarray, level: np.ndarray, target: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """A mean's log-evidence against H0 and against H1 at each look:
-    `[rows, looks]` from values `[rows, seeds]` and the looks' last seed
-    indexes `at`."""
+    `[rows, looks]` from values `[rows, seeds]`, the looks' last seed
+    indexes `at` and each row's `level` and `target` (`[rows, 1]`)."""
     from scipy import special  # here: a command that judges no test does not pay for its import
 
-    level = _rows(test.level, values.shape[:-1])
-    target = level if test.target is None else _rows(test.target, values.shape[:-1])
     spread = _rows(test.spread, values.shape[:-1])
     n = (at + 1).astype(np.float64)
     total = np.cumsum(values, axis=-1)[:, at]
@@ -117,11 +117,11 @@ def _t_evidence(test: Test, values: np.ndarray, at: np.ndarray) -> tuple[np.ndar
     return log_evidence((level - mean) / error), log_evidence((mean - (target - test.delta)) / error)
 
 
-def _sprt_evidence(test: Test, values: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _sprt_evidence(
+    test: Test, values: np.ndarray, at: np.ndarray, level: np.ndarray, target: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """A success rate's log-likelihood ratios against H0 and against H1 at
     each look, `[rows, looks]`."""
-    level = _rows(test.level, values.shape[:-1])
-    target = level if test.target is None else _rows(test.target, values.shape[:-1])
     against_h0 = _log_ratio(values, level - test.delta, level)
     against_h1 = _log_ratio(values, target, target - test.delta)
     return np.cumsum(against_h0, axis=-1)[:, at], np.cumsum(against_h1, axis=-1)[:, at]
@@ -153,8 +153,10 @@ def decide(test: Test, values: np.ndarray, batch: int) -> Decision:
     at = np.unique(np.r_[np.arange(batch, seeds + 1, batch), seeds]) - 1  # the last seed of each look
     if test.kind == "mean" and len(at) > test.looks:
         raise ValueError(f"{len(at)} looks at {seeds} seeds in batches of {batch}: the test planned {test.looks}")
+    level = _rows(test.level, (rows,))
+    target = level if test.target is None else _rows(test.target, (rows,))
     evidence = _t_evidence if test.kind == "mean" else _sprt_evidence
-    against_h0, against_h1 = evidence(test, values, at)
+    against_h0, against_h1 = evidence(test, values, at, level, target)
     fail = against_h0 >= np.log(1 / test.alpha)
     passed = against_h1 >= np.log(1 / test.beta)
     decided = fail | passed

@@ -48,7 +48,7 @@ def verdicts_page(records: list[dict]) -> str:
                     f"{row['delta']:g}",
                     f"{row['false_failure']:.2%} (α {row['alpha']:.0%})",
                     f"{row['measured_power']:.1%} (of {row['power']:.0%})"
-                    + (f" **{errors.shortfall(row)}**" if errors.shortfall(row) else ""),
+                    + (f" **{short}**" if (short := errors.shortfall(row)) else ""),
                     f"{row['faithful_inconclusive']:.1%}",
                     f"{row['faithful_seeds_used']:.0f} / {row['regressed_seeds_used']:.0f}",
                 ]

@@ -203,7 +203,8 @@ def test_the_record_package_imports_no_jax():
 def test_mlflow_telemetry_is_off_unless_the_user_turns_it_on():
     """MLflow imported after the harness has set it up starts no telemetry
     thread (one that gives up deletes an environment variable under the
-    main thread's feet); MLFLOW_DISABLE_TELEMETRY=false stays the user's."""
+    main thread's feet); MLFLOW_DISABLE_TELEMETRY=false stays the user's
+    (whether MLflow then starts it is MLflow's call: it stays off under CI)."""
     code = (
         "import os\n"
         "from harness.record import client\n"
@@ -212,10 +213,11 @@ def test_mlflow_telemetry_is_off_unless_the_user_turns_it_on():
         "print(os.environ['MLFLOW_DISABLE_TELEMETRY'], get_telemetry_client() is None)"
     )
     env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_DISABLE_TELEMETRY", "PYTEST_CURRENT_TEST")}
-    for given, expected in ((None, ["true", "True"]), ("false", ["false", "False"])):
-        run_env = env if given is None else {**env, "MLFLOW_DISABLE_TELEMETRY": given}
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=run_env)
-        assert out.stdout.split() == expected, out.stderr
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    assert out.stdout.split() == ["true", "True"], out.stderr
+    given = {**env, "MLFLOW_DISABLE_TELEMETRY": "false"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=given)
+    assert out.stdout.split()[0] == "false", out.stderr
 
 
 # An outside client creating a SQLite store, held after its first table

@@ -79,7 +79,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         return 0
     plan = load_plan(args.spec)
     if args.errors:
-        errors_report.command(plan.spec, args.spec, *seed_batches(args, len(plan.spec.seeds)), args.errors_out)
+        errors_report.command(plan.spec, args.spec, *seed_batches(args, plan.spec), args.errors_out)
         return 0
     sys.stdout.write(spec.to_yaml(plan.spec))
     sys.stdout.write(f"# spec_hash: {plan.spec_hash}\n")
@@ -207,7 +207,7 @@ def _reproduce_adaptive(args: argparse.Namespace) -> int:
     if args.results_out and args.set:
         return _user_error("--results-out keeps faithful runs of the spec; a run changed by --set is not one")
     plan = load_plan(args.spec, args)
-    batch, cap = seed_batches(args, len(plan.spec.seeds))
+    batch, cap = seed_batches(args, plan.spec)
     uri = tracking.resolve_uri(args.tracking_uri, plan.spec.tracking.uri)
     reference = reproduce.of_spec(plan, args.spec, args.reference, uri)
     options = run_options(args, faithful=references.faithful_of(args.spec, plan.spec))

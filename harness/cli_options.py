@@ -149,10 +149,10 @@ def load_sweep(args: argparse.Namespace) -> sweeps.Sweep | None:
     )
 
 
-def seed_batches(args: argparse.Namespace, seeds: int) -> tuple[int, int]:
-    """`--batch` and `--max-seeds` (defaults from a spec of `seeds` seeds;
+def seed_batches(args: argparse.Namespace, loaded: spec.Spec) -> tuple[int, int]:
+    """`--batch` and `--max-seeds` (defaults from the spec `loaded`:
     harness.sessions.errors_report.seeding), refused as an option error."""
     try:
-        return errors_report.seeding(seeds, args.batch, args.max_seeds)
+        return errors_report.seeding(loaded, args.batch, args.max_seeds)
     except ValueError as error:
         raise OptionError(str(error)) from None

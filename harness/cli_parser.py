@@ -131,10 +131,16 @@ def _validate(sub) -> None:
 def _add_seed_batches(p: argparse.ArgumentParser) -> None:
     """How an adaptive reproduction adds seeds (and --errors simulates it)."""
     p.add_argument(
-        "--batch", type=int, metavar="N", help="fresh seeds added at a time (default: the spec's seed count)"
+        "--batch",
+        type=int,
+        metavar="N",
+        help="fresh seeds added at a time (default: the spec's reproduction.batch, else its seed count)",
     )
     p.add_argument(
-        "--max-seeds", type=int, metavar="N", help="stop INCONCLUSIVE after this many seeds (default: 4 batches)"
+        "--max-seeds",
+        type=int,
+        metavar="N",
+        help="stop INCONCLUSIVE after this many seeds (default: the spec's reproduction.max_seeds, else 4 batches)",
     )
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import Field, ValidationError, create_model, field_validator, model_serializer
+from pydantic import Field, ValidationError, ValidationInfo, create_model, field_validator, model_serializer
 
 import algorithms
 
@@ -36,6 +36,7 @@ from harness.spec_sections import (  # noqa: F401
     ObserveLegalActions,
     ObservePreviousActionReward,
     OptimizerSpec,
+    ReproductionSpec,
     SeedRange,
     SweepRange,
     SweepValues,
@@ -93,6 +94,7 @@ class _SpecBase(_Model):
     tracking: TrackingSpec = Field(default=TrackingSpec(), description="where runs are logged (MLflow)")
     devices: DevicesSpec = DevicesSpec()
     checkpoint: CheckpointSpec = CheckpointSpec()
+    reproduction: ReproductionSpec = ReproductionSpec()
     # Dotted spec key -> its values (a list: a grid; a range: random draws),
     # trained as one program where they are numbers (harness.sweep).
     sweep: dict[str, SweepValues] | None = Field(
@@ -121,6 +123,14 @@ class _SpecBase(_Model):
     @classmethod
     def _check_seeds(cls, seeds: tuple[int, ...]) -> tuple[int, ...]:
         return check_seeds(seeds)
+
+    @field_validator("reproduction")
+    @classmethod
+    def _a_batch_of_seeds_fits(cls, stated: ReproductionSpec, info: ValidationInfo) -> ReproductionSpec:
+        batch = stated.batch or len(info.data.get("seeds", ()))
+        if stated.max_seeds is not None and stated.max_seeds < batch:
+            raise ValueError(f"max_seeds ({stated.max_seeds}) is below one batch (the spec's {batch} seeds)")
+        return stated
 
     @field_validator("sweep", mode="before")
     @classmethod
@@ -198,8 +208,9 @@ Spec = _SpecBase
 
 # Sections that say where or how a spec runs, not what it computes: they are
 # not part of the canonical form, so they do not change the spec hash (nor
-# MLflow params). How often a run is checkpointed changes no result.
-RUNTIME_SECTIONS = ("devices", "checkpoint")
+# MLflow params). How often a run is checkpointed, or how many seeds a
+# reproduction may add, changes no result.
+RUNTIME_SECTIONS = ("devices", "checkpoint", "reproduction")
 # What a spec claims of its results is not what it computes either: stating
 # or sharpening a claim keeps the hash, so a published reference still
 # belongs to its spec (and the claims are judged on it).

@@ -167,6 +167,26 @@ class CheckpointSpec(_Model):
     keep: int = Field(default=3, gt=0, description="the newest checkpoints kept; older ones are deleted")
 
 
+class ReproductionSpec(_Model):
+    """How a reproduction adds fresh seeds (`harness reproduce --adaptive`,
+    `nox -s unseen`), as `harness validate --errors` simulates it: the
+    claims' measured errors are those of this seeding. Not part of the spec
+    hash: how many seeds a verdict may take changes no run's results."""
+
+    batch: int | None = Field(
+        default=None, gt=0, description="fresh seeds run at a time (one compiled program); null: the spec's seed count"
+    )
+    max_seeds: int | None = Field(
+        default=None, gt=0, description="INCONCLUSIVE after this many seeds (whole batches); null: 4 batches"
+    )
+
+    @model_validator(mode="after")
+    def _a_batch_fits(self) -> ReproductionSpec:
+        if self.batch is not None and self.max_seeds is not None and self.max_seeds < self.batch:
+            raise ValueError(f"max_seeds ({self.max_seeds}) is below one batch ({self.batch})")
+        return self
+
+
 class SweepRange(_Model):
     """A range a sweep draws values from (`harness sweep --samples N`)."""
 

@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import pytest
 from mlflow.tracking import MlflowClient
 from support import TINY_SPEC, new_store, run_cli, write_spec
 
 # A delta far below the tiny run's spread across seeds: no batch can decide it, so the
-# reproduction adds its second batch and stops INCONCLUSIVE at the cap.
+# reproduction adds its second batch and stops INCONCLUSIVE at the cap the spec states
+# (batches of its 2 seeds, up to 4).
 UNDECIDABLE = {
+    "reproduction": {"max_seeds": 4},
     "claims": {
         "learns": {
             "metric": "episode_return",
@@ -24,7 +27,7 @@ UNDECIDABLE = {
             "delta": 0.5,
             "range": [0, 500],
         }
-    }
+    },
 }
 
 
@@ -53,9 +56,7 @@ def adaptive(published):
     client = MlflowClient(tracking_uri=uri)
     experiment = client.get_experiment_by_name(TINY_SPEC["name"]).experiment_id
     before = {r.info.run_id for r in client.search_runs([experiment])}
-    code, out, err = run_cli(
-        "reproduce", str(spec), "--adaptive", "--batch", "2", "--max-seeds", "4", "--tracking-uri", uri, "--no-progress"
-    )
+    code, out, err = run_cli("reproduce", str(spec), "--adaptive", "--tracking-uri", uri, "--no-progress")
     runs = [
         r
         for r in client.search_runs([experiment])
@@ -68,6 +69,8 @@ def test_an_undecided_reproduction_adds_batches_to_the_cap_and_exits_4(adaptive)
     code, out, err, runs = adaptive
     assert code == 4, out + err
     assert "batch 1, 2 seeds" in out and "batch 2, 4 seeds" in out
+    # Each test's evidence beside the bound that decides it: log(1/0.2) to pass, log(1/0.01) to fail.
+    assert re.search(r"learns INCONCLUSIVE pass -?\d+\.\d\d of 1\.61 fail -?\d+\.\d\d of 4\.61", out), out
     assert "INCONCLUSIVE after 4 fresh seeds (2-5" in out  # after the reference's seeds 0 and 1
     assert [r.data.tags["adaptive.seeds"] for r in runs] == ["2-3", "4-5"]
 
@@ -125,4 +128,5 @@ def test_validate_measures_the_claims_errors(published, tmp_path):
     row = record["claims"]["learns"]
     # Two faithful seeds: simulated, but from too few seeds to show their spread, so never "meets".
     assert row["faithful_seeds"] == 2 and row["measurable"] is False and row["meets"] is False
+    assert (row["batch"], row["cap"]) == (2, 4)  # the spec's reproduction section, simulated
     assert record["claims_hash"] and "learns" in out and "too few faithful" in out

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from pydantic import ValidationError
+from support import TINY_SPEC
 
 from harness import spec as S
 from harness.judge import errors, levels, sequential
@@ -144,9 +145,34 @@ def test_each_published_tests_errors_record_is_the_commands_and_within_alpha(pat
     from the committed records (never edited by hand), and every test's
     measured false-failure rate is within its alpha."""
     loaded = S.load(path)
-    batch, cap = errors_report.seeding(len(loaded.seeds), None, None)
+    batch, cap = errors_report.seeding(loaded)
     made = json.loads(json.dumps(errors_report.report(loaded, str(path), batch, cap)))
     assert json.loads((ROOT / "results" / "errors" / f"{path.stem}.json").read_text()) == made
     for name, row in made["claims"].items():
         if "false_failure" in row:
             assert row["false_failure"] <= row["alpha"], name
+
+
+def test_a_reproductions_seeding_comes_from_options_then_the_spec_then_its_seeds():
+    plain = S.parse({**TINY_SPEC, "seeds": [0, 1, 2, 3]})
+    stated = S.parse({**TINY_SPEC, "seeds": [0, 1, 2, 3], "reproduction": {"batch": 16, "max_seeds": 48}})
+    assert errors_report.seeding(plain) == (4, 16)
+    assert errors_report.seeding(stated) == (16, 48)
+    assert errors_report.seeding(stated, batch=8) == (8, 48)
+    assert errors_report.seeding(stated, cap=16) == (16, 16)
+    assert errors_report.seeding(plain, batch=4, cap=10) == (4, 8)  # whole batches
+    assert S.spec_hash(stated) == S.spec_hash(plain)  # how a verdict takes seeds changes no run
+
+
+@pytest.mark.parametrize(
+    "reproduction, message",
+    [
+        ({"batch": 0}, "greater than 0"),
+        ({"batch": 8, "max_seeds": 4}, "max_seeds (4) is below one batch (8)"),
+        ({"max_seeds": 2}, "max_seeds (2) is below one batch (the spec's 4 seeds)"),
+    ],
+)
+def test_a_reproduction_section_that_cannot_run_is_refused(reproduction, message):
+    with pytest.raises(S.SpecError, match="reproduction") as caught:
+        S.parse({**TINY_SPEC, "seeds": [0, 1, 2, 3], "reproduction": reproduction}, "spec.yaml")
+    assert message in str(caught.value) and "spec.yaml" in str(caught.value)

@@ -54,9 +54,9 @@ def simulate(
 ) -> dict[str, Any]:
     """The claim's measured errors from `faithful` per-seed values (its own
     units), reproductions in batches of `batch` up to `cap` seeds (whole
-    batches, as `harness reproduce --adaptive` runs them)."""
+    batches: harness.sessions.errors_report.seeding), as `harness reproduce
+    --adaptive` runs them."""
     faithful = np.asarray(faithful, dtype=np.float64)
-    cap -= cap % batch
     pool = levels.unit(claim, faithful)
     seeds = len(pool)
     rng = np.random.default_rng(seed)

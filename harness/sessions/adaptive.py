@@ -70,8 +70,8 @@ def run(
     results_out: Path | None = None,
 ) -> Adaptive:
     """Batches of `batch` fresh seeds of `plan` until its tests decide or
-    `cap` seeds have run, logged to `uri`; `options.faithful` are the
-    records levels come from. With `results_out` (a folder), each batch's
+    `cap` seeds (whole batches) have run, logged to `uri`;
+    `options.faithful` are the records levels come from. With `results_out` (a folder), each batch's
     results.json is written there as `<spec>@seeds-<first>-<last>.json`."""
     tests = {name: claim for name, claim in plan.spec.claims.items() if claim.is_test}
     if not tests:
@@ -79,7 +79,7 @@ def run(
             f"{source}: no claim is a test (a claim with delta), so no verdict could stop an adaptive reproduction"
         )
     start = first_fresh_seed(list(options.faithful), reference)
-    every = list(range(start, start + cap - cap % batch))
+    every = list(range(start, start + cap))
     built = build.with_seeds(plan, every[:batch], source)  # traced and compiled once, for every batch
     programs = Programs()
     faithful = claims.faithful(options.faithful, tests, exclude=every)
@@ -114,16 +114,19 @@ def run(
 
 
 def progress_line(number: int, seeds: int, outcomes: dict[str, ClaimOutcome]) -> str:
-    """After a batch: the seeds so far and each test's state."""
-    parts = []
+    """After a batch: the seeds so far, then a line a test: its verdict so
+    far and its log-evidence for each side beside the bound that decides it."""
+    verdicts = {name: (outcome.verdict or "untested").upper() for name, outcome in outcomes.items()}
+    name_width, verdict_width = (max(map(len, texts), default=0) for texts in (verdicts, verdicts.values()))
+    lines = [f"batch {number}, {seeds} seeds (each log-evidence of the bound that decides it):"]
     for name, outcome in outcomes.items():
         fail_at, pass_at = levels.bounds(Claim.model_validate(outcome.claim))
-        parts.append(
-            f"{name} {(outcome.verdict or 'untested').upper()} (against faithful {outcome.against_faithful or 0:.2f}"
-            f" of {fail_at:.2f} to FAIL, against regressed {outcome.against_regressed or 0:.2f} of {pass_at:.2f} to"
-            " PASS)"
+        lines.append(
+            f"  {name:<{name_width}} {verdicts[name]:<{verdict_width}}"
+            f"  pass {outcome.against_regressed or 0:.2f} of {pass_at:.2f}"
+            f"  fail {outcome.against_faithful or 0:.2f} of {fail_at:.2f}"
         )
-    return f"batch {number}, {seeds} seeds: " + "; ".join(parts)
+    return "\n".join(lines)
 
 
 def log_verdict(adaptive: Adaptive) -> None:

@@ -13,22 +13,25 @@ from harness.console import out_console, print_table
 from harness.judge import claims, errors, references
 from harness.judge.claims_table import number
 
-# A reproduction's seeds by default: batches of the spec's own seed count,
-# up to four of them.
+# A reproduction's seeds by default (the spec's `reproduction` section
+# says otherwise): batches of the spec's own seed count, up to four of them.
 BATCHES = 4
 
 
-def seeding(seeds: int, batch: int | None, cap: int | None) -> tuple[int, int]:
-    """The batch size and seed cap a reproduction of a spec with `seeds`
-    seeds uses, as given or by default; ValueError naming the option for
-    a batch or cap below 1, or a cap below one batch."""
-    batch = seeds if batch is None else batch
-    cap = BATCHES * batch if cap is None else cap
+def seeding(loaded: spec.Spec, batch: int | None = None, cap: int | None = None) -> tuple[int, int]:
+    """The batch size and seed cap a reproduction of `loaded` uses: as
+    given (--batch, --max-seeds), else as its `reproduction` section
+    states, else batches of its seed count, four of them; the cap in whole
+    batches (every batch is one compiled program's size). ValueError naming
+    the option for a batch or cap below 1, or a cap below one batch."""
+    stated = loaded.reproduction
+    batch = batch if batch is not None else stated.batch or len(loaded.seeds)
+    cap = cap if cap is not None else stated.max_seeds or BATCHES * batch
     if batch < 1:
         raise ValueError(f"--batch must be at least 1, not {batch}")
     if cap < batch:
         raise ValueError(f"--max-seeds ({cap}) must be at least one batch (--batch {batch})")
-    return batch, cap
+    return batch, cap - cap % batch
 
 
 def report(loaded: spec.Spec, spec_path: str, batch: int, cap: int) -> dict[str, Any]:

@@ -176,3 +176,17 @@ def test_a_reproduction_section_that_cannot_run_is_refused(reproduction, message
     with pytest.raises(S.SpecError, match="reproduction") as caught:
         S.parse({**TINY_SPEC, "seeds": [0, 1, 2, 3], "reproduction": reproduction}, "spec.yaml")
     assert message in str(caught.value) and "spec.yaml" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        ({}, None),
+        ({"measured_power": 0.5}, "too weak"),
+        ({"false_failure": 0.02}, "fails faithful runs too often"),
+        ({"measurable": False}, "too few faithful seeds"),
+    ],
+)
+def test_a_records_shortfall_names_what_it_misses(change, words):
+    row = {"measurable": True, "false_failure": 0.004, "alpha": 0.01, "measured_power": 0.9, "power": 0.8}
+    assert errors.shortfall({**row, **change}) == words

@@ -104,4 +104,6 @@ def shortfall(errors: dict[str, Any]) -> str | None:
     (None when it meets them)."""
     if not errors["measurable"]:
         return "too few faithful seeds"
+    if errors["false_failure"] > errors["alpha"]:
+        return "fails faithful runs too often"
     return None if meets(errors) else "too weak"

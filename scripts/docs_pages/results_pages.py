@@ -9,12 +9,15 @@ import typing
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from docs_pages import ROOT
 from docs_pages.common import drawing, header, seconds, short, svg, table, thinned
 from harness import spec as S
 from harness.judge import claims as claims_judge
 from harness.judge import claims_table, machines, references
 from harness.record import schema
+from harness.sessions import errors_report
 from harness.spec_claims import REFERENCE
 
 
@@ -158,24 +161,35 @@ def curves_plot(reference: Reference) -> bytes:
 
 
 def unseen_seeds(stem: str) -> str:
-    """The claims on seeds the reference did not use (`nox -s unseen`)."""
+    """The claims on seeds the reference did not use (`nox -s unseen`):
+    every unseen seed, in seed order, judged as one reproduction in the
+    batches the spec states (its `reproduction` section), each test's level
+    from the faithful seeds outside them."""
     paths = references.unseen_paths(ROOT / "results" / f"{stem}.json")
     stated = stated_claims(stem)
     if not stated:
         return "-"
     if not paths:
         return "not checked"
-    failed, undecided, seeds = {}, {}, 0
-    for path in paths:
-        record = schema.parse(path.read_text(), str(path))
-        seeds += len(record.seeds)
-        faithful = claims_judge.faithful(faithful_records(stem), stated, exclude=record.seeds)
-        outcomes = claims_judge.evaluate(record, stated, faithful)
-        failed |= dict.fromkeys(n for n, o in outcomes.items() if claims_judge.broken(o))
-        undecided |= dict.fromkeys(claims_judge.undecided(outcomes))
+    records = [schema.parse(path.read_text(), str(path)) for path in paths]
+    seeds = sorted({seed for record in records for seed in record.seeds})
+    batch, _ = errors_report.seeding(S.load(ROOT / "experiments" / f"{stem}.yaml"))
+    faithful = claims_judge.faithful(faithful_records(stem), stated, exclude=seeds)
+    outcomes = {}
+    for name, claim in stated.items():
+        values: dict[int, float] = {}
+        for record in records:
+            kept = zip(record.seeds, claims_judge.seed_values(record, claim), strict=True)
+            values |= {seed: value for seed, value in kept if seed not in values}
+        looks = -(-len(seeds) // batch)
+        outcomes[name] = claims_judge.judge_values(
+            claim, np.array([values[s] for s in seeds]), faithful.get(name), batch, looks
+        )
+    failed = [name for name, outcome in outcomes.items() if claims_judge.broken(outcome)]
     word = f"fails ({', '.join(failed)})" if failed else "holds"
+    undecided = claims_judge.undecided(outcomes)
     undecided_text = f"; undecided ({', '.join(undecided)})" if undecided else ""
-    return f"{seeds} seeds in {len(paths)} run{'s' if len(paths) > 1 else ''}: {word}{undecided_text}"
+    return f"{len(seeds)} seeds in {len(paths)} run{'s' if len(paths) > 1 else ''}: {word}{undecided_text}"
 
 
 def results_index(specs: dict[str, list[Reference]]) -> str:
@@ -186,8 +200,9 @@ def results_index(specs: dict[str, list[Reference]]) -> str:
         "`experiments/`, published with `harness publish` into `results/<spec>.json` (or "
         "`results/<spec>@<device class>.json` for another device class). `harness reproduce` runs a spec "
         "again and judges it against the reference of its device class. The claims are the spec's, judged "
-        "here on the reference's curves as `harness run` and `harness publish` judge them. Unseen seeds: the claims judged on a run of the spec on as many seeds "
-        "as its reference, none of them the reference's (`nox -s unseen`, `results/unseen/`).\n\n"
+        "here on the reference's curves as `harness run` and `harness publish` judge them. Unseen seeds: the claims judged on runs of the spec on seeds none of "
+        "its references used (`nox -s unseen`, `results/unseen/`), all of them as one reproduction in the "
+        "batches the spec states, each test's level from the references' seeds.\n\n"
     )
     rows = []
     for stem, refs in specs.items():

@@ -27,9 +27,11 @@ def verdicts_page(records: list[dict]) -> str:
         "seed once), each with its own draw of the reference. *fails faithful*: the share of faithful "
         "reproductions that FAIL (at most alpha); *catches Δ*: the share of reproductions regressed by delta "
         "that FAIL (at least the claim's power); *undecided*: faithful reproductions INCONCLUSIVE at the cap; "
-        "*seeds*: the mean seeds a faithful / a regressed reproduction used, in batches of the spec's seed "
-        "count up to four batches. A claim marked **too weak** does not reach its stated power with the "
-        "faithful seeds at hand: a PASS says little. One with **too few faithful seeds** has its rates measured "
+        "*seeds*: the mean seeds a faithful / a regressed reproduction used; *batches*: a batch's seeds "
+        "to the cap (the spec's `reproduction` section; by default its seed count, four batches). A "
+        "claim marked **too weak** does not reach its stated power with the faithful seeds at hand: a PASS "
+        "says little; one that **fails faithful runs too often** meets a spread the t-test's normal "
+        "approximation misses (larger batches help). One with **too few faithful seeds** has its rates measured "
         f"from fewer than {errors.MEASURABLE} seeds, which cannot show the spread faithful runs have: its "
         "figures are not evidence either way.\n\n"
     )
@@ -38,7 +40,7 @@ def verdicts_page(records: list[dict]) -> str:
         for name, row in record["claims"].items():
             if "false_failure" not in row:
                 what = "a statement, not a test" if not row.get("test") else "too few faithful seeds"
-                rows.append([f"`{record['spec']}`", name, what, "", "", "", "", ""])
+                rows.append([f"`{record['spec']}`", name, what, "", "", "", "", "", ""])
                 continue
             rows.append(
                 [
@@ -51,9 +53,20 @@ def verdicts_page(records: list[dict]) -> str:
                     + (f" **{short}**" if (short := errors.shortfall(row)) else ""),
                     f"{row['faithful_inconclusive']:.1%}",
                     f"{row['faithful_seeds_used']:.0f} / {row['regressed_seeds_used']:.0f}",
+                    f"{row['batch']} to {row['cap']}",
                 ]
             )
-    headings = ["spec", "claim", "faithful level (seeds)", "Δ", "fails faithful", "catches Δ", "undecided", "seeds"]
+    headings = [
+        "spec",
+        "claim",
+        "faithful level (seeds)",
+        "Δ",
+        "fails faithful",
+        "catches Δ",
+        "undecided",
+        "seeds",
+        "batches",
+    ]
     out.append(table(headings, rows) if rows else "No record yet.\n")
     out.append(exact_machines())
     return "".join(out)

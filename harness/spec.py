@@ -25,6 +25,7 @@ import algorithms
 
 # The sections are part of this module's interface (harness.spec.NetworkSpec, ...).
 from harness.spec_claims import Claim, ClaimName  # noqa: F401
+from harness.spec_lines import key_lines  # noqa: F401  (where a key is, for messages)
 from harness.spec_sections import (  # noqa: F401
     BudgetSpec,
     CheckpointSpec,
@@ -263,30 +264,6 @@ def flatten(data: Any, prefix: str = "") -> dict[str, str]:
 
 
 # ------------------------------------------------------------------ loading
-
-
-def key_lines(text: str) -> dict[str, int]:
-    """Map each dotted key path of a YAML document to its 1-based line."""
-    lines: dict[str, int] = {}
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError:
-        return lines
-
-    def walk(node: Any, prefix: str) -> None:
-        if isinstance(node, yaml.MappingNode):
-            for key_node, value_node in node.value:
-                path = f"{prefix}.{key_node.value}" if prefix else str(key_node.value)
-                lines[path] = key_node.start_mark.line + 1
-                walk(value_node, path)
-        elif isinstance(node, yaml.SequenceNode):
-            for i, item in enumerate(node.value):
-                path = f"{prefix}.{i}"
-                lines[path] = item.start_mark.line + 1
-                walk(item, path)
-
-    walk(root, "")
-    return lines
 
 
 # Errors of a union member whose shape the value does not have (a range

@@ -24,7 +24,7 @@ LAYERS = (
     ("harness.run",),
     ("harness.judge",),
     ("harness.envs",),
-    ("harness.spec", "harness.spec_sections", "harness.spec_claims", "harness.plan"),
+    ("harness.spec", "harness.spec_sections", "harness.spec_claims", "harness.spec_lines", "harness.plan"),
     ("harness.record",),
     ("harness.types", "harness.console", "harness.deferred_imports", "harness.jax_build"),
     ("algorithms",),

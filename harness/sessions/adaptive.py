@@ -71,8 +71,9 @@ def run(
 ) -> Adaptive:
     """Batches of `batch` fresh seeds of `plan` until its tests decide or
     `cap` seeds (whole batches) have run, logged to `uri`;
-    `options.faithful` are the records levels come from. With `results_out` (a folder), each batch's
-    results.json is written there as `<spec>@seeds-<first>-<last>.json`."""
+    `options.faithful` are the records levels come from. With
+    `results_out` (a folder), each batch's results.json is written there
+    as `<spec>@seeds-<first>-<last>.json`."""
     tests = {name: claim for name, claim in plan.spec.claims.items() if claim.is_test}
     if not tests:
         raise ReproduceError(

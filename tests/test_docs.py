@@ -98,19 +98,3 @@ def test_the_guides_name_the_gating_metrics_and_statistics_the_code_uses():
     assert re.findall(r"`(\w+)`", metrics) == list(LEARNING_METRICS)
     (listed,) = re.findall(r"# a test: ([^\n]*?)(?:\s{2,}|$)", (ROOT / "docs/guides/reproduce.md").read_text(), re.M)
     assert re.findall(r"\b(mean|fraction_\w+)\b", listed) == list(GATING_STATISTICS)
-
-
-def test_every_published_spec_s_unseen_seeds_hold_as_one_reproduction():
-    """The results index judges each spec's unseen seeds together, in the
-    batches its `reproduction` section states: no published claim fails
-    them (Empty-6x6's 40 unseen seeds hold in batches of 8, though one of
-    its 4-seed runs alone fails the t-test, as its errors record says a
-    batch of 4 would 3.4% of the time)."""
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        from docs_pages.results_pages import unseen_seeds
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
-    verdicts = {path.stem: unseen_seeds(path.stem) for path in sorted((ROOT / "experiments").glob("*.yaml"))}
-    assert verdicts["ppo_minigrid_empty_6x6"].startswith("40 seeds in 5 runs: holds"), verdicts
-    assert not [stem for stem, verdict in verdicts.items() if "fails" in verdict], verdicts

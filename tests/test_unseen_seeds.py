@@ -16,6 +16,7 @@ from support import background_result, run_cli
 from harness import spec as S
 from harness.judge import claims, references
 from harness.record import schema
+from harness.sessions import errors_report
 
 ROOT = Path(__file__).resolve().parent.parent
 UNSEEN = sorted((ROOT / "results" / "unseen").glob("*.json"))
@@ -58,16 +59,35 @@ def test_reinforce_cartpole_claim_holds_on_unseen_seeds(unseen_run):
 
 
 @pytest.mark.parametrize("path", UNSEEN, ids=[p.stem for p in UNSEEN])
-def test_recorded_unseen_seed_runs_hold_their_claims(path):
+def test_recorded_unseen_seed_runs_are_faithful_runs_of_their_spec(path):
     stem = path.stem.split("@")[0]  # results/unseen/<spec>.json or <spec>@seeds-A-B.json
     loaded = S.load(ROOT / "experiments" / f"{stem}.yaml")
     reference = json.loads((ROOT / "results" / f"{stem}.json").read_text())
     record = schema.parse(path.read_text(), path.name)
     assert not set(record.seeds) & set(reference["seeds"]), "seeds the reference used"
-    assert len(record.seeds) == len(reference["seeds"])
+    assert len(record.seeds) >= len(reference["seeds"])
     assert record.git["dirty"] == "false", "recorded from committed code"
-    records = references.faithful_records(ROOT / "results" / f"{stem}.json", S.canonical(loaded))
-    outcomes = claims.evaluate(record, loaded.claims, claims.faithful(records, loaded.claims, exclude=record.seeds))
+    assert S.canonical(loaded) == {**record.spec, "seeds": S.canonical(loaded)["seeds"]}, "the spec, other seeds"
+
+
+SPECS_UNSEEN = sorted({p.stem.split("@")[0] for p in UNSEEN})
+
+
+@pytest.mark.parametrize("stem", SPECS_UNSEEN)
+def test_each_spec_s_unseen_seeds_hold_its_claims_as_one_reproduction(stem):
+    """All of a spec's unseen seeds, judged together in the batches its
+    `reproduction` section states (as the results index shows them): no
+    claim FAILS. Each record alone need not pass: Empty-6x6's seeds 8-11
+    hold the one seed in 44 that never reaches the goal, and 4 seeds with
+    one miss fail the t-test (a batch of 4 fails 3.4% of faithful runs:
+    why the spec states batches of 8)."""
+    path = ROOT / "experiments" / f"{stem}.yaml"
+    loaded = S.load(path)
+    records = [schema.parse(p.read_text(), p.name) for p in references.unseen_paths(ROOT / "results" / f"{stem}.json")]
+    seeds = sorted({seed for record in records for seed in record.seeds})
+    faithful = claims.faithful(references.faithful_of(path, loaded), loaded.claims, exclude=seeds)
+    batch, _ = errors_report.seeding(loaded)
+    outcomes = claims.judge_pooled(records, loaded.claims, faithful, batch)
     assert outcomes and not claims.failed(outcomes), {n: (o.value, o.verdict) for n, o in outcomes.items()}
     assert all(o.holds for n, o in outcomes.items() if not loaded.claims[n].is_test)
 

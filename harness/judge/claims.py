@@ -185,6 +185,26 @@ def evaluate(
     return outcomes
 
 
+def judge_pooled(
+    records: Sequence[Results], claims: Mapping[str, Claim], faithful: Mapping[str, Faithful], batch: int
+) -> dict[str, ClaimOutcome]:
+    """Every claim judged on the seeds of `records` together (each seed
+    once, in seed order) as one reproduction looked at after every `batch`
+    of them: how a spec's unseen-seed runs, made in batches of any size,
+    are judged (`batch`: the spec's reproduction batch)."""
+    seeds = sorted({seed for record in records for seed in record.seeds})
+    outcomes = {}
+    for name, claim in claims.items():
+        values: dict[int, float] = {}
+        for record in records:
+            kept = zip(record.seeds, seed_values(record, claim), strict=True)
+            values |= {seed: float(value) for seed, value in kept if seed not in values}
+        outcomes[name] = judge_values(
+            claim, np.array([values[seed] for seed in seeds]), faithful.get(name), batch, -(-len(seeds) // batch)
+        )
+    return outcomes
+
+
 def with_claims(
     record: Results, claims: Mapping[str, Claim], faithful: Mapping[str, Faithful] | None = None
 ) -> Results:

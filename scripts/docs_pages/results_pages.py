@@ -9,8 +9,6 @@ import typing
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from docs_pages import ROOT
 from docs_pages.common import drawing, header, seconds, short, svg, table, thinned
 from harness import spec as S
@@ -175,16 +173,7 @@ def unseen_seeds(stem: str) -> str:
     seeds = sorted({seed for record in records for seed in record.seeds})
     batch, _ = errors_report.seeding(S.load(ROOT / "experiments" / f"{stem}.yaml"))
     faithful = claims_judge.faithful(faithful_records(stem), stated, exclude=seeds)
-    outcomes = {}
-    for name, claim in stated.items():
-        values: dict[int, float] = {}
-        for record in records:
-            kept = zip(record.seeds, claims_judge.seed_values(record, claim), strict=True)
-            values |= {seed: value for seed, value in kept if seed not in values}
-        looks = -(-len(seeds) // batch)
-        outcomes[name] = claims_judge.judge_values(
-            claim, np.array([values[s] for s in seeds]), faithful.get(name), batch, looks
-        )
+    outcomes = claims_judge.judge_pooled(records, stated, faithful, batch)
     failed = [name for name, outcome in outcomes.items() if claims_judge.broken(outcome)]
     word = f"fails ({', '.join(failed)})" if failed else "holds"
     undecided = claims_judge.undecided(outcomes)

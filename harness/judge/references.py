@@ -17,8 +17,9 @@ import re
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from harness.judge import claims
 from harness.record import schema
-from harness.record.schema import Results
+from harness.record.schema import ClaimOutcome, Results
 from harness.spec import canonical as canonical_spec
 from harness.spec import spec_differences
 
@@ -202,3 +203,16 @@ def faithful_records(first: Path, canonical: dict[str, Any]) -> list[tuple[str, 
 def faithful_of(spec_path: str | Path, spec: Any) -> list[tuple[str, Results]]:
     """`faithful_records` of the spec `spec` loaded from `spec_path`."""
     return faithful_records(reference_path(spec_path), canonical_spec(spec))
+
+
+def unseen_outcomes(spec_path: str | Path, spec: Any, batch: int) -> tuple[list[Results], dict[str, ClaimOutcome]]:
+    """A spec's unseen-seed runs, and its claims judged on all their seeds
+    as one reproduction in batches of `batch` (claims.judge_pooled; the
+    spec's reproduction batch), each test's level from the faithful seeds
+    outside them: how the results index and the suite judge them."""
+    records = [schema.parse(path.read_text(), str(path)) for path in unseen_paths(reference_path(spec_path))]
+    if not records:
+        return [], {}
+    seeds = sorted({seed for record in records for seed in record.seeds})
+    faithful = claims.faithful(faithful_of(spec_path, spec), spec.claims, exclude=seeds)
+    return records, claims.judge_pooled(records, spec.claims, faithful, batch)

@@ -163,22 +163,19 @@ def unseen_seeds(stem: str) -> str:
     every unseen seed, in seed order, judged as one reproduction in the
     batches the spec states (its `reproduction` section), each test's level
     from the faithful seeds outside them."""
-    paths = references.unseen_paths(ROOT / "results" / f"{stem}.json")
-    stated = stated_claims(stem)
-    if not stated:
+    path = ROOT / "experiments" / f"{stem}.yaml"
+    loaded = S.load(path) if path.exists() else None
+    if loaded is None or not loaded.claims:
         return "-"
-    if not paths:
+    records, outcomes = references.unseen_outcomes(path, loaded, errors_report.seeding(loaded)[0])
+    if not records:
         return "not checked"
-    records = [schema.parse(path.read_text(), str(path)) for path in paths]
-    seeds = sorted({seed for record in records for seed in record.seeds})
-    batch, _ = errors_report.seeding(S.load(ROOT / "experiments" / f"{stem}.yaml"))
-    faithful = claims_judge.faithful(faithful_records(stem), stated, exclude=seeds)
-    outcomes = claims_judge.judge_pooled(records, stated, faithful, batch)
+    seeds = {seed for record in records for seed in record.seeds}
     failed = [name for name, outcome in outcomes.items() if claims_judge.broken(outcome)]
     word = f"fails ({', '.join(failed)})" if failed else "holds"
     undecided = claims_judge.undecided(outcomes)
     undecided_text = f"; undecided ({', '.join(undecided)})" if undecided else ""
-    return f"{len(seeds)} seeds in {len(paths)} run{'s' if len(paths) > 1 else ''}: {word}{undecided_text}"
+    return f"{len(seeds)} seeds in {len(records)} run{'s' if len(records) > 1 else ''}: {word}{undecided_text}"
 
 
 def results_index(specs: dict[str, list[Reference]]) -> str:

@@ -21,7 +21,11 @@ import contextlib
 from collections.abc import Iterator
 
 from jax._src.interpreters import mlir
-from jax._src.random import threefry2x32
+
+try:
+    from jax._src.random import threefry2x32
+except ImportError:  # jax 0.10.1 and older keep the primitive and its lowerings in prng
+    from jax._src import prng as threefry2x32
 
 
 def _register(rule) -> None:

@@ -35,6 +35,36 @@ def test_the_bernoulli_sprt_meets_its_errors_at_any_batch():
     assert faithful.seeds.mean() < 40  # fewer than a fixed-n test with the same errors needs
 
 
+def _faithful_and_run_rates(rows: int, faithful: int, run: int, rate: float, run_rate: float, seed: int):
+    rng = np.random.default_rng(seed)
+    reference = (rng.random((rows, faithful)) < rate).astype(float)
+    return reference, (rng.random((rows, run)) < run_rate).astype(float)
+
+
+@pytest.mark.parametrize("rate", [0.3, 0.6, 0.9, 0.97])
+def test_the_two_sample_exact_test_of_a_share_fails_faithful_runs_at_most_alpha(rate):
+    """Whatever the faithful rate, a run drawn like the faithful seeds fails
+    at most alpha of the time over all its looks, the faithful seeds' own
+    draw included (each row draws its own)."""
+    reference, run = _faithful_and_run_rates(20_000, 24, 32, rate, rate, seed=int(rate * 100))
+    mean = reference.mean(1)
+    test = sequential.Test("rate", mean, 0.25, 0.01, 0.2, target=mean, reference_seeds=24, looks=4)
+    assert _share(sequential.decide(test, run, 8), sequential.FAIL) <= 0.01
+
+
+def test_the_exact_test_of_a_share_catches_what_a_bound_on_the_faithful_rate_could_not():
+    """32 faithful seeds that all solve, a run whose rate fell by a quarter,
+    in batches of 16 up to 64: the two-sample exact test fails it 4 times
+    in 5; a level bounded below from the faithful seeds (a Clopper-Pearson
+    bound at alpha / 2, about 0.85) left the run's likelihood ratio against
+    it to rise slowly, and caught about one in eight."""
+    reference, run = _faithful_and_run_rates(20_000, 32, 64, 1.0, 0.75, seed=3)
+    test = sequential.Test("rate", 1.0, 0.25, 0.01, 0.2, target=1.0, reference_seeds=32, looks=4)
+    assert _share(sequential.decide(test, run, 16), sequential.FAIL) >= 0.8
+    bounded = test._replace(level=0.005 ** (1 / 32), reference_seeds=0, alpha=0.005)  # Clopper-Pearson at 32 of 32
+    assert _share(sequential.decide(bounded, run, 16), sequential.FAIL) < 0.2
+
+
 def test_the_t_test_meets_its_errors_at_any_of_its_looks():
     """Normal seeds, a reference of 16 drawn like the run's: a faithful run
     fails at most alpha of the time over its four looks, though each look
@@ -88,7 +118,7 @@ def _claim(**fields):
     return Claim.model_validate({"metric": "episode_return", **fields})
 
 
-def test_a_reference_level_is_the_faithful_seeds_for_a_mean_and_a_lower_bound_for_a_rate():
+def test_a_reference_level_is_the_faithful_seeds_mean_or_rate_and_their_number():
     claim = _claim(over_seeds="mean", at_least="reference", delta=50, range=[0, 500])
     faithful = levels.unit(claim, np.array([480.0, 490, 470, 500, 460, 495, 485, 475]))
     test = levels.make_test(claim, faithful, looks=4)
@@ -97,9 +127,9 @@ def test_a_reference_level_is_the_faithful_seeds_for_a_mean_and_a_lower_bound_fo
     assert test.spread == pytest.approx(faithful.std(ddof=1))
     rate = _claim(over_seeds={"fraction_at_least": 475}, at_least="reference", delta=0.3)
     successes = levels.unit(rate, np.array([480.0, 490, 470, 500, 460, 495, 485, 475]))
-    bounded = levels.make_test(rate, successes)
-    assert bounded.level < bounded.target == pytest.approx(0.75)
-    assert bounded.alpha == pytest.approx(0.005)  # the other half of alpha is the reference's
+    share = levels.make_test(rate, successes, looks=2)
+    assert share.level == share.target == pytest.approx(0.75)
+    assert (share.reference_seeds, share.looks, share.alpha) == (8, 2, 0.01)  # Fisher's test holds their draw
     lower = _claim(over_seeds="mean", at_most="reference", delta=0.1, range=[0, 1])
     assert levels.unit(lower, np.array([0.2])) == pytest.approx([0.8])  # lower is better: flipped
 

@@ -8,14 +8,13 @@ is past the claim's value, flipped likewise).
 
 The level a faithful run reaches is the claim's number, or (`reference`)
 it is learned from the faithful seeds at hand: the reference's, pooled with
-the spec's unseen-seed runs. Those seeds are a sample too. A mean's test
-takes them as they are (harness.judge.sequential's two-sample t-test holds
-the run's mean against theirs, their uncertainty in its error); a success
-rate's level is their one-sided Clopper-Pearson lower confidence bound at
-`alpha / 2`, and its sequential test gets the other `alpha / 2`. Either
-way a faithful run fails with probability at most `alpha` in all, the
-reference's own draw included. The fewer the faithful seeds, the less power
-the test has at `delta`: `harness validate --errors` measures it.
+the spec's unseen-seed runs. Those seeds are a sample too, and the tests
+take them as they are: harness.judge.sequential's two-sample t-test holds
+a run's mean against theirs, their uncertainty in its error, and its
+Fisher exact test a run's successes against theirs. Either way a faithful
+run fails with probability at most `alpha`, the reference's own draw
+included. The fewer the faithful seeds, the less power the test has at
+`delta`: `harness validate --errors` measures it.
 """
 
 from __future__ import annotations
@@ -73,35 +72,14 @@ def stated_level(claim: Claim) -> float:
     return number if claim.higher_is_better else 1.0 - number
 
 
-def lower_bound(faithful: np.ndarray, alpha: float) -> np.ndarray:
-    """One-sided Clopper-Pearson lower confidence bounds at level `alpha` of
-    the faithful success rate, from 0/1 samples `[..., seeds]`."""
-    from scipy import special  # here: a command that judges no test does not pay for its import
-
-    faithful = np.asarray(faithful, dtype=np.float64)
-    seeds = faithful.shape[-1]
-    successes = np.rint(faithful.sum(axis=-1))
-    # The alpha quantile of Beta(k, n - k + 1).
-    quantile = special.betaincinv(np.maximum(successes, 1), seeds - successes + 1, alpha)
-    return np.minimum(np.where(successes > 0, quantile, 0.0), faithful.mean(axis=-1))
-
-
 def spread(faithful: np.ndarray) -> np.ndarray:
     faithful = np.asarray(faithful, dtype=np.float64)
     return faithful.std(axis=-1, ddof=1) if faithful.shape[-1] > 1 else np.zeros(faithful.shape[:-1])
 
 
-def test_alpha(claim: Claim) -> float:
-    """The alpha a claim's sequential test runs at: all of the claim's for a
-    mean or a stated level; half for a share of seeds at the reference's
-    level (the other half is its level's lower bound)."""
-    split = claim.bound[1] == REFERENCE and claim.over_seeds.name != "mean"
-    return float(claim.alpha) / 2 if split else float(claim.alpha)
-
-
 def bounds(claim: Claim) -> tuple[float, float]:
     """The log-evidence at which a claim's test FAILS and at which it PASSES."""
-    return float(np.log(1 / test_alpha(claim))), float(np.log(1 / (1 - float(claim.power))))
+    return float(np.log(1 / float(claim.alpha))), float(np.log(1 / (1 - float(claim.power))))
 
 
 def make_test(claim: Claim, faithful: np.ndarray | None, looks: int = 1) -> Test | None:
@@ -113,16 +91,15 @@ def make_test(claim: Claim, faithful: np.ndarray | None, looks: int = 1) -> Test
     if not claim.is_test:
         return None
     kind = "mean" if claim.over_seeds.name == "mean" else "rate"
-    alpha, beta, delta = test_alpha(claim), 1.0 - float(claim.power), delta_unit(claim)
+    alpha, beta, delta = float(claim.alpha), 1.0 - float(claim.power), delta_unit(claim)
     if claim.bound[1] != REFERENCE:
         return Test(kind, stated_level(claim), delta, alpha, beta, looks=looks)
     if faithful is None or np.shape(faithful)[-1] == 0:
         return None
     faithful = np.asarray(faithful, dtype=np.float64)
     mean = faithful.mean(axis=-1)
-    if kind == "mean":
-        return Test(kind, mean, delta, alpha, beta, spread(faithful), mean, faithful.shape[-1], looks)
-    return Test(kind, lower_bound(faithful, float(claim.alpha) - alpha), delta, alpha, beta, target=mean, looks=looks)
+    spread_of = spread(faithful) if kind == "mean" else 0.0
+    return Test(kind, mean, delta, alpha, beta, spread_of, mean, faithful.shape[-1], looks)
 
 
 def pool(per_record: Sequence[tuple[str, dict[int, float]]]) -> Faithful:

@@ -33,13 +33,18 @@ The guarantee is Student's (normal seeds); skewed or bimodal returns can
 break it, and harness.judge.errors measures the real rates by resampling
 the faithful seeds.
 
-For a **success rate** (each seed 0 or 1) the evidence is Wald's likelihood
-ratio (a Bernoulli SPRT) of `level - delta` against `level` to FAIL, of
-`target` against `target - delta` to PASS; each is a nonnegative
-supermartingale under its hypothesis, so by Ville's inequality it ever
-reaches `1/e` with probability at most `e`, however many looks are taken
-(`level` is then a lower confidence bound on the faithful rate:
-harness.judge.levels).
+For a **success rate** (each seed 0 or 1) against the faithful seeds, the
+evidence to FAIL is a group-sequential Fisher exact test: at a look with
+`n` seeds, the one-sided p-value of the run's successes given both
+samples' (the hypergeometric chance of so few), tested at `alpha / looks`
+as a mean's t-test is. It is exact, whatever the faithful rate: the test
+conditions on the successes, so the faithful seeds' own draw is in it.
+Against a stated level (`reference_seeds` 0) it is Wald's likelihood ratio
+(a Bernoulli SPRT) of `level - delta` against `level`. To PASS, either
+way, it is the likelihood ratio of `target` against `target - delta`; a
+likelihood ratio is a nonnegative supermartingale under its hypothesis, so
+by Ville's inequality it ever reaches `1/e` with probability at most `e`,
+however many looks are taken.
 
 Everything is numpy over a leading batch of simulated tests: the judge
 calls it with one row, harness.judge.errors with thousands.
@@ -66,15 +71,15 @@ class Test(NamedTuple):
     simulation."""
 
     kind: str  # "mean" (values in [0, 1]) or "rate" (values 0 or 1)
-    level: np.ndarray | float  # H0: at least this (a mean's faithful mean; a rate's lower bound on it)
+    level: np.ndarray | float  # H0: at least this (the faithful seeds' mean or rate, or a stated level)
     delta: float  # the regression that matters
     alpha: float  # the chance of failing a faithful run (of this test alone)
     beta: float  # the chance of passing a run regressed by delta: 1 - power
     spread: np.ndarray | float = 0.0  # the faithful seeds' standard deviation (a mean's)
     # The faithful level's best estimate; H1 is "at most target - delta". None: `level`.
     target: np.ndarray | float | None = None
-    reference_seeds: int = 0  # the faithful seeds a mean's level and spread come from; 0: a stated level
-    looks: int = 1  # the most looks the test may take (a mean's alpha is split over them)
+    reference_seeds: int = 0  # the faithful seeds the level (and a mean's spread) come from; 0: a stated level
+    looks: int = 1  # the most looks the test may take (alpha is split over them, but for a stated rate's SPRT)
 
 
 class Decision(NamedTuple):
@@ -117,14 +122,27 @@ def _t_evidence(
     return log_evidence((level - mean) / error), log_evidence((mean - (target - test.delta)) / error)
 
 
-def _sprt_evidence(
+def _rate_evidence(
     test: Test, values: np.ndarray, at: np.ndarray, level: np.ndarray, target: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """A success rate's log-likelihood ratios against H0 and against H1 at
-    each look, `[rows, looks]`."""
-    against_h0 = _log_ratio(values, level - test.delta, level)
-    against_h1 = _log_ratio(values, target, target - test.delta)
-    return np.cumsum(against_h0, axis=-1)[:, at], np.cumsum(against_h1, axis=-1)[:, at]
+    """A success rate's log-evidence against H0 and against H1 at each look,
+    `[rows, looks]`: Fisher's exact test against the faithful seeds (the
+    SPRT against a stated level) and the SPRT of H1."""
+    successes = np.cumsum(values, axis=-1)[:, at]
+    if test.reference_seeds:
+        from scipy import stats  # here: a command that judges no test does not pay for its import
+
+        faithful = test.reference_seeds
+        faithful_successes = np.rint(level * faithful)
+        n = (at + 1).astype(np.float64)
+        # The chance of at most this many of the run's seeds succeeding, of
+        # all the successes in both samples, were the run's seeds as the faithful ones.
+        p = stats.hypergeom.cdf(successes, faithful + n, faithful_successes + successes, n)
+        against_h0 = -np.log(test.looks * np.maximum(p, MIN_P))
+    else:
+        against_h0 = np.cumsum(_log_ratio(values, level - test.delta, level), axis=-1)[:, at]
+    against_h1 = np.cumsum(_log_ratio(values, target, target - test.delta), axis=-1)[:, at]
+    return against_h0, against_h1
 
 
 def _log_ratio(values: np.ndarray, top: np.ndarray, bottom: np.ndarray) -> np.ndarray:
@@ -151,11 +169,11 @@ def decide(test: Test, values: np.ndarray, batch: int) -> Decision:
     if test.kind not in KINDS:
         raise ValueError(f"unknown test kind {test.kind!r}: one of {', '.join(KINDS)}")
     at = np.unique(np.r_[np.arange(batch, seeds + 1, batch), seeds]) - 1  # the last seed of each look
-    if test.kind == "mean" and len(at) > test.looks:
+    if (test.kind == "mean" or test.reference_seeds) and len(at) > test.looks:
         raise ValueError(f"{len(at)} looks at {seeds} seeds in batches of {batch}: the test planned {test.looks}")
     level = _rows(test.level, (rows,))
     target = level if test.target is None else _rows(test.target, (rows,))
-    evidence = _t_evidence if test.kind == "mean" else _sprt_evidence
+    evidence = _t_evidence if test.kind == "mean" else _rate_evidence
     against_h0, against_h1 = evidence(test, values, at, level, target)
     fail = against_h0 >= np.log(1 / test.alpha)
     passed = against_h1 >= np.log(1 / test.beta)

@@ -11,8 +11,6 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from harness.judge import references
-
 
 def bench_specs(config: pytest.Config) -> Path:
     """The small benchmark specs, in the repository's `benchmarks/specs/`."""
@@ -21,6 +19,8 @@ def bench_specs(config: pytest.Config) -> Path:
 
 def published_specs(config: pytest.Config) -> Path:
     """The published specs' folder in the repository (`experiments/`)."""
+    from harness.judge import references  # here: a usage error in the options is told before JAX starts
+
     return config.rootpath / references.PUBLISHED
 
 

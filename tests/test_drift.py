@@ -72,10 +72,11 @@ def test_drift_names_each_side_and_measures_the_newer_against_the_older(drift_ru
     assert OPTIMISED in document["newer"] and OPTIMISED not in document["older"]
     assert (row["spec"], row["iterations"], row["bits"]) == ("tiny", 4, "differ")
     assert drift.shown_verdict(row, document["settings"]) == "not judged (4 iterations)"
-    # The newer over the older: the optimised side compiles longer (1.7x alone here). Its speed is
-    # only checked as measured: 4 tiny iterations beside the suite's other work came out at 0.997x
-    # once, where alone they run 1.5x.
-    assert row["compile_ratio"] > 1 and row["speed_ratio"] > 0 and row["peak_memory"] == "host"
+    # Speeds are only checked as measured: 4 tiny iterations beside the suite's other work came out
+    # at 0.997x once, where alone they run 1.5x; which side compiles longer depends on the jaxlib
+    # (the optimised side 1.7x on 0.10.2, 0.92x once on 0.12). The compile ratio's direction is
+    # checked against what each side's own run recorded (below).
+    assert row["speed_ratio"] > 0 and row["peak_memory"] == "host"
     lo, hi = row["speed_spread"]
     assert lo <= row["speed_ratio"] <= hi
     assert document["settings"]["budget"] == "4 iterations per spec" and document["settings"]["machine"]
@@ -98,6 +99,12 @@ def test_drift_names_each_side_and_measures_the_newer_against_the_older(drift_ru
     assert {side: r.info.run_name for side, r in sides.items()} == {s: f"tiny {s} round 1" for s in sides}
     assert OPTIMISED in sides["newer"].data.tags["device.xla_flags"]
     assert OPTIMISED not in sides["older"].data.tags["device.xla_flags"]
+    # The ratio is the newer side's compile seconds over the older's, as each side's run recorded them.
+    compiled = {
+        side: json.loads(tracking.read_text_artifact(client, r.info.run_id, "results.json"))["speed"]["compile_seconds"]
+        for side, r in sides.items()
+    }
+    assert row["compile_ratio"] == pytest.approx(compiled["newer"] / compiled["older"])
     seeds = [r for r in runs if r.data.tags.get("mlflow.parentRunId") in {s.info.run_id for s in sides.values()}]
     assert len(seeds) == 2 * len(TINY_SPEC["seeds"])
     assert client.get_experiment_by_name(TINY_SPEC["name"]) is None

@@ -40,18 +40,14 @@ def published() -> dict[str, list[Reference]]:
             record = schema.parse(text, str(path))
             # The claims the spec states now, judged on the reference (as harness
             # publish judges them; claims are not part of the spec hash).
-            stated = stated_claims(stem)
-            faithful = claims_judge.faithful(faithful_records(stem), stated, exclude=record.seeds)
+            spec_path = ROOT / "experiments" / f"{stem}.yaml"
+            loaded = S.load(spec_path) if spec_path.exists() else None
+            stated = loaded.claims if loaded else {}
+            found = references.faithful_of(spec_path, loaded) if loaded else []
+            faithful = claims_judge.faithful(found, stated, exclude=record.seeds)
             record = claims_judge.with_claims(record.model_copy(update={"claims": None}), stated, faithful)
             out.setdefault(stem, []).append(Reference(path, stem, device_class, record, json.loads(text)))
     return out
-
-
-def faithful_records(stem: str) -> list:
-    path = ROOT / "experiments" / f"{stem}.yaml"
-    if not path.exists():
-        return []
-    return references.faithful_records(ROOT / "results" / f"{stem}.json", S.canonical(S.load(path)))
 
 
 def stated_claims(stem: str) -> dict[str, S.Claim]:

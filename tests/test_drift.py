@@ -327,7 +327,7 @@ def test_the_drift_process_starts_no_device(tmp_path):
     spec = write_spec(tmp_path, TINY_SPEC, "tiny.yaml")
     code = (
         "import sys, pathlib, yaml; from harness.sessions import drift; import jax._src.xla_bridge as xb;"
-        " cut = drift._short(pathlib.Path(sys.argv[1]), 8, pathlib.Path(sys.argv[2]));"
+        " cut = drift.cut_short(pathlib.Path(sys.argv[1]), 8, pathlib.Path(sys.argv[2]));"
         " print(yaml.safe_load(cut.read_text())['budget']['env_steps'], xb.backends_are_initialized())"
     )
     done = subprocess.run([sys.executable, "-c", code, str(spec), str(tmp_path)], capture_output=True, text=True)

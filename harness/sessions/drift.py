@@ -54,7 +54,7 @@ class DriftOptions(NamedTuple):
     max_seconds: float | None = None  # a run that takes longer is stopped and reported as not finished
 
 
-def _short(path: Path, iterations: int, folder: Path) -> Path:
+def cut_short(path: Path, iterations: int, folder: Path) -> Path:
     """The spec at `path` cut to `iterations` iterations in chunks of a
     quarter of them (a warm-up chunk and timed ones), without its claims.
     Nothing is built here: this process starts no device (on a GPU, XLA
@@ -225,7 +225,7 @@ def _log_rows(client, run_id: str, document: dict) -> None:
 def _spec_rows(options: DriftOptions, path: Path, name: str, number: int, folder: Path, client, parent: str):
     """One spec's runs, round by round (the order alternating), and its row
     (`name`) of the report; and the device its older side ran on."""
-    run_path = _short(path, options.iterations, folder) if options.iterations else path
+    run_path = cut_short(path, options.iterations, folder) if options.iterations else path
     records: dict[str, list[schema.Results]] = {"older": [], "newer": []}
     for round_ in range(options.rounds):
         for side in ["older", "newer"] if round_ % 2 == 0 else ["newer", "older"]:

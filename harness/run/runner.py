@@ -38,7 +38,7 @@ from harness.types import ChunkMetrics, ChunkTimes, RunResult, Sink  # noqa: F40
 if TYPE_CHECKING:
     from jax.sharding import Mesh
 
-lowering.unroll_threefry_on_cpu()
+lowering.harness_threefry_on_cpu()
 
 
 def over_seeds(fn: Callable, map_seeds: bool = False, block: int | None = None) -> Callable:

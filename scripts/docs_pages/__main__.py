@@ -22,7 +22,7 @@ from docs_pages.api_reference import algorithms_reference  # noqa: E402
 from docs_pages.cli_reference import cli_reference  # noqa: E402
 from docs_pages.common import SCRIPT  # noqa: E402
 from docs_pages.drift_page import PAGE as DRIFT_PAGE  # noqa: E402
-from docs_pages.drift_page import drift_page, load_reports  # noqa: E402
+from docs_pages.drift_page import drift_page, load_compile_studies, load_reports  # noqa: E402
 from docs_pages.exit_codes import exit_codes  # noqa: E402
 from docs_pages.performance import load_benches, performance, performance_plot  # noqa: E402
 from docs_pages.results_pages import curves_plot, published, results_index, spec_page  # noqa: E402
@@ -54,7 +54,7 @@ def pages() -> tuple[dict[str, bytes], list[str]]:
         "docs/results/index.md": results_index(specs).encode(),
         "docs/performance.md": performance(benches, curves).encode(),
         "docs/img/performance.svg": performance_plot(benches),
-        DRIFT_PAGE: drift_page(load_reports()).encode(),
+        DRIFT_PAGE: drift_page(load_reports(), load_compile_studies()).encode(),
         VERDICTS_PAGE: verdicts_page(load_records()).encode(),
     }
     for stem, refs in specs.items():

@@ -14,6 +14,13 @@ import tempfile
 # compiled once (e.g. the same tiny spec run twice) is not compiled again.
 os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", tempfile.mkdtemp(prefix="jax-cache-"))
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+# The checkout's modules compiled to bytecode once for the session's hundred
+# Python processes, into a folder of the session's (the checkout left as it
+# is): where PYTHONDONTWRITEBYTECODE is set, each process would compile every
+# module of the harness it imports again (nox installs the packages compiled,
+# not the checkout).
+if os.environ.pop("PYTHONDONTWRITEBYTECODE", None) is not None:
+    os.environ.setdefault("PYTHONPYCACHEPREFIX", tempfile.mkdtemp(prefix="pycache-"))
 
 from support.processes import TEST_XLA_FLAGS  # noqa: E402  (imports no JAX)
 

@@ -1,5 +1,6 @@
 """docs/results/jax-versions.md: what another JAX line changes, from the
-reports of `harness drift` committed in results/drift/."""
+reports of `harness drift` committed in results/drift/ and the CPU compile
+studies (`scripts/compile-study`) in results/compile/."""
 
 from __future__ import annotations
 

@@ -128,7 +128,7 @@ def _same_bits_on_every_layout(runs: dict[str, dict], iterations: int) -> dict[s
     return reference
 
 
-@pytest.mark.parametrize("algorithm", ["ppo_exact", "ppo_gru_exact", "reinforce_exact", "reinforce_exact_normalized"])
+@pytest.mark.parametrize("algorithm", ["ppo_gru_exact", "reinforce_exact", "reinforce_exact_normalized"])
 def test_exact_layouts_train_the_same_bits_on_1_and_4_devices(exact_layouts_run, algorithm):
     """`devices.shards`: whole runs (64 iterations, each of several
     minibatch updates, gradient clipping and an annealed learning rate),

@@ -26,11 +26,13 @@ exception: the test accepts no crash.
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 import time
 import traceback
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -76,18 +78,26 @@ def published() -> list[Path]:
     return sorted((ROOT / "experiments").glob("*.yaml"))
 
 
+@functools.cache
+def _loaded() -> dict[Path, Any]:
+    """Every published spec, loaded once: the test module asks `on_layout`
+    for each of its hundred parameters while pytest collects."""
+    from harness import spec
+
+    return {path: spec.load(path) for path in published()}
+
+
 def on_layout(layout: str) -> list[Path]:
     """The published specs checked on `layout`, in the order `main` visits
     them (gymnax's first): all of them, except on `host_devices_cores` the
     first spec of each algorithm."""
-    from harness import spec
-
-    ordered = sorted(published(), key=lambda p: (spec.load(p).env.suite != "gymnax", p.stem))
+    loaded = _loaded()
+    ordered = sorted(loaded, key=lambda p: (loaded[p].env.suite != "gymnax", p.stem))
     if layout != "host_devices_cores":
         return ordered
-    first: dict[str, Path] = {}
+    first: dict[Path, Any] = {}
     for path in ordered:
-        first.setdefault(spec.load(path).algorithm, path)
+        first.setdefault(loaded[path].algorithm, path)
     return [p for p in ordered if p in first.values()]
 
 

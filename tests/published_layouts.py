@@ -79,9 +79,10 @@ def published() -> list[Path]:
 
 
 @functools.cache
-def _loaded() -> dict[Path, Any]:
-    """Every published spec, loaded once: the test module asks `on_layout`
-    for each of its hundred parameters while pytest collects."""
+def published_specs() -> dict[Path, Any]:
+    """Every published spec, loaded once per process: the test module asks
+    `on_layout` for each of its hundred parameters while pytest collects,
+    and reads the specs again in its tests."""
     from harness import spec
 
     return {path: spec.load(path) for path in published()}
@@ -91,11 +92,11 @@ def on_layout(layout: str) -> list[Path]:
     """The published specs checked on `layout`, in the order `main` visits
     them (gymnax's first): all of them, except on `host_devices_cores` the
     first spec of each algorithm."""
-    loaded = _loaded()
+    loaded = published_specs()
     ordered = sorted(loaded, key=lambda p: (loaded[p].env.suite != "gymnax", p.stem))
     if layout != "host_devices_cores":
         return ordered
-    first: dict[Path, Any] = {}
+    first: dict[str, Path] = {}
     for path in ordered:
         first.setdefault(loaded[path].algorithm, path)
     return [p for p in ordered if p in first.values()]

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from published_layouts import LAYOUTS, LOWERED, kind, on_layout, published
+from published_layouts import LAYOUTS, LOWERED, kind, on_layout, published, published_specs
 from support import background_result, device_env
 
 from harness import spec as S
@@ -55,7 +55,7 @@ def published_layouts():
 
 
 def _seeds(path: Path) -> int:
-    return len(S.load(path).seeds)
+    return len(published_specs()[path].seeds)
 
 
 # The network kinds that take exact layouts (devices.shards), and those that
@@ -71,7 +71,7 @@ def _refused(path: Path, layout: str) -> bool:
     if layout == "seed_axis_2x2":
         return _seeds(path) % 2 == 1
     if layout == "exact_4_shards":
-        network = kind(S.load(path))[1]
+        network = kind(published_specs()[path])[1]
         assert network in EXACT_ACCEPTED | EXACT_REFUSED, f"{path.stem}: network {network} is in neither set"
         return network in EXACT_REFUSED
     return False
@@ -81,7 +81,7 @@ def _refused(path: Path, layout: str) -> bool:
 def test_harness_validate_accepts_every_published_spec(published_layouts, path):
     line = published_layouts[(path.stem, "one_device")]
     assert line["status"] == "ok", line.get("traceback", line.get("message"))
-    assert line["spec_hash"] == S.spec_hash(S.load(path))
+    assert line["spec_hash"] == S.spec_hash(published_specs()[path])
 
 
 CHECKED = [(path, layout) for layout in LAYOUTS for path in SPECS if path in on_layout(layout)]
@@ -114,9 +114,9 @@ def test_one_spec_of_each_algorithm_and_network_kind_is_lowered_on_every_layout(
     outcomes = published_layouts
     assert not any(line.get("lowered") for (_, lay), line in outcomes.items() if lay not in LOWERED)
     for layout in LOWERED:
-        lowered = {kind(S.load(ROOT / "experiments" / f"{spec}.yaml")) for (spec, lay), line in outcomes.items()
+        lowered = {kind(published_specs()[ROOT / "experiments" / f"{spec}.yaml"]) for (spec, lay), line in outcomes.items()
                    if lay == layout and line.get("lowered")}  # fmt: skip
         # Every kind with a spec that the layout takes (by the rules above,
         # not by what the run did) is lowered there once.
-        expected = {kind(S.load(p)) for p in on_layout(layout) if not _refused(p, layout)}
+        expected = {kind(published_specs()[p]) for p in on_layout(layout) if not _refused(p, layout)}
         assert lowered == expected, layout

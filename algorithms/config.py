@@ -83,10 +83,11 @@ class NetworkConfig(Config):
     gru_size: int = Field(default=128, gt=0, description="GRU memory size (kind: gru)")
     num_blocks: int = Field(default=2, gt=0, description="residual blocks (kind: resnet, alphazero)")
     num_channels: int = Field(default=32, gt=0, description="channels of every conv layer (kind: resnet)")
-    conv_gradient: Literal["matmul", "conv"] = Field(
-        default="matmul",
-        description="how training differentiates the 3x3 convolutions (kind: resnet): as matmuls over"
-        " neighbourhoods (the published references') or as native-layout convolutions (faster on CPU)",
+    conv_gradient: Literal["matmul", "conv"] | None = Field(
+        default=None,
+        description="how training differentiates the convolutions: as native-layout convolutions (conv, faster"
+        " on CPU) or, unset, as the published references were made: resnet's as matmuls over neighbourhoods"
+        " (also written matmul), grid and grid_gru's by JAX's own rules",
     )
     normalization: Literal["layer", "batch"] = Field(
         default="layer",
@@ -125,6 +126,8 @@ class NetworkConfig(Config):
             raise ValueError(f"initialization: {self.initialization} is for kind mlp, not {self.kind}")
         if self.normalization != "layer" and self.kind != "resnet":
             raise ValueError(f"normalization: {self.normalization} is for kind resnet, not {self.kind}")
+        if self.conv_gradient == "matmul" and self.kind in ("grid", "grid_gru"):
+            raise ValueError(f"conv_gradient: matmul is for kind resnet; {self.kind} takes conv")
         return self
 
     @model_serializer(mode="wrap")
@@ -136,10 +139,10 @@ class NetworkConfig(Config):
         for keys in _KIND_KEYS.values():
             for key in set(keys) - kept:
                 data.pop(key, None)
-        # conv_gradient came after resnet specs were published: at its
-        # default it is left out, so that their hashes stay.
-        if data.get("conv_gradient") == "matmul":
-            del data["conv_gradient"]
+        # conv_gradient came after resnet and grid specs were published:
+        # unset, or resnet's matmul, it is left out, so that their hashes stay.
+        if data.get("conv_gradient", "matmul") in ("matmul", None):
+            data.pop("conv_gradient", None)
         # So did normalization.
         if data.get("normalization") == "layer":
             del data["normalization"]
@@ -159,7 +162,8 @@ _KIND_KEYS = {
         "action_embedding_size",
         "previous_action_reward",
         "compute_dtype",
+        "conv_gradient",
     ),
-    "grid": ("id_channels", "vocabulary", "embedding_size", "conv_channels", "compute_dtype"),
+    "grid": ("id_channels", "vocabulary", "embedding_size", "conv_channels", "compute_dtype", "conv_gradient"),
     "item_set": ("pooling_layers",),
 }

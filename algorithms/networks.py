@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from algorithms import convolution
 from algorithms.config import NetworkConfig
 from algorithms.distributions import CATEGORICAL, Distribution, for_actions
 from algorithms.layers import ACTIVATIONS, MLP, dense, flatten, trunk
@@ -87,18 +88,39 @@ class GRUActorCritic(nn.Module):
         return carry, _gaussian_head(self, logits) if self.continuous else logits, jnp.squeeze(value, -1)
 
 
+class NativeConv(nn.Module):
+    """`nn.Conv` (stride 1, VALID, with a bias; the same parameters, names
+    and initialisation) whose gradients are native-layout convolutions
+    (`algorithms.convolution`: `network: {conv_gradient: conv}`)."""
+
+    features: int
+    kernel_size: tuple[int, int]
+    kernel_init: Callable
+    dtype: Any = jnp.float32
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        kernel = self.param("kernel", self.kernel_init, (*self.kernel_size, x.shape[-1], self.features), jnp.float32)
+        bias = self.param("bias", nn.initializers.zeros, (self.features,), jnp.float32)
+        x, kernel, bias = (a.astype(self.dtype) for a in (x, kernel, bias))
+        return convolution.conv(x, kernel, "VALID") + bias
+
+
 class GridEncoder(nn.Module):
     """A grid observation `[..., H, W, C]` -> features `[..., F]`: each of the
     first `id_channels` channels holds ids (tile, colour, direction, ...),
     each embedded with a table of its own (`vocabulary` ids of
     `embedding_size` features); the other channels enter as they are; then
-    2x2 convolutions (VALID, ReLU) of `conv_channels`, flattened."""
+    2x2 convolutions (VALID, ReLU) of `conv_channels`, flattened; with
+    `native_gradients`, convolutions whose gradients are native-layout ones
+    (`NativeConv`)."""
 
     id_channels: int
     vocabulary: int
     embedding_size: int
     conv_channels: Sequence[int]
     dtype: Any = jnp.float32
+    native_gradients: bool = False
 
     @nn.compact
     def __call__(self, grid: jax.Array) -> jax.Array:
@@ -110,14 +132,12 @@ class GridEncoder(nn.Module):
         x = jnp.concatenate([*parts, grid[..., self.id_channels :].astype(self.dtype)], axis=-1)
         batch = x.shape[:-3]
         x = x.reshape(-1, *x.shape[-3:])
-        for channels in self.conv_channels:
-            conv = nn.Conv(
-                channels,
-                (2, 2),
-                padding="VALID",
-                kernel_init=nn.initializers.orthogonal(np.sqrt(2.0)),
-                dtype=self.dtype,
-            )
+        kernel_init = nn.initializers.orthogonal(np.sqrt(2.0))
+        for i, channels in enumerate(self.conv_channels):
+            if self.native_gradients:
+                conv = NativeConv(channels, (2, 2), kernel_init, self.dtype, name=f"Conv_{i}")
+            else:
+                conv = nn.Conv(channels, (2, 2), padding="VALID", kernel_init=kernel_init, dtype=self.dtype)
             x = nn.relu(conv(x))
         return x.reshape(*batch, -1)
 
@@ -138,10 +158,18 @@ class GridActorCritic(nn.Module):
     conv_channels: Sequence[int]
     activation: str = "relu"
     dtype: Any = jnp.float32
+    native_gradients: bool = False  # network.conv_gradient: conv (GridEncoder)
 
     @nn.compact
     def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
-        encoder = GridEncoder(self.id_channels, self.vocabulary, self.embedding_size, self.conv_channels, self.dtype)
+        encoder = GridEncoder(
+            self.id_channels,
+            self.vocabulary,
+            self.embedding_size,
+            self.conv_channels,
+            self.dtype,
+            self.native_gradients,
+        )
         x = encoder(obs)
 
         def head(out_features: int, scale: float, name: str) -> jax.Array:
@@ -177,11 +205,19 @@ class GridGRUActorCritic(nn.Module):
     previous_action_reward: bool
     activation: str = "tanh"
     dtype: Any = jnp.float32
+    native_gradients: bool = False  # network.conv_gradient: conv (GridEncoder)
 
     @nn.compact
     def __call__(self, carry, obs, reset):
         grid = obs[..., :-2] if self.previous_action_reward else obs
-        encoder = GridEncoder(self.id_channels, self.vocabulary, self.embedding_size, self.conv_channels, self.dtype)
+        encoder = GridEncoder(
+            self.id_channels,
+            self.vocabulary,
+            self.embedding_size,
+            self.conv_channels,
+            self.dtype,
+            self.native_gradients,
+        )
         parts = [encoder(grid)]
         if self.previous_action_reward:
             action = obs[..., 0, 0, -2].astype(jnp.int32)
@@ -258,6 +294,7 @@ def make_policy(
                 conv_channels=tuple(network.conv_channels),
                 activation=network.activation,
                 dtype=jnp.dtype(network.compute_dtype),
+                native_gradients=network.conv_gradient == "conv",
             )
 
         def apply(params, carry, obs, reset):
@@ -290,6 +327,7 @@ def make_policy(
                 previous_action_reward=network.previous_action_reward,
                 activation=network.activation,
                 dtype=jnp.dtype(network.compute_dtype),
+                native_gradients=network.conv_gradient == "conv",
             )
 
         def initial_carry(batch_shape):

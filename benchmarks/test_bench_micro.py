@@ -28,11 +28,12 @@ from harness.run import determinism, runner
 from harness.run.flops import count_flops, xla_flops
 
 
-def bench_plan(name: str, seeds=(0,), **hyperparameters) -> build.Plan:
-    """A benchmark spec at `seeds`, with some hyperparameters replaced."""
+def bench_plan(name: str, seeds=(0,), network: dict | None = None, **hyperparameters) -> build.Plan:
+    """A benchmark spec at `seeds`, with some hyperparameters (and `network` keys) replaced."""
     data = spec_module.canonical(spec_module.load(BENCH_SPECS / f"{name}.yaml"))
     data["seeds"] = list(seeds)
     data["hyperparameters"].update(hyperparameters)
+    data["network"] = {**data.get("network", {}), **(network or {})}
     return build.build(spec_module.parse(data, f"{name} (benchmark)"))
 
 
@@ -264,19 +265,31 @@ def test_mcts_search_small_game(entry, tree_search):
 # -------------------------------------------------------------- PPO update
 
 
-@pytest.mark.parametrize("spec_name", ["ppo_cartpole", "ppo_game2048"], ids=["cartpole", "game2048"])
-def test_ppo_update(entry, spec_name):
+# `minigrid` and `minigrid-conv` are one pair: the recurrent grid agent's
+# update (whole env fragments) with the grid encoder differentiated by JAX's
+# rules and as native-layout convolutions (`network: {conv_gradient: conv}`).
+UPDATES = [
+    ("cartpole", "ppo_cartpole", {}),
+    ("game2048", "ppo_game2048", {}),
+    ("minigrid", "ppo_minigrid_empty_6x6", {}),
+    ("minigrid-conv", "ppo_minigrid_empty_6x6", {"conv_gradient": "conv"}),
+]
+
+
+@pytest.mark.parametrize("spec_name,network", [pytest.param(*u[1:], id=u[0]) for u in UPDATES])
+def test_ppo_update(entry, spec_name, network):
     """PPO's learning stage of one iteration (`ppo.make_stages(...).learn`,
     the code `step` runs): `update_epochs` passes, each drawing its shuffled
     minibatches and taking `num_minibatches` gradient steps, on a fragment
-    the initial policy collected, with its GAE advantages."""
-    plan = bench_plan(spec_name)
+    the initial policy collected, with its GAE advantages (a recurrent
+    policy's minibatches are whole env fragments, replayed from the memory
+    at their start)."""
+    plan = bench_plan(spec_name, network=network)
     hp, env = plan.spec.hyperparameters, plan.env
     updates = hp.update_epochs * hp.num_minibatches
     size = hp.num_envs * hp.num_steps
     optimizer = build.make_optimizer(plan.spec.optimizer, plan.num_iterations * updates)
-    policy, stages = ppo.make_stages(hp, env, network=plan.spec.network, optimizer=optimizer)
-    assert not policy.recurrent, "the benchmark's minibatches are single steps (a feed-forward policy)"
+    _, stages = ppo.make_stages(hp, env, network=plan.spec.network, optimizer=optimizer)
     with measure.HostPeak() as memory:
         state = jax.jit(plan.algorithm.init)(jax.random.key(0))
 

@@ -79,7 +79,15 @@ TINY_GRID_PPO = {
     "env": {"suite": "xminigrid", "id": "MiniGrid-Empty-5x5", "wrappers": [{"name": "observe_previous_action_reward"}]},
     "seeds": [0],
     "budget": {"env_steps": 30 * 16 * 16},
-    "network": {"kind": "grid_gru", "previous_action_reward": True, **SMALL, "hidden_sizes": [16]},
+    # Native-layout convolution gradients, as a new spec would train (both
+    # forms agree: test_convolution).
+    "network": {
+        "kind": "grid_gru",
+        "previous_action_reward": True,
+        **SMALL,
+        "hidden_sizes": [16],
+        "conv_gradient": "conv",
+    },
     "hyperparameters": {
         "num_envs": 16,
         "num_steps": 16,
@@ -130,7 +138,13 @@ def test_a_tiny_minatar_ppo_run_with_the_grid_agent_trains_and_reruns_bit_identi
     data = {
         **copy.deepcopy(TINY_GRID_PPO),
         "env": {"suite": "gymnax", "id": "Breakout-MinAtar"},
-        "network": {"kind": "grid", "id_channels": 0, "conv_channels": [8], "hidden_sizes": [16]},
+        "network": {
+            "kind": "grid",
+            "id_channels": 0,
+            "conv_channels": [8],
+            "hidden_sizes": [16],
+            "conv_gradient": "conv",
+        },
         "budget": {"env_steps": 10 * 16 * 16},
         "hyperparameters": {"num_envs": 16, "num_steps": 16, "num_minibatches": 2, "update_epochs": 2},
         "logging": {"interval": 5},

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import yaml
@@ -161,6 +162,35 @@ def test_conv_gradient_at_its_default_keeps_a_resnet_spec_s_hash():
     assert S.canonical(conv)["network"]["conv_gradient"] == "conv"
     with pytest.raises(S.SpecError, match=r"network\.conv_gradient \(line 7\)"):
         parse_text(RESNET.replace("num_channels: 8}", "num_channels: 8, conv_gradient: winograd}"))
+
+
+GRID = """
+name: demo_grid
+algorithm: ppo
+env: {suite: xminigrid, id: MiniGrid-Empty-5x5, wrappers: [{name: observe_previous_action_reward}]}
+seeds: [0]
+budget: {env_steps: 100000}
+network: {kind: grid_gru, previous_action_reward: true}
+"""
+
+
+def test_conv_gradient_unset_keeps_a_grid_spec_s_hash():
+    """The grid agents took `conv_gradient` after their specs were published:
+    unset, the hash is theirs; `conv` is another spec; `matmul` (the
+    ResNet's form) is refused with its key."""
+    plain = parse_text(GRID)
+    conv = parse_text(
+        GRID.replace("previous_action_reward: true}", "previous_action_reward: true, conv_gradient: conv}")
+    )
+    assert "conv_gradient" not in S.canonical(plain)["network"]
+    assert S.canonical(conv)["network"]["conv_gradient"] == "conv"
+    assert S.spec_hash(plain) != S.spec_hash(conv)
+    published = S.load(Path(__file__).parents[1] / "experiments" / "ppo_minigrid_empty_6x6.yaml")
+    assert "conv_gradient" not in S.canonical(published)["network"]
+    with pytest.raises(S.SpecError, match=r"network.*matmul is for kind resnet; grid_gru takes conv"):
+        parse_text(
+            GRID.replace("previous_action_reward: true}", "previous_action_reward: true, conv_gradient: matmul}")
+        )
 
 
 def test_shuffle_at_its_default_keeps_the_hash():

@@ -10,11 +10,9 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from algorithms import convolution
 from algorithms.config import NetworkConfig
 from algorithms.layers import dense, flatten, trunk
-
-_NHWC = ("NHWC", "HWIO", "NHWC")  # the layouts XLA's CPU convolution runs natively
-KERNEL_GRADIENT_CHUNK = 256  # positions per piece of the kernel gradient
 
 
 def neighbourhoods(x: jax.Array) -> jax.Array:
@@ -25,66 +23,12 @@ def neighbourhoods(x: jax.Array) -> jax.Array:
     return jnp.concatenate([padded[:, i : i + height, j : j + width] for i in range(3) for j in range(3)], axis=-1)
 
 
-def _conv(x: jax.Array, kernel: jax.Array) -> jax.Array:
-    return jax.lax.conv_general_dilated(x, kernel, (1, 1), "SAME", dimension_numbers=_NHWC)
-
-
-def _kernel_gradient(x: jax.Array, g: jax.Array) -> jax.Array:
-    """`d(conv(x, k) . g)/dk` for one piece of the batch: a convolution of
-    the input, channels as its batch and positions as its features, by the
-    output gradient as the kernel; `[N, H, W, C]`, `[N, H, W, D]` -> `[3, 3, C, D]`."""
-    by_channel = jnp.transpose(x, (3, 1, 2, 0))  # [C, H, W, N]
-    as_kernel = jnp.transpose(g, (1, 2, 0, 3))  # [H, W, N, D]
-    out = jax.lax.conv_general_dilated(by_channel, as_kernel, (1, 1), ((1, 1), (1, 1)), dimension_numbers=_NHWC)
-    return jnp.transpose(out, (1, 2, 0, 3))
-
-
-@jax.custom_vjp
 def conv3x3(x: jax.Array, kernel: jax.Array) -> jax.Array:
     """A 3x3 'same' convolution `[N, H, W, C] x [3, 3, C, D] -> [N, H, W, D]`
-    whose gradients are convolutions in the NHWC/HWIO layouts too.
-
-    JAX's own transpose rules give convolutions with other dimension labels
-    (the kernel's in/out swapped, the batch contracted). In the entry
-    computation XLA's CPU backend moves their operands into its native
-    layouts; inside a loop (every training step here is one) it cannot, and
-    runs them as slow generic loops: 0.45 s for the input gradient of 4,096
-    connect_four positions x 32 channels, against 0.01 s in the native form.
-    Here the input gradient is a convolution with the flipped kernel, and
-    the kernel gradient `_kernel_gradient`'s, over pieces of
-    `KERNEL_GRADIENT_CHUNK` positions (zero-padded; zeros add nothing)
-    summed in order: whole, that convolution's operands leave the cache.
-    Under a `vmap` whose kernels differ (seeds' parameters) the convolutions
-    become grouped ones; AlphaZero's ResNet runs its seeds one after another
-    (`Algorithm.map_seeds`), so its kernel is never batched.
-    """
-    return _conv(x, kernel)
-
-
-def _conv3x3_forward(x: jax.Array, kernel: jax.Array):
-    return _conv(x, kernel), (x, kernel)
-
-
-def _conv3x3_backward(saved, g: jax.Array):
-    x, kernel = saved
-    dx = _conv(g, jnp.swapaxes(jnp.flip(kernel, (0, 1)), 2, 3))
-    n = x.shape[0]
-    if n <= KERNEL_GRADIENT_CHUNK:
-        return dx, _kernel_gradient(x, g)
-    pieces = -(-n // KERNEL_GRADIENT_CHUNK)
-    pad = ((0, pieces * KERNEL_GRADIENT_CHUNK - n), (0, 0), (0, 0), (0, 0))
-
-    def split(a):
-        return jnp.pad(a, pad).reshape(pieces, KERNEL_GRADIENT_CHUNK, *a.shape[1:])
-
-    def add(total, piece):
-        return total + _kernel_gradient(*piece), None
-
-    dk, _ = jax.lax.scan(add, jnp.zeros_like(kernel), (split(x), split(g)))
-    return dx, dk
-
-
-conv3x3.defvjp(_conv3x3_forward, _conv3x3_backward)
+    whose gradients are native-layout convolutions (`algorithms.convolution`).
+    AlphaZero's ResNet runs its seeds one after another
+    (`Algorithm.map_seeds`), so its kernel is never batched."""
+    return convolution.conv(x, kernel, "SAME")
 
 
 class Conv3x3(nn.Module):
@@ -268,7 +212,7 @@ def make_az_network(
             num_actions,
             network.num_blocks,
             network.num_channels,
-            as_matmul=for_gradients and network.conv_gradient == "matmul",
+            as_matmul=for_gradients and network.conv_gradient != "conv",
             batch_norm=network.normalization == "batch",
             training=for_gradients,
             axis_name=axis_name if for_gradients else None,

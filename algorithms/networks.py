@@ -122,6 +122,13 @@ class GridEncoder(nn.Module):
     dtype: Any = jnp.float32
     native_gradients: bool = False
 
+    @classmethod
+    def of(cls, agent: nn.Module) -> GridEncoder:
+        """The encoder of a grid agent, from the agent's fields of the same names."""
+        return cls(*(getattr(agent, field) for field in cls._FIELDS))
+
+    _FIELDS = ("id_channels", "vocabulary", "embedding_size", "conv_channels", "dtype", "native_gradients")
+
     @nn.compact
     def __call__(self, grid: jax.Array) -> jax.Array:
         ids = grid[..., : self.id_channels].astype(jnp.int32)
@@ -162,14 +169,7 @@ class GridActorCritic(nn.Module):
 
     @nn.compact
     def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
-        encoder = GridEncoder(
-            self.id_channels,
-            self.vocabulary,
-            self.embedding_size,
-            self.conv_channels,
-            self.dtype,
-            self.native_gradients,
-        )
+        encoder = GridEncoder.of(self)
         x = encoder(obs)
 
         def head(out_features: int, scale: float, name: str) -> jax.Array:
@@ -210,14 +210,7 @@ class GridGRUActorCritic(nn.Module):
     @nn.compact
     def __call__(self, carry, obs, reset):
         grid = obs[..., :-2] if self.previous_action_reward else obs
-        encoder = GridEncoder(
-            self.id_channels,
-            self.vocabulary,
-            self.embedding_size,
-            self.conv_channels,
-            self.dtype,
-            self.native_gradients,
-        )
+        encoder = GridEncoder.of(self)
         parts = [encoder(grid)]
         if self.previous_action_reward:
             action = obs[..., 0, 0, -2].astype(jnp.int32)

@@ -252,6 +252,10 @@ class Policy(NamedTuple):
     apply: Callable[..., tuple[jax.Array, jax.Array, jax.Array]]
     recurrent: bool
     distribution: Distribution = CATEGORICAL
+    # Train seeds one after another (`Algorithm.map_seeds`): under a vmap
+    # over seeds' parameters, native-layout convolutions (`conv_gradient:
+    # conv`) become grouped ones, which XLA's CPU backend runs very slowly.
+    map_seeds: bool = False
 
 
 def make_policy(
@@ -301,6 +305,7 @@ def make_policy(
             apply=apply,
             recurrent=False,
             distribution=distribution,
+            map_seeds=network.kind.startswith("grid") and network.conv_gradient == "conv",
         )
     if network.kind in RECURRENT_KINDS:
         if network.kind == "gru":
@@ -332,6 +337,7 @@ def make_policy(
             apply=net.apply,
             recurrent=True,
             distribution=distribution,
+            map_seeds=network.kind.startswith("grid") and network.conv_gradient == "conv",
         )
     raise ValueError(f"unknown network kind {network.kind!r}")
 

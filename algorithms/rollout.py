@@ -157,7 +157,7 @@ def make_algorithm(
 
     spec = getattr(config, "evaluation", None)
     evaluate = None if spec is None else make_evaluate(env, policy, spec, axis_name)
-    return base.Algorithm(init=init, step=step, evaluate=evaluate)
+    return base.Algorithm(init=init, step=step, evaluate=evaluate, map_seeds=policy.map_seeds)
 
 
 class Fragment(NamedTuple):

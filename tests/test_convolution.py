@@ -77,6 +77,7 @@ def test_the_grid_agent_s_two_gradient_forms_share_parameters_and_outputs():
         form: make_policy(NetworkSpec(kind="grid_gru", **small, **extra), env.num_actions, env.observation_shape)
         for form, extra in (("jax", {}), ("native", {"conv_gradient": "conv"}))
     }
+    assert forms["native"].map_seeds and not forms["jax"].map_seeds  # seeds one after another
     params = {form: policy.init(jax.random.key(1), obs[0, 0]) for form, policy in forms.items()}
     jax.tree.map(np.testing.assert_array_equal, params["jax"], params["native"])
     carry, reset = forms["jax"].initial_carry((2,)), jnp.zeros((3, 2), bool)

@@ -104,6 +104,8 @@ TINY_GRID_PPO = {
 
 def test_a_tiny_xminigrid_ppo_run_improves_its_eval_return_and_reruns_bit_identically():
     plan = build.build(spec_module.parse(copy.deepcopy(TINY_GRID_PPO)))
+    # Native convolutions become grouped ones under a vmap over seeds' kernels.
+    assert plan.algorithm.map_seeds
     programs = Programs()
     first = train_plan(plan, programs)
     # A re-run of the first chunk (the same programs) gives its bits again.

@@ -266,6 +266,8 @@ def make_policy(
     diagonal Gaussian over an action of `num_actions` dimensions; `align` > 1
     computes its dense layers that wide (`Dense`)."""
     ndim = len(observation_shape)
+    # The grid encoder's convolutions differentiated in XLA's native layouts.
+    native = network.kind in ("grid", "grid_gru") and network.conv_gradient == "conv"
     distribution = for_actions(discrete)
     continuous = distribution.continuous
     if continuous and network.kind not in ("mlp", "gru"):
@@ -291,7 +293,7 @@ def make_policy(
                 conv_channels=tuple(network.conv_channels),
                 activation=network.activation,
                 dtype=jnp.dtype(network.compute_dtype),
-                native_gradients=network.conv_gradient == "conv",
+                native_gradients=native,
             )
 
         def apply(params, carry, obs, reset):
@@ -305,7 +307,7 @@ def make_policy(
             apply=apply,
             recurrent=False,
             distribution=distribution,
-            map_seeds=network.kind.startswith("grid") and network.conv_gradient == "conv",
+            map_seeds=native,
         )
     if network.kind in RECURRENT_KINDS:
         if network.kind == "gru":
@@ -325,7 +327,7 @@ def make_policy(
                 previous_action_reward=network.previous_action_reward,
                 activation=network.activation,
                 dtype=jnp.dtype(network.compute_dtype),
-                native_gradients=network.conv_gradient == "conv",
+                native_gradients=native,
             )
 
         def initial_carry(batch_shape):
@@ -337,7 +339,7 @@ def make_policy(
             apply=net.apply,
             recurrent=True,
             distribution=distribution,
-            map_seeds=network.kind.startswith("grid") and network.conv_gradient == "conv",
+            map_seeds=native,
         )
     raise ValueError(f"unknown network kind {network.kind!r}")
 

@@ -69,6 +69,10 @@ class OnPolicyConfig(Config):
         return data
 
 
+# The grid agents (algorithms.networks: GridActorCritic, GridGRUActorCritic).
+GRID_KINDS = ("grid", "grid_gru")
+
+
 class NetworkConfig(Config):
     """The policy or policy-value network (algorithms.networks, algorithms.alphazero.networks):
     its kind and the sizes each kind reads; a spec's `network:` section."""
@@ -126,7 +130,7 @@ class NetworkConfig(Config):
             raise ValueError(f"initialization: {self.initialization} is for kind mlp, not {self.kind}")
         if self.normalization != "layer" and self.kind != "resnet":
             raise ValueError(f"normalization: {self.normalization} is for kind resnet, not {self.kind}")
-        if self.conv_gradient == "matmul" and self.kind in ("grid", "grid_gru"):
+        if self.conv_gradient == "matmul" and self.kind in GRID_KINDS:
             raise ValueError(f"conv_gradient: matmul is for kind resnet; {self.kind} takes conv")
         return self
 
@@ -141,7 +145,7 @@ class NetworkConfig(Config):
                 data.pop(key, None)
         # conv_gradient came after resnet and grid specs were published:
         # unset, or resnet's matmul, it is left out, so that their hashes stay.
-        if data.get("conv_gradient", "matmul") in ("matmul", None):
+        if data.get("conv_gradient") in ("matmul", None):
             data.pop("conv_gradient", None)
         # So did normalization.
         if data.get("normalization") == "layer":

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from algorithms import convolution
-from algorithms.config import NetworkConfig
+from algorithms.config import GRID_KINDS, NetworkConfig
 from algorithms.distributions import CATEGORICAL, Distribution, for_actions
 from algorithms.layers import ACTIVATIONS, MLP, dense, flatten, trunk
 
@@ -125,7 +125,7 @@ class GridEncoder(nn.Module):
     @classmethod
     def of(cls, agent: nn.Module) -> GridEncoder:
         """The encoder of a grid agent, from the agent's fields of the same names."""
-        return cls(*(getattr(agent, field) for field in cls._FIELDS))
+        return cls(**{field: getattr(agent, field) for field in cls._FIELDS})
 
     _FIELDS = ("id_channels", "vocabulary", "embedding_size", "conv_channels", "dtype", "native_gradients")
 
@@ -267,7 +267,7 @@ def make_policy(
     computes its dense layers that wide (`Dense`)."""
     ndim = len(observation_shape)
     # The grid encoder's convolutions differentiated in XLA's native layouts.
-    native = network.kind in ("grid", "grid_gru") and network.conv_gradient == "conv"
+    native = network.kind in GRID_KINDS and network.conv_gradient == "conv"
     distribution = for_actions(discrete)
     continuous = distribution.continuous
     if continuous and network.kind not in ("mlp", "gru"):

@@ -11,6 +11,7 @@ import optax
 
 import algorithms
 from algorithms import optimizers, sweep
+from algorithms.config import GRID_KINDS
 from harness import envs
 from harness.plan import Plan
 from harness.run import devices
@@ -107,7 +108,7 @@ def _fit_problem(spec: Spec, registration, env) -> tuple[str, str] | None:
         )
     if kind == "item_set":
         return _item_set_problem(spec, env)
-    if kind in ("grid", "grid_gru"):
+    if kind in GRID_KINDS:
         return _grid_network_problem(spec, env.observation_shape)
     return None
 

@@ -14,7 +14,7 @@ from algorithms import optimizers, sweep
 from algorithms.config import GRID_KINDS
 from harness import envs
 from harness.plan import Plan
-from harness.run import devices
+from harness.run import devices, tracing
 from harness.spec import DevicesSpec, OptimizerSpec, Spec, SpecError, canonical, parse, spec_hash
 
 
@@ -189,6 +189,7 @@ def build(
     algorithm = make_algorithm({})
     if swept:
         algorithm = sweep.swept(make_algorithm, algorithm)
+    algorithm = tracing.traced_once(algorithm)  # the claims check's trace, reused by the programs
     mesh = devices.make_mesh(layout) if use_mesh else None
     return Plan(
         spec,

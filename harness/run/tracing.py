@@ -2,6 +2,10 @@
 them, without its devices: what the checks before a run need to know of the
 algorithm (its metric names), and what the FLOP count walks.
 
+`traced_once` lets those checks and the run's programs share one trace of
+each function (per input shapes): a run traces its algorithm once before
+its first iteration, not once for the checks and again for the programs.
+
 On a mesh the runner calls `init`, `step` and `evaluate` per device, under
 `shard_map`, with the `data` axis bound: an algorithm made for that axis
 asks its size and averages over it (`jax.lax.pmean`), which fails where no
@@ -22,6 +26,20 @@ import numpy as np
 from algorithms.base import Algorithm
 from harness.run.devices import DATA
 from harness.types import Layout
+
+
+def traced_once(algorithm: Algorithm) -> Algorithm:
+    """The algorithm with `init`, `step` and `evaluate` each wrapped in an
+    inlined `jax.jit`: JAX keeps the function's trace for its input shapes,
+    so every later program or check that calls it with the same shapes
+    reuses that trace instead of running the Python again. Inlined, the
+    traced operations go into the caller's program as they would unwrapped:
+    the same operations, the same bits (tests/test_tracing.py)."""
+
+    def once(fn):
+        return None if fn is None else jax.jit(fn, inline=True)
+
+    return algorithm._replace(init=once(algorithm.init), step=once(algorithm.step), evaluate=once(algorithm.evaluate))
 
 
 def per_device(fn: Callable, layout: Layout | None, *, replicated: bool = False) -> Callable:

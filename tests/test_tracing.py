@@ -7,7 +7,6 @@ from __future__ import annotations
 import copy
 import functools
 
-import jax
 import numpy as np
 from support import TINY_SPEC
 
@@ -24,6 +23,9 @@ SPEC = copy.deepcopy(TINY_SPEC) | {
 SPEC["hyperparameters"] = {**SPEC["hyperparameters"], "evaluation": {"episodes": 4, "max_steps": 32}}
 
 
+FUNCTIONS = ("init", "step", "evaluate")
+
+
 def _counting(algorithm, counts: dict[str, int]):
     """The algorithm with each function counting how often its Python runs."""
 
@@ -35,40 +37,27 @@ def _counting(algorithm, counts: dict[str, int]):
 
         return wrapper
 
-    return algorithm._replace(
-        **{name: counted(name, getattr(algorithm, name)) for name in ("init", "step", "evaluate")}
-    )
+    return algorithm._replace(**{name: counted(name, getattr(algorithm, name)) for name in FUNCTIONS})
 
 
-def _raw(algorithm):
-    """The algorithm as its factory made it (what build wrapped)."""
-    return algorithm._replace(**{name: getattr(algorithm, name).__wrapped__ for name in ("init", "step", "evaluate")})
-
-
-def test_the_claims_check_and_the_programs_share_one_trace():
+def test_the_claims_check_and_the_run_share_one_trace_and_compute_the_same_bits():
+    """What `harness run` does: the claims check's trace of the metric names,
+    then the run's init, chunk and evaluation programs. Unwrapped, each
+    function's Python runs for the check and again for its program; wrapped
+    by build (`traced_once`), once, and the run's bits are the same."""
     plan = build.build(S.parse(copy.deepcopy(SPEC)))
-    assert all(hasattr(getattr(plan.algorithm, name), "trace") for name in ("init", "step", "evaluate"))  # jitted
+    assert all(hasattr(getattr(plan.algorithm, name), "trace") for name in FUNCTIONS)  # build jitted them
+    raw = plan.algorithm._replace(**{name: getattr(plan.algorithm, name).__wrapped__ for name in FUNCTIONS})
+    curves = []
     for wrap, once in ((lambda a: a, False), (tracing.traced_once, True)):
         counts: dict[str, int] = {}
-        algorithm = wrap(_counting(_raw(plan.algorithm), counts))
-        names = tracing.metric_names(algorithm, plan.layout)  # what `harness run` checks claims against
-        runner.lower_first_chunk(algorithm, plan.spec.seeds, 2, plan.mesh)
-        inputs = runner.devices.per_run((np.asarray(plan.spec.seeds, dtype=np.uint32), None), plan.mesh)
-        state = jax.eval_shape(runner._init_program(algorithm, plan.mesh), inputs)
-        jax.jit(runner.over_seeds(algorithm.evaluate)).lower(state)
-        assert "episode_return" in names
-        assert counts.keys() == {"init", "step", "evaluate"}
-        # Unwrapped, each function's Python runs for the check and again for each program.
+        algorithm = wrap(_counting(raw, counts))
+        assert "episode_return" in tracing.metric_names(algorithm, plan.layout)
+        result = runner.run(algorithm, plan.spec.seeds, plan.num_iterations, 2, mesh=plan.mesh)
+        assert counts.keys() == set(FUNCTIONS)
         assert all((n == 1) == once for n in counts.values()), counts
-
-
-def test_traced_once_computes_the_same_bits():
-    plan = build.build(S.parse(copy.deepcopy(SPEC)))
-    runs = [
-        runner.run(algorithm, plan.spec.seeds, plan.num_iterations, 2, mesh=plan.mesh)
-        for algorithm in (plan.algorithm, _raw(plan.algorithm))
-    ]
-    ours, raw = ({**r.metrics, **{f"eval/{k}": v for k, v in r.evaluation.items()}} for r in runs)
-    assert ours.keys() == raw.keys() and "eval/eval_return" in ours
-    for name in ours:
-        assert np.asarray(ours[name]).tobytes() == np.asarray(raw[name]).tobytes(), name
+        curves.append({**result.metrics, **{f"eval/{k}": v for k, v in result.evaluation.items()}})
+    unwrapped, wrapped = curves
+    assert wrapped.keys() == unwrapped.keys() and "eval/eval_return" in wrapped
+    for name in wrapped:
+        assert np.asarray(wrapped[name]).tobytes() == np.asarray(unwrapped[name]).tobytes(), name

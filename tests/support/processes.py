@@ -20,17 +20,20 @@ import pytest
 # LLVM's optimisations and, where jaxlib still has them (before 0.11), with
 # its elemental emitters instead of the fusion emitters (on jax 0.10.2 a
 # third of the compile's CPU time at level 0, a fifth of XLA's defaults; the
-# tiny runs execute a few times slower). Every program is compiled alike, so
-# a program's re-run, resume or second process gives its bits; benchmarks and
-# published runs use XLA's defaults. conftest sets it before JAX starts;
-# subprocesses inherit it.
+# tiny runs execute a few times slower), and each program as one LLVM module
+# instead of pieces compiled on parallel threads, which on a machine the
+# suite already fills only add work (the exact layouts' four chunk programs,
+# three rounds in fresh processes: 8.8-12.8 CPU-s against 10.8-14.4). Every
+# program is compiled alike, so a program's re-run, resume or second process
+# gives its bits; benchmarks and published runs use XLA's defaults. conftest
+# sets it before JAX starts; subprocesses inherit it.
 #
 # Programs that differ and must still give the same bits (an exact layout on
 # 1 or 4 devices, a sweep's exact points and their own specs, a loop rolled
 # or unrolled) give them with the fusion emitters, as users compile them,
 # not with the elemental ones: their tests compile with EXACT_XLA_FLAGS (a
 # subprocess) or EXACT_COMPILER_OPTIONS (one program, in this process).
-EXACT_XLA_FLAGS = "--xla_backend_optimization_level=0"
+EXACT_XLA_FLAGS = "--xla_backend_optimization_level=0 --xla_cpu_parallel_codegen_split_count=1"
 _ELEMENTAL = "xla_cpu_use_fusion_emitters"
 
 

@@ -27,7 +27,7 @@ from harness import spec
 from harness.cli_options import OptionError, load_plan, load_sweep, plan_of, plot_path, run_options, seed_batches
 from harness.cli_parser import parser
 from harness.console import err_console, out_console, print_table
-from harness.judge import claims, claims_table, compare, publish, references
+from harness.judge import claims_table, compare, publish, references, verdict
 from harness.judge.compare import CompareError
 from harness.judge.references import ReproduceError
 from harness.record import rundir, sync, tracking
@@ -45,21 +45,10 @@ from harness.sessions import sweep as sweep_session
 from harness.spec import SpecError
 
 EXIT_USER_ERROR = 2
-EXIT_FAILED = 1
+EXIT_FAILED = verdict.EXIT_FAILED
 EXIT_INTERRUPTED = 130  # SIGINT; SIGTERM exits 143
 EXIT_INCOMPLETE = 3  # trained to the end; the MLflow record waits for harness sync
-# Undecided: a claim's test INCONCLUSIVE at its seed cap, or (harness reproduce) too few seeds
-# for a statistical verdict. Never a failure: more seeds would decide.
-EXIT_NOT_JUDGED = 4
-
-
-def verdict_code(record_claims, metrics: str = "pass") -> int:
-    """The exit code of the claims' tests and a reproduction's verdict (`pass`,
-    `fail`, `inconclusive`, `not judged`): 1 on any failure, else 4 if undecided."""
-    outcomes = record_claims or {}
-    if metrics == "fail" or claims.failed(outcomes):
-        return EXIT_FAILED
-    return EXIT_NOT_JUDGED if metrics != "pass" or claims.undecided(outcomes) else 0
+EXIT_NOT_JUDGED = verdict.EXIT_NOT_JUDGED
 
 
 def _user_error(message: str) -> int:
@@ -111,6 +100,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if spec.load(args.spec).sweep is not None:
         return cmd_sweep(args)
     plan = load_plan(args.spec, args)
+    if args.results_out and Path(args.results_out).is_dir():
+        return _user_error(f"--results-out {args.results_out}: is a folder; harness run writes one results.json file")
     uri = tracking.resolve_uri(args.tracking_uri, plan.spec.tracking.uri)
     faithful = references.faithful_of(args.spec, plan.spec)
     options = run_options(args, resume=args.resume or False, faithful=faithful)
@@ -123,7 +114,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         Path(args.results_out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.results_out).write_text(logged.record.to_json())
         out_console.print(f"results written to {args.results_out}")
-    return verdict_code(logged.record.claims) or (EXIT_INCOMPLETE if logged.offline else 0)
+    return verdict.exit_code(verdict.of_claims(logged.record.claims)) or (EXIT_INCOMPLETE if logged.offline else 0)
 
 
 def cmd_sync(args: argparse.Namespace) -> int:
@@ -192,7 +183,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     reproduced = reproduce.run_and_judge(reference, run_options(args, faithful=faithful), args.seeds)
     if reproduced is None:  # not process 0 of a multi-process job: it judges
         return 0
-    code = verdict_code(reproduced.logged.record.claims, reproduced.verdict.outcome)
+    code = verdict.exit_code(reproduced.verdict.outcome)
     return code or (EXIT_INCOMPLETE if reproduced.logged.offline else 0)
 
 
@@ -206,13 +197,18 @@ def _reproduce_adaptive(args: argparse.Namespace) -> int:
         return _user_error("--adaptive decides between batches in one process: run it without a multi-process job")
     if args.results_out and args.set:
         return _user_error("--results-out keeps faithful runs of the spec; a run changed by --set is not one")
+    if args.results_out and Path(args.results_out).exists() and not Path(args.results_out).is_dir():
+        return _user_error(
+            f"--results-out {args.results_out}: is a file; an adaptive reproduction writes a results.json a batch"
+            " into a folder (<spec>@seeds-<first>-<last>.json)"
+        )
     plan = load_plan(args.spec, args)
     batch, cap = seed_batches(args, plan.spec)
     uri = tracking.resolve_uri(args.tracking_uri, plan.spec.tracking.uri)
     reference = reproduce.of_spec(plan, args.spec, args.reference, uri)
     options = run_options(args, faithful=references.faithful_of(args.spec, plan.spec))
     out = Path(args.results_out) if args.results_out else None
-    return verdict_code(reproduce.run_adaptive(reference, options, batch, cap, args.set or [], out).outcomes)
+    return verdict.exit_code(reproduce.run_adaptive(reference, options, batch, cap, args.set or [], out).verdict)
 
 
 def cmd_scale(args: argparse.Namespace) -> int:

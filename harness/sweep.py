@@ -124,10 +124,19 @@ def parse_sets(sets: list[str], source: str = "--set") -> dict[str, tuple[Any, .
     return swept
 
 
-def assign(data: dict[str, Any], key: str, value: Any) -> None:
+def assign(data: dict[str, Any], key: str, value: Any, source: str = "--set") -> None:
+    """`data` (a spec as a mapping) with the dotted `key` set to `value`;
+    SpecError naming the key where a part of its path is not a section."""
     *path, last = key.split(".")
     node = data
-    for part in path:
+    for depth, part in enumerate([*path, None]):
+        if not isinstance(node, dict):
+            section = ".".join(path[:depth])
+            raise SpecError(source, [(key, f"{section} is not a section with keys (it is {node!r})")])
+        if part is None:
+            break
+        if part not in node:
+            raise SpecError(source, [(key, f"{'.'.join(path[: depth + 1])} is not a section of the spec")])
         node = node[part]
     node[last] = value
 

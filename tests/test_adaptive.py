@@ -16,9 +16,10 @@ from support import TINY_SPEC, new_store, run_cli, write_spec
 
 # A delta far below the tiny run's spread across seeds: no batch can decide it, so the
 # reproduction adds its second batch and stops INCONCLUSIVE at the cap the spec states
-# (batches of its 2 seeds, up to 4).
+# (batches of 2 seeds, up to 4). The reference has the 16 faithful seeds a test needs.
 UNDECIDABLE = {
-    "reproduction": {"max_seeds": 4},
+    "seeds": list(range(16)),
+    "reproduction": {"batch": 2, "max_seeds": 4},
     "claims": {
         "learns": {
             "metric": "episode_return",
@@ -71,8 +72,8 @@ def test_an_undecided_reproduction_adds_batches_to_the_cap_and_exits_4(adaptive)
     assert "batch 1, 2 seeds" in out and "batch 2, 4 seeds" in out
     # Each test's evidence beside the bound that decides it: log(1/0.2) to pass, log(1/0.01) to fail.
     assert re.search(r"learns INCONCLUSIVE pass -?\d+\.\d\d of 1\.61 fail -?\d+\.\d\d of 4\.61", out), out
-    assert "INCONCLUSIVE after 4 fresh seeds (2-5" in out  # after the reference's seeds 0 and 1
-    assert [r.data.tags["adaptive.seeds"] for r in runs] == ["2-3", "4-5"]
+    assert "INCONCLUSIVE after 4 fresh seeds (16-19" in out  # after the reference's seeds 0 to 15
+    assert [r.data.tags["adaptive.seeds"] for r in runs] == ["16-17", "18-19"]
 
 
 def test_later_batches_reuse_the_compiled_programs(adaptive):
@@ -86,6 +87,7 @@ def test_the_last_batch_carries_the_verdict_and_its_evidence(adaptive, published
     _, _, _, runs = adaptive
     last = runs[-1].data.tags
     assert last["adaptive.verdict"] == "inconclusive" and last["adaptive.seeds_used"] == "4"
+    assert last["verdict"] == "inconclusive"  # the tag the MLflow guide's filters match
     assert last["claim.learns"] == "inconclusive"
     assert last["claim.learns.alpha"] == "0.01" and last["claim.learns.delta"] == "0.5"
     client = MlflowClient(tracking_uri=published[2])
@@ -111,12 +113,32 @@ def test_a_changed_spec_is_judged_with_its_changes_named(published):
         (["--adaptive", "--batch", "4", "--max-seeds", "2"], "at least one batch"),
         (["--set", "optimizer.learning_rate=1"], "add --adaptive"),
         (["--adaptive", "--seeds", "7"], "leave out --run-id and --seeds"),
+        (["--adaptive", "--set", "seeds.count=3"], "tiny.yaml (--set): seeds.count: an adaptive reproduction runs"),
+        (["--adaptive", "--set", "budget.env_steps.x=3"], "(--set): budget.env_steps.x: budget.env_steps is not a"),
+        (["--adaptive", "--results-out", "experiments/tiny.yaml"], "is a file; an adaptive reproduction writes"),
     ],
 )
 def test_bad_options_are_refused_before_anything_runs(published, options, message):
     _, spec, uri = published
+    client = MlflowClient(tracking_uri=uri)
+
+    def runs() -> int:
+        return len(client.search_runs([e.experiment_id for e in client.search_experiments()]))
+
+    before = runs()
     code, out, err = run_cli("reproduce", str(spec), *options, "--tracking-uri", uri)
-    assert code == 2 and message in err and "Traceback" not in err
+    assert code == 2 and message in " ".join(err.split()) and "Traceback" not in err
+    assert runs() == before  # nothing run
+
+
+def test_a_bit_identical_plain_reproduction_passes_whatever_its_claims_can_decide(published):
+    """Its own 16 seeds leave the claim no faithful seeds (untested), but the
+    run is the reference's bits on the same machine: a PASS, exit 0."""
+    _, spec, uri = published
+    code, out, err = run_cli("reproduce", str(spec), "--tracking-uri", uri, "--no-progress")
+    flat = " ".join(out.split())
+    assert code == 0, out + err
+    assert "rule (exact)" in flat and "verdict: PASS" in flat
 
 
 def test_validate_measures_the_claims_errors(published, tmp_path):
@@ -126,7 +148,7 @@ def test_validate_measures_the_claims_errors(published, tmp_path):
     assert code == 0, out + err
     record = json.loads(out_file.read_text())
     row = record["claims"]["learns"]
-    # Two faithful seeds: simulated, but from too few seeds to show their spread, so never "meets".
-    assert row["faithful_seeds"] == 2 and row["measurable"] is False and row["meets"] is False
+    assert row["faithful_seeds"] == 16 and set(row["faithful"]) >= {"resampled", "smoothed", "wider"}
+    assert row["alpha"] == 0.01 and record["alpha_per_reproduction"] == 0.01 and record["tests"] == 1
     assert (row["batch"], row["cap"]) == (2, 4)  # the spec's reproduction section, simulated
-    assert record["claims_hash"] and "learns" in out and "too few faithful" in out
+    assert record["claims_hash"] and record["rules"] and "learns" in out and "too weak" in out

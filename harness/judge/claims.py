@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from harness.judge import levels, sequential, stats
+from harness.judge import levels, sequential, stats, verdict
 from harness.judge.levels import Faithful
 from harness.record.schema import ClaimOutcome, Results
 from harness.spec_claims import REFERENCE, Claim
@@ -107,21 +107,22 @@ def bootstrap(
     return float(low), float(high)
 
 
-def judge(record: Results, claim: Claim, faithful: Faithful | None = None) -> ClaimOutcome:
+def judge(record: Results, claim: Claim, faithful: Faithful | None = None, tests: int = 1) -> ClaimOutcome:
     """`claim` judged on the run `record`: its value, interval, whether it
     holds and, for an outside figure, whether the run is consistent with it.
-    A test (a claim with `delta`) is run over the record's seeds at once,
-    its level the claim's number or learned from `faithful` seeds."""
-    return judge_values(claim, seed_values(record, claim), faithful)
+    A test (a claim with `delta`, one of `tests` test claims of its spec) is
+    run over the record's seeds at once, its level the claim's number or
+    learned from `faithful` seeds."""
+    return judge_values(claim, seed_values(record, claim), faithful, tests=tests)
 
 
 def judge_values(
-    claim: Claim, values: np.ndarray, faithful: Faithful | None = None, batch: int | None = None, looks: int = 1
+    claim: Claim, values: np.ndarray, faithful: Faithful | None = None, batch: int | None = None, tests: int = 1
 ) -> ClaimOutcome:
     """`judge` on per-seed values `[seeds]` (of one run, or of a
     reproduction's batches in the order they ran), a test looked at after
-    every `batch` of them (default: all at once), planned for up to `looks`
-    looks (an adaptive reproduction's cap over its batch)."""
+    every `batch` of them (default: all at once; the evidence is valid at
+    any look), the claim one of `tests` test claims sharing the spec's alpha."""
     seeds = claim.over_seeds
 
     def statistic(x: np.ndarray) -> np.ndarray:
@@ -141,28 +142,24 @@ def judge_values(
     }
     if not claim.is_test:
         return ClaimOutcome(**outcome, holds=CHECKS[bound](value, limit))
-    return ClaimOutcome(**outcome, **run_test(claim, values, faithful, batch or len(values), looks))
+    return ClaimOutcome(**outcome, **run_test(claim, values, faithful, batch or len(values), tests))
 
 
-def run_test(claim: Claim, values: np.ndarray, faithful: Faithful | None, batch: int, looks: int) -> dict:
+def run_test(claim: Claim, values: np.ndarray, faithful: Faithful | None, batch: int, tests: int) -> dict:
     """A test claim's verdict fields (ClaimOutcome's) on per-seed `values`."""
     reference = faithful is not None and claim.bound[1] == REFERENCE
-    test = levels.make_test(claim, levels.unit(claim, faithful.values) if faithful is not None else None, looks)
+    pool = levels.unit(claim, faithful.values) if faithful is not None else None
+    test = levels.make_test(claim, pool, tests)
     if test is None:
-        return {
-            "holds": False,
-            "note": "untested: its level is the reference's, and no faithful seeds other than the run's own "
-            "were found (results/<spec>.json, results/unseen/)",
-        }
+        return {"holds": False, "rules": verdict.RULES, "note": levels.untested(claim, pool)}
     decision = sequential.decide(test, levels.unit(claim, values), batch)
-    level = levels.to_units(claim, float(test.level))
-    faithful_level = levels.to_units(claim, float(test.level if test.target is None else test.target))
-    direction = -1 if claim.higher_is_better else 1
     return {
         "holds": bool(decision.verdict == sequential.PASS),
         "verdict": str(decision.verdict),
-        "level": level,
-        "fails_at": faithful_level + direction * float(claim.delta),
+        "rules": verdict.RULES,
+        "alpha": test.alpha,
+        "level": levels.to_units(claim, float(test.level)),
+        "fails_at": levels.to_units(claim, float(test.level) - test.delta),
         "faithful_seeds": len(faithful.values) if reference else 0,
         "against_faithful": float(decision.against_faithful),
         "against_regressed": float(decision.against_regressed),
@@ -176,10 +173,10 @@ def evaluate(
     """Every claim judged on `record`, by name (tests with their `faithful`
     seeds, by claim name); ClaimError (naming the claim's key) for one
     whose metric the run did not record."""
-    outcomes = {}
+    outcomes, tests = {}, test_count(claims)
     for name, claim in claims.items():
         try:
-            outcomes[name] = judge(record, claim, (faithful or {}).get(name))
+            outcomes[name] = judge(record, claim, (faithful or {}).get(name), tests)
         except ClaimError as error:
             raise ClaimError(f"claims.{name}.metric: {error}") from None
     return outcomes
@@ -191,16 +188,17 @@ def judge_pooled(
     """Every claim judged on the seeds of `records` together (each seed
     once, in seed order) as one reproduction looked at after every `batch`
     of them: how a spec's unseen-seed runs, made in batches of any size,
-    are judged (`batch`: the spec's reproduction batch)."""
+    are judged (`batch`: the spec's reproduction batch; the evidence does
+    not depend on how many looks the seeds found)."""
     seeds = sorted({seed for record in records for seed in record.seeds})
-    outcomes = {}
+    outcomes, tests = {}, test_count(claims)
     for name, claim in claims.items():
         values: dict[int, float] = {}
         for record in records:
             kept = zip(record.seeds, seed_values(record, claim), strict=True)
             values |= {seed: float(value) for seed, value in kept if seed not in values}
         outcomes[name] = judge_values(
-            claim, np.array([values[seed] for seed in seeds]), faithful.get(name), batch, -(-len(seeds) // batch)
+            claim, np.array([values[seed] for seed in seeds]), faithful.get(name), batch, tests
         )
     return outcomes
 
@@ -245,6 +243,19 @@ def claims_hash(claims: Mapping[str, Claim]) -> str:
     return hashlib.sha256(json.dumps(stated, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
+def test_count(claims: Mapping[str, Claim]) -> int:
+    """How many of a spec's claims are tests: each is judged at its alpha over this many."""
+    return sum(claim.is_test for claim in claims.values())
+
+
+def reproduction_alpha(claims: Mapping[str, Claim]) -> float | None:
+    """The chance that a spec's test claims together fail a faithful
+    reproduction, at most: each is tested at its alpha over their number,
+    so the mean of their alphas (None without a test)."""
+    alphas = [float(claim.alpha) for claim in claims.values() if claim.is_test]
+    return sum(alphas) / len(alphas) if alphas else None
+
+
 def failed(outcomes: Mapping[str, ClaimOutcome]) -> list[str]:
     """The claims whose test FAILED."""
     return [name for name, outcome in outcomes.items() if outcome.verdict == sequential.FAIL]
@@ -253,11 +264,6 @@ def failed(outcomes: Mapping[str, ClaimOutcome]) -> list[str]:
 def broken(outcome: ClaimOutcome) -> bool:
     """A statement that does not hold, or a test that FAILED (an undecided test is neither)."""
     return outcome.verdict == sequential.FAIL if outcome.claim.get("delta") is not None else not outcome.holds
-
-
-def undecided(outcomes: Mapping[str, ClaimOutcome]) -> list[str]:
-    """The tests that ended INCONCLUSIVE."""
-    return [name for name, outcome in outcomes.items() if outcome.verdict == sequential.INCONCLUSIVE]
 
 
 def stated(record: Results) -> dict[str, Claim]:
@@ -283,11 +289,12 @@ def tags(outcomes: Mapping[str, ClaimOutcome]) -> dict[str, str]:
     out = {}
     for name, outcome in outcomes.items():
         if outcome.claim.get("delta") is not None:
-            out[f"claim.{name}"] = outcome.verdict or "untested"
+            out[f"claim.{name}"] = verdict.claim_word(outcome)
             claim = Claim.model_validate(outcome.claim)
             out[f"claim.{name}.alpha"] = str(claim.alpha)
             out[f"claim.{name}.power"] = str(claim.power)
             out[f"claim.{name}.delta"] = str(claim.delta)
+            out[f"claim.{name}.rules"] = outcome.rules or "1"
             if outcome.seeds_used is not None:
                 out[f"claim.{name}.seeds_used"] = str(outcome.seeds_used)
         else:

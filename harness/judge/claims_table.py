@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from harness.console import out_console
-from harness.judge.claims import SIGNS, claims_hash
+from harness.judge import verdict
+from harness.judge.claims import SIGNS, claims_hash, reproduction_alpha
 from harness.record.schema import ClaimOutcome
 from harness.spec_claims import Claim
 
 WIDTH = 80  # the table is kept to a terminal's width
-WORDS = {"pass": "[bold green]PASS[/]", "fail": "[bold red]FAIL[/]", "inconclusive": "[bold yellow]INCONCLUSIVE[/]"}
 
 
 def number(value: float) -> str:
@@ -43,7 +43,7 @@ def bound_cell(claim: Claim, outcome: ClaimOutcome) -> str:
     where = f"ref, {outcome.faithful_seeds} seeds" if outcome.faithful_seeds else "stated"
     return (
         f"level {number(outcome.level)} ({where})\nfails at {number(outcome.fails_at)}, "
-        f"α {claim.alpha:g}, power {claim.power:g}\n{WORDS[outcome.verdict]} after {outcome.seeds_used} seeds"
+        f"α {outcome.alpha or claim.alpha:.2g}, power {claim.power:g}\n{verdict.shown(outcome.verdict)} after {outcome.seeds_used} seeds"
     )
 
 
@@ -110,9 +110,20 @@ def validate_lines(claims: Mapping[str, Claim]) -> str:
     if not claims:
         return ""
     lines = [f"# claims_hash: {claims_hash(claims)}"]
+    tests = [claim for claim in claims.values() if claim.is_test]
+    if tests:
+        alpha = reproduction_alpha(claims)
+        lines.append(
+            f"# a reproduction fails a faithful run at most {alpha:.2g} of the time: its {len(tests)} test"
+            f" claim{'s' if len(tests) > 1 else ''} share{'' if len(tests) > 1 else 's'} that alpha"
+        )
     for name, claim in claims.items():
         if claim.is_test:
-            what = f"a test: alpha {claim.alpha:g}, power {claim.power:g}, delta {claim.delta:g} (measured by --errors)"
+            share = float(claim.alpha) / len(tests)
+            what = (
+                f"a test: alpha {share:.2g} (its {claim.alpha:g} over {len(tests)}), power {claim.power:g},"
+                f" delta {claim.delta:g} (measured by --errors)"
+            )
         else:
             what = "a statement, judged on the point estimate; never a gate"
         lines.append(f"# claim {name}: {what}")

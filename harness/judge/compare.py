@@ -4,10 +4,9 @@ their curves, from the results.json each run logged.
 A comparison is recorded as an MLflow run of its own, named `compare`, in the
 experiment of the first compared run and tagged `harness.kind = compare`: it
 holds the plot (compare.png), the table (compare.md) and the numbers
-(compare.json). The claims the runs were judged on are judged again on each
-run (compare.json's `claims`; tags `claim.<name>`: holds when it holds on
-every run). The compared runs are read, never changed, so comparing a
-colleague's runs on a shared server leaves them as they were.
+(compare.json). The runs' claims are judged on each run (compare.json's
+`claims`; tags `claim.<name>`, see claim_tags). The compared runs are read,
+never changed: a colleague's runs on a shared server stay as they were.
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from harness.console import megabytes
-from harness.judge import claims, stats
+from harness.judge import claims, stats, verdict
 from harness.judge.machines import device_label
 from harness.judge.reproduce import LEARNING_METRICS
 from harness.record import schema, tracking
@@ -171,8 +170,10 @@ def rows(runs: list[ComparedRun]) -> list[dict[str, Any]]:
 
 
 def judged_claims(runs: list[ComparedRun]) -> dict[str, dict[str, ClaimOutcome]]:
-    """Run id -> claim name -> outcome: every claim any of the runs was
-    judged on (its results.json's), judged on each run that records its metric."""
+    """Run id -> claim name -> outcome: every claim any run was judged on,
+    judged on each run that records its metric. A test's stored outcome is
+    reused only when today's rules judged it; else it is judged again
+    (untested without the faithful seeds a reference level needs)."""
     stated: dict[str, Any] = {}
     for run in runs:
         for name, claim in claims.stated(run.record).items():
@@ -181,8 +182,9 @@ def judged_claims(runs: list[ComparedRun]) -> dict[str, dict[str, ClaimOutcome]]
     for run in runs:
         for name, claim in stated.items():
             own = (run.record.claims or {}).get(name)
-            if own is not None and own.claim == claim.model_dump(mode="json", exclude_none=True):
-                out.setdefault(run.run_id, {})[name] = own  # a test as the run judged it, with its level
+            same = own is not None and own.claim == claim.model_dump(mode="json", exclude_none=True)
+            if same and (not claim.is_test or own.rules == verdict.RULES):
+                out.setdefault(run.run_id, {})[name] = own  # a test as the run judged it, under today's rules
                 continue
             try:
                 out.setdefault(run.run_id, {})[name] = claims.judge(run.record, claim)
@@ -192,12 +194,17 @@ def judged_claims(runs: list[ComparedRun]) -> dict[str, dict[str, ClaimOutcome]]
 
 
 def claim_tags(comparison: Comparison) -> dict[str, str]:
-    """`claim.<name>`: holds when the claim holds on every run judged on it."""
-    verdicts: dict[str, bool] = {}
+    """`claim.<name>` over the runs judged on it: a test's verdict across them
+    (harness.judge.verdict), a statement's `holds` when it holds on every run."""
+    words: dict[str, list] = {}
+    holds: dict[str, bool] = {}
     for outcomes in comparison.claims.values():
         for name, outcome in outcomes.items():
-            verdicts[name] = verdicts.get(name, True) and outcome.holds
-    return {f"claim.{name}": "holds" if holds else "fails" for name, holds in verdicts.items()}
+            words.setdefault(name, []).append(verdict.claim_word(outcome))
+            holds[name] = holds.get(name, True) and outcome.holds
+    return {
+        f"claim.{name}": verdict.of_words(said) or ("holds" if holds[name] else "fails") for name, said in words.items()
+    }
 
 
 def _columns(summaries: list[dict[str, Any]], markdown: bool) -> list[tuple[str, str, Any]]:

@@ -1,23 +1,40 @@
 """What a claim's test really does: its false-failure rate and power,
-measured by simulating reproductions from the faithful seeds at hand
-(`harness validate SPEC --errors`).
+measured by simulating reproductions (`harness validate SPEC --errors`),
+under faithful runs and regressions of several shapes, not only the pool's.
 
 Each simulated reproduction draws its own reference (as many seeds as the
-real one pooled, with replacement), learns the level from it as the judge
-does, then runs the sequential test (harness.judge.sequential) over fresh
-seeds drawn in batches up to the cap, planned for as many looks:
+real one pooled) and its own run's seeds in batches up to the cap, from one
+model of a faithful run, applied to both alike, and runs the claim's test
+(harness.judge.levels, sequential) as a reproduction would. The faithful
+models, each from the faithful seeds at hand (their values in the claim's
+units):
 
-- **faithful**: seeds drawn from the faithful seeds themselves; the share
-  that FAIL is the false-failure rate, to be at most `alpha`;
-- **regressed**: the same draws made worse by `delta` (a mean's values moved
-  by `delta` in the metric's units, then clipped to the range as any run's
-  are; a success turned into a failure with probability `delta / rate`, so
-  the rate drops by `delta`); the share that FAIL is the power, to be at
-  least the claim's `power`.
+- **resampled**: the seeds themselves, drawn with replacement;
+- **smoothed**: each draw jittered by a normal of the pool's spread at
+  Silverman's bandwidth (`1.06 sd n^-1/5`), so values between and beyond
+  the seeds occur;
+- **wider**: the spread about the pool's mean times 1.5;
+- **failure mode**: where the metric has a random policy's level (a
+  return), 1 seed in 20 collapsed to it.
 
-The draws come from a fixed `numpy.random.default_rng(seed)`, so a record
-is the same every time it is made. Pure numpy: thousands of reproductions
-take well under a second.
+The share of faithful reproductions that FAIL is the false-failure rate, to
+be at most the claim's alpha (its share of the spec's alpha). Power, the
+share of regressed reproductions that FAIL, under three regressions of the
+run's seeds (the reference stays faithful):
+
+- **shifted**: every seed worse by delta (for a share, each success lost
+  with probability delta / rate: the rate drops by delta);
+- **collapsed**: a share of seeds at the random level, the mean down by
+  delta (a mean with a random level only);
+- **spread**: the spread about the mean doubled, the mean down by delta
+  (a mean only).
+
+Every rate comes with its Wilson 95% interval over the simulations. A claim
+meets its errors when each false-failure rate is at most alpha with its
+interval below alpha + `ALPHA_MARGIN`, and each power at least the claim's
+with its interval above power - `POWER_MARGIN`. The draws come from a fixed
+`numpy.random.default_rng(seed)`, so a record is the same every time it is
+made. Pure numpy: each model takes well under a second.
 """
 
 from __future__ import annotations
@@ -31,79 +48,170 @@ from harness.spec_claims import REFERENCE, Claim
 
 SIMULATIONS = 4000
 SEED = 0
-# Below this many faithful seeds the resampled reproductions cannot show the spread faithful runs have
-# (a spread estimated from 4 seeds can be a third of the true one), so the measured rates are not trusted.
-MEASURABLE = 5
+FAITHFUL_MODELS = ("resampled", "smoothed", "wider", "failure_mode")
+REGRESSIONS = ("shifted", "collapsed", "spread")
+WIDER = 1.5  # the wider tails' spread, times the pool's
+FAILURE_SHARE = 1 / 20  # the failure mode: this share of seeds at the random level
+# How far past alpha (below power) a rate's interval may reach for the claim to meet its errors.
+ALPHA_MARGIN, POWER_MARGIN = 0.005, 0.03
+Z = 1.959964  # a 95% interval
 
 
-def regress(claim: Claim, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Per-seed values in the claim's units made worse by its delta: a
-    mean's values moved by delta (before the range clips them, as a real
-    regression's would be); a share's successes (on the unit scale) turned
-    into failures with probability delta / rate, so the rate drops by delta."""
-    if claim.over_seeds.name == "mean":
-        return values - claim.delta if claim.higher_is_better else values + claim.delta
-    successes = levels.unit(claim, values)
-    rate = float(successes.mean())
-    keep = 1.0 - min(claim.delta / rate, 1.0) if rate > 0 else 0.0
-    return successes * (rng.random(values.shape) < keep)
+def wilson(hits: int, n: int) -> tuple[float, float]:
+    """Wilson's 95% interval of a rate observed `hits` times in `n`."""
+    p = hits / n
+    centre = (p + Z**2 / (2 * n)) / (1 + Z**2 / n)
+    half = Z * np.sqrt(p * (1 - p) / n + Z**2 / (4 * n**2)) / (1 + Z**2 / n)
+    low = 0.0 if hits == 0 else max(centre - half, 0.0)
+    return float(low), float(min(centre + half, 1.0))
+
+
+def _sign(claim: Claim) -> float:
+    return 1.0 if claim.higher_is_better else -1.0
+
+
+def faithful_draws(
+    claim: Claim, pool: np.ndarray, model: str, shape: tuple[int, int], rng: np.random.Generator, random: float | None
+) -> np.ndarray | None:
+    """Per-seed values in the claim's units, `shape`, from the faithful
+    `pool` under `model`; None where the model does not apply (a failure
+    mode without a random level)."""
+    draws = pool[rng.integers(0, len(pool), size=shape)]
+    if model == "resampled":
+        return draws
+    if model == "smoothed":
+        bandwidth = 1.06 * pool.std(ddof=1) * len(pool) ** -0.2
+        return draws + rng.normal(0.0, bandwidth, size=shape)
+    if model == "wider":
+        return pool.mean() + WIDER * (draws - pool.mean())
+    if model == "failure_mode":
+        return None if random is None else np.where(rng.random(shape) < FAILURE_SHARE, random, draws)
+    raise ValueError(f"unknown faithful model {model!r}")
+
+
+def regressed_draws(
+    claim: Claim, draws: np.ndarray, shape_of: str, rng: np.random.Generator, random: float | None
+) -> np.ndarray | None:
+    """Faithful `draws` (the claim's units) made worse by delta in the shape
+    `shape_of`, on the unit scale; None where the shape does not apply."""
+    delta = float(claim.delta)
+    if claim.over_seeds.name != "mean":  # a share: the rate drops by delta, whatever the cause
+        if shape_of != "shifted":
+            return None
+        successes = levels.unit(claim, draws)
+        rate = float(successes.mean())
+        keep = 1.0 - min(delta / rate, 1.0) if rate > 0 else 0.0
+        return successes * (rng.random(draws.shape) < keep)
+    mean = float(draws.mean())
+    if shape_of == "shifted":
+        return levels.unit(claim, draws - _sign(claim) * delta)
+    if shape_of == "spread":
+        return levels.unit(claim, mean - _sign(claim) * delta + 2.0 * (draws - mean))
+    if shape_of == "collapsed":
+        drop = _sign(claim) * (mean - random) if random is not None else 0.0
+        if drop <= delta:
+            return None  # no random level, or one too near the faithful mean to lose delta by collapsing
+        return levels.unit(claim, np.where(rng.random(draws.shape) < delta / drop, random, draws))
+    raise ValueError(f"unknown regression {shape_of!r}")
+
+
+def _rate(decisions: sequential.Decision, verdict: str) -> dict[str, Any]:
+    hits = int(np.sum(decisions.verdict == verdict))
+    low, high = wilson(hits, len(decisions.verdict))
+    return {"rate": hits / len(decisions.verdict), "low": low, "high": high}
 
 
 def simulate(
-    claim: Claim, faithful: np.ndarray, batch: int, cap: int, sims: int = SIMULATIONS, seed: int = SEED
+    claim: Claim,
+    faithful: np.ndarray,
+    batch: int,
+    cap: int,
+    tests: int = 1,
+    random: float | None = None,
+    sims: int = SIMULATIONS,
+    seed: int = SEED,
 ) -> dict[str, Any]:
     """The claim's measured errors from `faithful` per-seed values (its own
-    units), reproductions in batches of `batch` up to `cap` seeds (whole
-    batches: harness.sessions.errors_report.seeding), as `harness reproduce
-    --adaptive` runs them."""
-    faithful = np.asarray(faithful, dtype=np.float64)
-    pool = levels.unit(claim, faithful)
+    units), the claim one of `tests` test claims of its spec, reproductions
+    in batches of `batch` up to `cap` seeds (whole batches:
+    harness.sessions.errors_report.seeding), as `harness reproduce
+    --adaptive` runs them; `random`: the random policy's level of the
+    claim's metric, in its units, where it has one."""
+    pool = np.asarray(faithful, dtype=np.float64)
     seeds = len(pool)
     rng = np.random.default_rng(seed)
-    reference = pool[rng.integers(0, seeds, size=(sims, seeds))] if claim.bound[1] == REFERENCE else pool[None, :]
-    test = levels.make_test(claim, reference, looks=cap // batch)
-    draws = faithful[rng.integers(0, seeds, size=(sims, cap))]  # in the claim's units
-    faithful_run = sequential.decide(test, levels.unit(claim, draws), batch)
-    regressed = regress(claim, draws, rng)
-    if claim.over_seeds.name == "mean":
-        regressed = levels.unit(claim, regressed)
-    regressed_run = sequential.decide(test, regressed, batch)
+    alpha, beta = levels.split(claim, tests)
+    reference_size = seeds if claim.bound[1] == REFERENCE else 0
 
-    def share(decision: sequential.Decision, verdict: str) -> float:
-        return float(np.mean(decision.verdict == verdict))
+    def reproduce(reference: np.ndarray, run: np.ndarray) -> sequential.Decision:
+        test = levels.make_test(claim, levels.unit(claim, reference) if reference_size else None, tests)
+        return sequential.decide(test, run, batch)
 
-    return {
+    out: dict[str, Any] = {
         "faithful_seeds": seeds,
-        "measurable": seeds >= MEASURABLE,
-        "faithful_mean": levels.to_units(claim, float(pool.mean())),
-        "level_median": levels.to_units(claim, float(np.median(test.level))),
+        "faithful_mean": float(pool.mean()),
+        "random_level": random,
         "delta": float(claim.delta),
-        "alpha": float(claim.alpha),
+        "alpha": alpha,
+        "alpha_stated": float(claim.alpha),
+        "tests": tests,
         "power": float(claim.power),
         "batch": batch,
         "cap": cap,
         "simulations": sims,
-        "false_failure": share(faithful_run, sequential.FAIL),
-        "faithful_inconclusive": share(faithful_run, sequential.INCONCLUSIVE),
-        "faithful_seeds_used": float(faithful_run.seeds.mean()),
-        "measured_power": share(regressed_run, sequential.FAIL),
-        "regressed_passed": share(regressed_run, sequential.PASS),
-        "regressed_seeds_used": float(regressed_run.seeds.mean()),
+        "faithful": {},
+        "regressed": {},
     }
-
-
-def meets(errors: dict[str, Any]) -> bool:
-    """Whether the measured errors are within the claim's stated ones, from
-    enough faithful seeds to trust them."""
-    within = errors["false_failure"] <= errors["alpha"] and errors["measured_power"] >= errors["power"]
-    return errors["measurable"] and within
+    resampled_reference = None
+    for model in FAITHFUL_MODELS:
+        reference = faithful_draws(claim, pool, model, (sims, max(reference_size, 1)), rng, random)
+        if reference is None:
+            continue
+        run = faithful_draws(claim, pool, model, (sims, cap), rng, random)
+        decisions = reproduce(reference, levels.unit(claim, run))
+        out["faithful"][model] = {
+            "false_failure": _rate(decisions, sequential.FAIL),
+            "inconclusive": _rate(decisions, sequential.INCONCLUSIVE)["rate"],
+            "seeds_used": float(decisions.seeds.mean()),
+        }
+        if model == "resampled":
+            resampled_reference = reference
+    for shape_of in REGRESSIONS:
+        run = regressed_draws(
+            claim, faithful_draws(claim, pool, "resampled", (sims, cap), rng, random), shape_of, rng, random
+        )
+        if run is None:
+            continue
+        decisions = reproduce(resampled_reference, run)
+        out["regressed"][shape_of] = {
+            "power": _rate(decisions, sequential.FAIL),
+            "passed": _rate(decisions, sequential.PASS)["rate"],
+            "seeds_used": float(decisions.seeds.mean()),
+        }
+    return out
 
 
 def shortfall(errors: dict[str, Any]) -> str | None:
-    """What keeps a measured claim from meeting its errors, in words
-    (None when it meets them)."""
-    if not errors["measurable"]:
-        return "too few faithful seeds"
-    if errors["false_failure"] > errors["alpha"]:
-        return "fails faithful runs too often"
-    return None if meets(errors) else "too weak"
+    """What keeps a measured claim from meeting its errors, in words (None
+    when it meets them)."""
+    if errors.get("faithful_seeds", 0) < levels.MIN_FAITHFUL and errors.get("reference", True):
+        return f"a statement: {errors.get('faithful_seeds', 0)} faithful seeds, a test needs {levels.MIN_FAITHFUL}"
+    alpha, power = errors["alpha"], errors["power"]
+    loose = [
+        model
+        for model, row in errors["faithful"].items()
+        if row["false_failure"]["rate"] > alpha or row["false_failure"]["high"] > alpha + ALPHA_MARGIN
+    ]
+    if loose:
+        return f"fails faithful runs too often ({', '.join(loose)})"
+    weak = [
+        shape_of
+        for shape_of, row in errors["regressed"].items()
+        if row["power"]["rate"] < power or row["power"]["low"] < power - POWER_MARGIN
+    ]
+    return f"too weak ({', '.join(weak)})" if weak else None
+
+
+def meets(errors: dict[str, Any]) -> bool:
+    """Whether the measured errors are within the claim's stated ones."""
+    return shortfall(errors) is None

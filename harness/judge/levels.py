@@ -8,13 +8,12 @@ is past the claim's value, flipped likewise).
 
 The level a faithful run reaches is the claim's number, or (`reference`)
 it is learned from the faithful seeds at hand: the reference's, pooled with
-the spec's unseen-seed runs. Those seeds are a sample too, and the tests
-take them as they are: harness.judge.sequential's two-sample t-test holds
-a run's mean against theirs, their uncertainty in its error, and its
-Fisher exact test a run's successes against theirs. Either way a faithful
-run fails with probability at most `alpha`, the reference's own draw
-included. The fewer the faithful seeds, the less power the test has at
-`delta`: `harness validate --errors` measures it.
+the spec's unseen-seed runs, at least `MIN_FAITHFUL` of them. Those seeds
+are a sample too, and the test takes them as one: a run's seeds are bet
+against theirs pair by pair, a fair bet for a faithful run of any shape, so
+a faithful run fails with probability at most `alpha`, the reference's own
+draw included. The fewer the faithful seeds, the less power the test has
+at `delta`: `harness validate --errors` measures it.
 """
 
 from __future__ import annotations
@@ -26,6 +25,10 @@ import numpy as np
 
 from harness.judge.sequential import Test
 from harness.spec_claims import REFERENCE, Claim
+
+# Below this many faithful seeds a reference level is not a test: the seeds cannot show the spread and
+# tails faithful runs have (a spread from 6 seeds can be a third of the true one), nor measure its errors.
+MIN_FAITHFUL = 16
 
 
 class Faithful(NamedTuple):
@@ -77,29 +80,59 @@ def spread(faithful: np.ndarray) -> np.ndarray:
     return faithful.std(axis=-1, ddof=1) if faithful.shape[-1] > 1 else np.zeros(faithful.shape[:-1])
 
 
-def bounds(claim: Claim) -> tuple[float, float]:
-    """The log-evidence at which a claim's test FAILS and at which it PASSES."""
-    return float(np.log(1 / float(claim.alpha))), float(np.log(1 / (1 - float(claim.power))))
+def bounds(claim: Claim, tests: int = 1) -> tuple[float, float]:
+    """The log-evidence at which a claim's test FAILS and at which it PASSES,
+    the claim one of `tests` test claims of its spec."""
+    alpha, beta = split(claim, tests)
+    return float(np.log(1 / alpha)), float(np.log(1 / beta))
 
 
-def make_test(claim: Claim, faithful: np.ndarray | None, looks: int = 1) -> Test | None:
-    """The claim's test, looked at up to `looks` times: its level from a
-    number bound, or from `faithful` unit-scale values `[seeds]` (or
-    `[rows, seeds]`, one test per row, for simulation) for a `reference`
-    bound; None for a statement, or for a `reference` bound without
-    faithful seeds."""
-    if not claim.is_test:
+def split(claim: Claim, tests: int) -> tuple[float, float]:
+    """The claim's alpha and beta within a reproduction of `tests` test
+    claims: alpha / tests each (Bonferroni), so that the spec's tests
+    together fail a faithful reproduction with probability at most their
+    alphas' mean; beta whole (a reproduction passes only when every test
+    does, so a regressed claim passes it no more often than it passes)."""
+    return float(claim.alpha) / max(tests, 1), 1.0 - float(claim.power)
+
+
+def untested(claim: Claim, faithful: np.ndarray | None) -> str:
+    """Why a test claim cannot be a test with these faithful unit-scale
+    values (`[seeds]`), or "" when it can."""
+    if claim.bound[1] != REFERENCE:
+        return ""
+    seeds = 0 if faithful is None else np.shape(faithful)[-1]
+    if seeds >= MIN_FAITHFUL:
+        return ""
+    if not seeds:
+        return (
+            "untested: its level is the reference's, and no faithful seeds other than the run's own were found "
+            "(results/<spec>.json, results/unseen/)"
+        )
+    return f"untested: {seeds} faithful seeds, a test needs {MIN_FAITHFUL} (add unseen-seed runs: nox -s unseen)"
+
+
+def make_test(claim: Claim, faithful: np.ndarray | None, tests: int = 1) -> Test | None:
+    """The claim's test, the claim one of `tests` test claims of its spec
+    (harness.judge.sequential): against a number bound (`faithful`
+    unit-scale values, if any, only size its stakes), or, for a `reference`
+    bound, against the `faithful` values `[seeds]` (or `[rows, seeds]`, one
+    test per row, for simulation) themselves, the run's seeds paired with
+    them. None for a statement, or where `untested` says why."""
+    if not claim.is_test or untested(claim, faithful):
         return None
     kind = "mean" if claim.over_seeds.name == "mean" else "rate"
-    alpha, beta, delta = float(claim.alpha), 1.0 - float(claim.power), delta_unit(claim)
+    alpha, beta = split(claim, tests)
+    delta = delta_unit(claim)
+    floor = delta / 4  # seeds that all agree do not prove the next one will
+    if faithful is not None and np.shape(faithful)[-1] > 1:
+        faithful = np.asarray(faithful, dtype=np.float64)
+        spread_of = np.maximum(spread(faithful), floor)
+    else:
+        spread_of = delta / 2
     if claim.bound[1] != REFERENCE:
-        return Test(kind, stated_level(claim), delta, alpha, beta, looks=looks)
-    if faithful is None or np.shape(faithful)[-1] == 0:
-        return None
-    faithful = np.asarray(faithful, dtype=np.float64)
-    mean = faithful.mean(axis=-1)
-    spread_of = spread(faithful) if kind == "mean" else 0.0
-    return Test(kind, mean, delta, alpha, beta, spread_of, mean, faithful.shape[-1], looks)
+        return Test(kind, stated_level(claim), delta, alpha, beta, spread_of)
+    return Test(kind, faithful.mean(axis=-1), delta, alpha, beta, spread_of, faithful)
 
 
 def pool(per_record: Sequence[tuple[str, dict[int, float]]]) -> Faithful:

@@ -33,7 +33,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from harness import jax_build
-from harness.judge import differences, stats
+from harness.judge import differences, stats, verdict
 from harness.judge.machines import device_label, same_machine
 from harness.judge.xla_flags import exact_problem, numerics_flags, without_host_device_count
 from harness.record.schema import Results
@@ -139,8 +139,8 @@ class Verdict(NamedTuple):
     reference_seeds: list[int]
     reproduction_seeds: list[int]
     not_judged: str = ""  # why a statistical verdict cannot be given (too few seeds); "" when it is
-    # Each test claim's verdict on the reproduction (pass, fail, inconclusive): in statistical mode
-    # they gate the verdict, and the metrics' intervals are only reported.
+    # Each test claim's word on the reproduction (pass, fail, inconclusive, untested): in statistical
+    # mode they gate the verdict, and the metrics' intervals are only reported.
     claims: dict[str, str] = {}
 
     @property
@@ -149,17 +149,15 @@ class Verdict(NamedTuple):
 
     @property
     def passed(self) -> bool:
-        if self.claims_gate:
-            return all(verdict == "pass" for verdict in self.claims.values())
-        return not self.not_judged and all(m.passed for m in self.metrics if m.gates)
+        return self.outcome == verdict.PASS
 
     @property
     def outcome(self) -> str:
-        """`pass`, `fail`, `inconclusive` (a claim's test undecided) or `not judged`."""
-        if self.claims_gate:
-            verdicts = set(self.claims.values())
-            return "fail" if "fail" in verdicts else "inconclusive" if "inconclusive" in verdicts else "pass"
-        return "not judged" if self.not_judged else word(self.passed)
+        """`pass`, `fail`, `inconclusive` (a claim's test undecided) or `not
+        judged` (an untested claim, or too few seeds): harness.judge.verdict."""
+        metrics = verdict.NOT_JUDGED if self.not_judged else word(all(m.passed for m in self.metrics if m.gates))
+        bits = all(m.passed for m in self.metrics)
+        return verdict.of_reproduction(self.mode == "exact", bits, verdict.of_words(self.claims.values()), metrics)
 
 
 def not_exact_because(reference: Results, record: Results) -> list[str]:
@@ -220,7 +218,7 @@ def judge(reference: Results, record: Results, source: str, every: tuple[dict, d
     exact verdict compares every iteration too (harness.judge.differences)."""
     reasons = not_exact_because(reference, record)
     mode = "statistical" if reasons else "exact"
-    tests = {name: o.verdict for name, o in (record.claims or {}).items() if o.verdict is not None}
+    tests = {name: w for name, o in (record.claims or {}).items() if (w := verdict.claim_word(o)) is not None}
     claims_gate = mode == "statistical" and bool(tests)
     few = stats.too_few_seeds(len(reference.seeds), len(record.seeds))
     not_judged = few if mode == "statistical" and not claims_gate else ""

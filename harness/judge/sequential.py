@@ -1,50 +1,58 @@
-"""Sequential tests whose errors hold at whatever batch of seeds they stop.
+"""Sequential tests whose false failures hold for bounded seeds of any
+shape, at whatever seed they stop.
 
-A claim's test asks of a run's seeds: are they as good as a faithful run
-(H0: the mean per-seed value, or the success rate, is at least `level`), or
-worse by the regression that matters (H1: at most `target - delta`, where
-`target` is the faithful level's best estimate)? Values here are on the
-unit scale, higher is better (harness.judge.levels maps a metric's units
-and direction onto it).
+A claim's test asks of a run's seeds, on the unit scale (values in [0, 1],
+higher is better; harness.judge.levels maps a metric's units and direction
+onto it): are they as good as a faithful run, or worse by the regression
+that matters? Each side's evidence is a **betting e-process**
+(Waudby-Smith and Ramdas, "Estimating means of bounded random variables by
+betting"; Shafer and Vovk's testing by betting): a gambler starts with 1
+and, seed by seed, stakes a fixed fraction `lam` of their wealth on a
+payoff in [-1, 1] that is fair (mean at most 0) under the hypothesis
+tested. The wealth is then a nonnegative supermartingale, and by Ville's
+inequality it ever reaches `1/a` with probability at most `a`, at any seed
+and after any number of looks. The evidence is the log of the wealth,
+averaged over a few stakes (an average of e-processes is one), so a stake
+sized for the wrong spread costs a little evidence, never validity.
 
-The test looks after every batch of seeds, at most `looks` times (planned
-before the first seed: the seed cap over the batch size), and stops at the
-first look where either side's evidence reaches its bound:
+With faithful seeds (a `reference` level) the run's seeds are **paired**,
+in order, with the faithful seeds, and each pair's difference is bet on,
+scaled by `scale` (the spread a difference of two faithful seeds has) and
+clipped to [-1, 1]:
+
+- **against a faithful run (H0)**: payoff `clip((faithful - run) / scale)`.
+  A faithful run's seed and a faithful seed are two draws of one
+  distribution, so the difference is symmetric about 0 and any odd,
+  bounded function of it is a fair bet: the FAIL side keeps its alpha
+  for values of any shape (two clusters, rare failures, clipped ends), and
+  the faithful seeds' own draw is in the pair. No normal theory and no
+  estimate of the faithful level enter.
+- **against a regressed run (H1)**: payoff `clip((run - faithful + delta) /
+  scale)`, fair when the run is the faithful distribution moved down by
+  delta; for a share (each seed 0 or 1) the linear payoff `run - faithful
+  + delta`, fair for any run whose rate is delta or more below the
+  faithful one. harness.judge.errors measures the PASS side under other
+  shapes of regression.
+
+A run has at most as many pairs as there are faithful seeds; its later
+seeds add no evidence. Against a stated `level` (no faithful seeds) the
+bets are one-sample and linear, `level - x` and `x - regressed`, fair for
+any run at or above `level` (at or below `regressed`).
+
+The test looks after every batch of seeds and stops at the first look
+where either side's evidence reaches its bound:
 
 - **FAIL** when the evidence against H0 reaches `1/alpha`: a faithful run
-  fails with probability at most `alpha`, whichever look it stops at;
-- **PASS** when the evidence against H1 reaches `1/beta` (`beta = 1 -
-  power`): a run regressed by delta passes with probability at most `beta`;
-- **INCONCLUSIVE** when neither has by the last seed: never a FAIL.
+  fails with probability at most `alpha`;
+- **PASS** when the evidence against H1 reaches `1/beta`: a regressed run
+  passes with probability at most `beta`;
+- **INCONCLUSIVE** when neither has by the last seed: never a FAIL. The
+  evidence is anytime-valid, so looks are free and a reproduction may go
+  on past its cap without spending its errors again.
 
-For a **mean** the evidence is a group-sequential two-sample t-test: at a
-look with `n` seeds, Student's t of the run's mean against the faithful
-seeds' (`reference_seeds` of them, with their `spread`), the two samples'
-variances pooled, so the faithful seeds' own uncertainty is in the test
-and the run's seeds show a spread the reference missed. Each look is
-tested at `alpha / looks` (Bonferroni): the evidence is `1 / (looks * p)`,
-p the one-sided p-value, and by the union bound a faithful run fails at
-any of the looks with probability at most `alpha`. PASS is the same test
-of the run against `target - delta` at `beta / looks`. A stated level
-(`reference_seeds` 0) is a one-sample t-test on the run's seeds. The
-pooled spread is at least a quarter of delta: faithful seeds that all
-agree (every one at 1000, or never losing) do not prove the next one will.
-The guarantee is Student's (normal seeds); skewed or bimodal returns can
-break it, and harness.judge.errors measures the real rates by resampling
-the faithful seeds.
-
-For a **success rate** (each seed 0 or 1) against the faithful seeds, the
-evidence to FAIL is a group-sequential Fisher exact test: at a look with
-`n` seeds, the one-sided p-value of the run's successes given both
-samples' (the hypergeometric chance of so few), tested at `alpha / looks`
-as a mean's t-test is. It is exact, whatever the faithful rate: the test
-conditions on the successes, so the faithful seeds' own draw is in it.
-Against a stated level (`reference_seeds` 0) it is Wald's likelihood ratio
-(a Bernoulli SPRT) of `level - delta` against `level`. To PASS, either
-way, it is the likelihood ratio of `target` against `target - delta`; a
-likelihood ratio is a nonnegative supermartingale under its hypothesis, so
-by Ville's inequality it ever reaches `1/e` with probability at most `e`,
-however many looks are taken.
+The stakes are fixed before the run's first seed, from the faithful seeds'
+spread: near Kelly's optimum for a run at the other hypothesis (the
+payoff's mean over its second moment), halved and doubled.
 
 Everything is numpy over a leading batch of simulated tests: the judge
 calls it with one row, harness.judge.errors with thousands.
@@ -59,27 +67,25 @@ import numpy as np
 PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
 VERDICTS = (PASS, FAIL, INCONCLUSIVE)
 KINDS = ("mean", "rate")
-# A success rate's alternative is kept above 0 (a likelihood ratio of a rate of 0 is infinite).
-MIN_RATE = 1e-3
-# The smallest p-value kept (its log is the evidence): beyond it the evidence is past any bound.
-MIN_P = 1e-300
+# The stakes, as multiples of the Kelly stake: one sized right, one for twice the spread, one for half.
+STAKES = (0.5, 1.0, 2.0)
+# The most of its wealth a bet may lose on one seed at the worst value: a bet never goes broke.
+MAX_LOSS = 0.9
 
 
 class Test(NamedTuple):
     """A claim's sequential test, on the unit scale (higher is better).
-    `level`, `spread` and `target` may be arrays (one test per row) for
-    simulation."""
+    Arrays have a leading row per simulated test."""
 
     kind: str  # "mean" (values in [0, 1]) or "rate" (values 0 or 1)
-    level: np.ndarray | float  # H0: at least this (the faithful seeds' mean or rate, or a stated level)
-    delta: float  # the regression that matters
-    alpha: float  # the chance of failing a faithful run (of this test alone)
-    beta: float  # the chance of passing a run regressed by delta: 1 - power
-    spread: np.ndarray | float = 0.0  # the faithful seeds' standard deviation (a mean's)
-    # The faithful level's best estimate; H1 is "at most target - delta". None: `level`.
-    target: np.ndarray | float | None = None
-    reference_seeds: int = 0  # the faithful seeds the level (and a mean's spread) come from; 0: a stated level
-    looks: int = 1  # the most looks the test may take (alpha is split over them, but for a stated rate's SPRT)
+    level: np.ndarray | float  # the faithful level: the faithful seeds' mean, or a stated number
+    delta: float  # the regression to catch, on the unit scale
+    alpha: float  # the chance of failing a faithful run (this test's share of the reproduction's alpha)
+    beta: float  # the chance of passing a regressed run: 1 - power
+    spread: np.ndarray | float  # a faithful seed's spread (at least delta / 4): what sizes the stakes
+    # The faithful seeds a run's seeds are paired with, in order, `[seeds]` or `[rows, seeds]`; None:
+    # the level is stated.
+    faithful: np.ndarray | None = None
 
 
 class Decision(NamedTuple):
@@ -91,75 +97,109 @@ class Decision(NamedTuple):
     against_regressed: np.ndarray  # log of the evidence against H1 (PASS at log(1/beta))
 
 
-def _rows(x, shape: tuple[int, ...]) -> np.ndarray:
-    return np.broadcast_to(np.asarray(x, dtype=np.float64), shape)[..., None]
+def _column(x, rows: int) -> np.ndarray:
+    return np.broadcast_to(np.asarray(x, dtype=np.float64), (rows,))
 
 
-def _t_evidence(
-    test: Test, values: np.ndarray, at: np.ndarray, level: np.ndarray, target: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """A mean's log-evidence against H0 and against H1 at each look:
-    `[rows, looks]` from values `[rows, seeds]`, the looks' last seed
-    indexes `at` and each row's `level` and `target` (`[rows, 1]`)."""
-    from scipy import special  # here: a command that judges no test does not pay for its import
-
-    spread = _rows(test.spread, values.shape[:-1])
-    n = (at + 1).astype(np.float64)
-    total = np.cumsum(values, axis=-1)[:, at]
-    mean = total / n
-    squares = np.cumsum((values - values[:, :1]) ** 2, axis=-1)[:, at]  # about the first seed, for precision
-    deviations = np.maximum(squares - (mean - values[:, :1]) ** 2 * n, 0.0)  # the run's sum of squared deviations
-    faithful = test.reference_seeds
-    df = max(faithful - 1, 0) + n - 1
-    pooled = (max(faithful - 1, 0) * spread**2 + deviations) / np.maximum(df, 1)
-    pooled = np.maximum(pooled, (test.delta / 4) ** 2)
-    error = np.sqrt(pooled * ((1 / faithful if faithful else 0.0) + 1 / n))
-
-    def log_evidence(t: np.ndarray) -> np.ndarray:
-        p = np.where(df > 0, special.stdtr(np.maximum(df, 1), -t), 1.0)
-        return -np.log(test.looks * np.maximum(p, MIN_P))
-
-    return log_evidence((level - mean) / error), log_evidence((mean - (target - test.delta)) / error)
+def kelly(payoffs: np.ndarray) -> np.ndarray:
+    """The stakes, `[rows, stakes]`, for payoffs in [-1, 1] sampled
+    `[rows, samples]` under the alternative: multiples of the payoff's mean
+    over its second moment (Kelly's stake, to second order), at most MAX_LOSS."""
+    mean = np.maximum(payoffs.mean(axis=1), 1e-6)
+    kelly_stake = mean / np.maximum((payoffs**2).mean(axis=1), 1e-12)
+    return np.clip(kelly_stake[:, None] * np.asarray(STAKES), 0.0, MAX_LOSS)
 
 
-def _rate_evidence(
-    test: Test, values: np.ndarray, at: np.ndarray, level: np.ndarray, target: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """A success rate's log-evidence against H0 and against H1 at each look,
-    `[rows, looks]`: Fisher's exact test against the faithful seeds (the
-    SPRT against a stated level) and the SPRT of H1."""
-    successes = np.cumsum(values, axis=-1)[:, at]
-    if test.reference_seeds:
-        from scipy import stats  # here: a command that judges no test does not pay for its import
+def log_wealth(*bets: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """log of the mixture's wealth after each seed, `[rows, seeds]`, of
+    `(payoff, stakes)` bets: each seed's payoff `[rows, seeds]` (in
+    [-1, 1]) and the stakes `[rows, stakes]` on it; the mixture's wealth is
+    the mean of every stake's on every payoff."""
+    logs = np.concatenate(
+        [np.cumsum(np.log1p(lam[:, :, None] * payoff[:, None, :]), axis=-1) for payoff, lam in bets], axis=1
+    )  # [rows, stakes, seeds]
+    top = logs.max(axis=1)
+    return top + np.log(np.exp(logs - top[:, None, :]).mean(axis=1))
 
-        faithful = test.reference_seeds
-        faithful_successes = np.rint(level * faithful)
-        n = (at + 1).astype(np.float64)
-        # The chance of at most this many of the run's seeds succeeding, of
-        # all the successes in both samples, were the run's seeds as the faithful ones.
-        p = stats.hypergeom.cdf(successes, faithful + n, faithful_successes + successes, n)
-        against_h0 = -np.log(test.looks * np.maximum(p, MIN_P))
+
+# A difference of two faithful seeds, at the quantiles of a normal: what the stakes are sized on.
+_NORMAL = None
+
+
+def _normal() -> np.ndarray:
+    global _NORMAL
+    if _NORMAL is None:
+        from scipy import special  # here: a command that judges no test does not pay for its import
+
+        _NORMAL = special.ndtri((np.arange(256) + 0.5) / 256)
+    return _NORMAL
+
+
+def evidence(test: Test, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The log-evidence against H0 and against H1 after each seed, each
+    `[rows, seeds]`, of values `[rows, seeds]`."""
+    rows, seeds = values.shape
+    spread = _column(test.spread, rows)[:, None]
+    delta = test.delta
+    if test.faithful is None:  # a stated level: one-sample linear bets, fair for any shape
+        level = _column(test.level, rows)[:, None]
+        regressed = level - delta
+        # Payoffs scaled into [-1, 1]; staked for a run at the other level with the faithful spread.
+        fail_unit = np.maximum(level, 1 - level)
+        pass_unit = np.maximum(regressed, 1 - regressed)
+        fail_payoff, pass_payoff = (level - values) / fail_unit, (values - regressed) / pass_unit
+        z = _normal()[None, :] * spread
+        fail_lam = kelly(np.clip((delta + z) / fail_unit, -1, 1))
+        pass_lam = kelly(np.clip((delta + z) / pass_unit, -1, 1))
+        return log_wealth((fail_payoff, fail_lam)), log_wealth((pass_payoff, pass_lam))
+    faithful = np.atleast_2d(np.asarray(test.faithful, dtype=np.float64))
+    faithful = np.broadcast_to(faithful, (rows, faithful.shape[1]))
+    pairs = min(seeds, faithful.shape[1])
+    difference = np.zeros_like(values)
+    difference[:, :pairs] = faithful[:, :pairs] - values[:, :pairs]
+    paired = np.arange(seeds) < pairs
+    if test.kind == "rate":  # 0 or 1 a seed: the difference is its own payoff
+        fail_payoff = difference
+        pass_payoff = np.where(paired, (delta - difference) / (1 + delta), 0.0)
+        rate = _column(test.level, rows)[:, None]
+        # Under the alternative: the faithful rate against it less delta (a fail), and the faithful rate
+        # against itself (a pass), each pair's difference -1, 0 or 1 with its chance.
+        fail_lam = kelly(_pair_outcomes(rate, np.clip(rate - delta, 0, 1)))
+        pass_lam = kelly((delta - _pair_outcomes(rate, rate)) / (1 + delta))
     else:
-        against_h0 = np.cumsum(_log_ratio(values, level - test.delta, level), axis=-1)[:, at]
-    against_h1 = np.cumsum(_log_ratio(values, target, target - test.delta), axis=-1)[:, at]
-    return against_h0, against_h1
+        # Two payoffs a side: the difference scaled by a faithful difference's spread and clipped (a shift
+        # of every seed), and the difference itself (a few seeds collapsing far).
+        scale = np.sqrt(2) * spread
+        z = scale * _normal()[None, :]
+        fail_bets = [
+            (np.clip(difference / scale, -1, 1), kelly(np.clip((delta + z) / scale, -1, 1))),
+            (difference, kelly(np.clip(delta + z, -1, 1))),
+        ]
+        pass_bets = [
+            (np.where(paired, np.clip((delta - difference) / scale, -1, 1), 0.0), fail_bets[0][1]),
+            (
+                np.where(paired, (delta - difference) / (1 + delta), 0.0),
+                kelly(np.clip((delta + z) / (1 + delta), -1, 1)),
+            ),
+        ]
+        return log_wealth(*fail_bets), log_wealth(*pass_bets)
+    return log_wealth((fail_payoff, fail_lam)), log_wealth((pass_payoff, pass_lam))
 
 
-def _log_ratio(values: np.ndarray, top: np.ndarray, bottom: np.ndarray) -> np.ndarray:
-    """Each seed's log-likelihood ratio of success rate `top` against rate
-    `bottom`: its running sum is a nonnegative supermartingale whenever the
-    true rate is at or beyond `bottom`, on the side away from `top`."""
-    bottom = np.clip(bottom, MIN_RATE, 1 - 1e-12)
-    top = np.clip(top, MIN_RATE * 0.5, 1 - 1e-12)
-    return values * np.log(top / bottom) + (1 - values) * np.log((1 - top) / (1 - bottom))
+def _pair_outcomes(faithful_rate: np.ndarray, run_rate: np.ndarray) -> np.ndarray:
+    """`faithful - run` of a pair of seeds at these rates, as 256 samples
+    `[rows, 256]` in proportion to their chances (a deterministic sample)."""
+    plus = faithful_rate * (1 - run_rate)
+    minus = (1 - faithful_rate) * run_rate
+    grid = (np.arange(256) + 0.5) / 256
+    return np.where(grid < plus, 1.0, np.where(grid > 1 - minus, -1.0, 0.0))
 
 
 def decide(test: Test, values: np.ndarray, batch: int) -> Decision:
     """The test run over `values` (`[seeds]` or `[rows, seeds]`, unit scale,
     in the order the seeds were run), looked at after every `batch` seeds
     and after the last: the first look where either bound is reached
-    decides; none reached by the last seed is INCONCLUSIVE. ValueError for
-    more looks than the test planned (`test.looks`)."""
+    decides; none reached by the last seed is INCONCLUSIVE."""
     values = np.asarray(values, dtype=np.float64)
     single = values.ndim == 1
     values = np.atleast_2d(values)
@@ -168,20 +208,17 @@ def decide(test: Test, values: np.ndarray, batch: int) -> Decision:
         raise ValueError("a sequential test needs at least one seed and a batch of at least one")
     if test.kind not in KINDS:
         raise ValueError(f"unknown test kind {test.kind!r}: one of {', '.join(KINDS)}")
+    if np.any((values < 0) | (values > 1)):
+        raise ValueError("a sequential test takes values on the unit scale, in [0, 1]")
     at = np.unique(np.r_[np.arange(batch, seeds + 1, batch), seeds]) - 1  # the last seed of each look
-    if (test.kind == "mean" or test.reference_seeds) and len(at) > test.looks:
-        raise ValueError(f"{len(at)} looks at {seeds} seeds in batches of {batch}: the test planned {test.looks}")
-    level = _rows(test.level, (rows,))
-    target = level if test.target is None else _rows(test.target, (rows,))
-    evidence = _t_evidence if test.kind == "mean" else _rate_evidence
-    against_h0, against_h1 = evidence(test, values, at, level, target)
+    against_h0, against_h1 = (side[:, at] for side in evidence(test, values))
     fail = against_h0 >= np.log(1 / test.alpha)
     passed = against_h1 >= np.log(1 / test.beta)
     decided = fail | passed
     first = np.where(decided.any(axis=1), decided.argmax(axis=1), len(at) - 1)
     row = np.arange(rows)
-    # A look where both bounds are reached (rare, possible with a wide gap) fails: a FAIL is never
-    # made more likely than alpha allows, since it still needs the evidence against H0.
+    # A look where both bounds are reached (possible when the two levels are close) fails: a FAIL
+    # is never made more likely than alpha allows, since it still needs the evidence against H0.
     verdict = np.where(fail[row, first], FAIL, np.where(passed[row, first], PASS, INCONCLUSIVE))
     out = Decision(verdict, at[first] + 1, against_h0[row, first], against_h1[row, first])
     return Decision(*(x[0] for x in out)) if single else out

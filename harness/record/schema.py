@@ -94,6 +94,9 @@ class ClaimOutcome(_Model):
     against_regressed: float | None = None  # log-evidence against a regressed one (PASS at log(1/beta))
     seeds_used: int | None = None  # the seeds the test had looked at when it stopped
     note: str | None = None  # why a test has no verdict
+    alpha: float | None = None  # the test's alpha: the claim's, over the spec's test claims
+    # The version of the test rules that judged it (harness.judge.verdict.RULES); None: before versions.
+    rules: str | None = None
 
 
 class Results(_Model):

@@ -28,7 +28,7 @@ import numpy as np
 
 from harness import build, spec
 from harness.console import out_console
-from harness.judge import claims, levels, sequential
+from harness.judge import claims, levels, verdict
 from harness.judge.references import ReproduceError
 from harness.plan import Plan
 from harness.record.schema import ClaimOutcome, Results
@@ -47,10 +47,8 @@ class Adaptive(NamedTuple):
 
     @property
     def verdict(self) -> str:
-        verdicts = [outcome.verdict for outcome in self.outcomes.values()]
-        if sequential.FAIL in verdicts:
-            return sequential.FAIL
-        return sequential.INCONCLUSIVE if sequential.INCONCLUSIVE in verdicts else sequential.PASS
+        """pass, fail, inconclusive or not judged (harness.judge.verdict)."""
+        return verdict.of_claims(self.outcomes) or verdict.NOT_JUDGED
 
 
 def first_fresh_seed(records: list[tuple[str, Results]], reference: Results) -> int:
@@ -103,25 +101,22 @@ def run(
             out_console.print(f"results written to {written}")
         for name, claim in tests.items():
             values[name] += [float(v) for v in claims.seed_values(logged.record, claim)]
-            outcomes[name] = claims.judge_values(
-                claim, np.array(values[name]), faithful.get(name), batch, looks=len(every) // batch
-            )
+            outcomes[name] = claims.judge_values(claim, np.array(values[name]), faithful.get(name), batch, len(tests))
             evidence.append((len(seeds), name, outcomes[name]))
         out_console.print(progress_line(number, len(seeds), outcomes), soft_wrap=True)
-        verdicts = [outcome.verdict for outcome in outcomes.values()]
-        if sequential.FAIL in verdicts or sequential.INCONCLUSIVE not in verdicts:
-            break  # a FAIL decides; a test without a level (None) no seed can decide
+        if verdict.of_claims(outcomes) != verdict.INCONCLUSIVE:
+            break  # a FAIL decides; an untested claim no seed can decide
     return Adaptive(outcomes, seeds, logged, len(programs), evidence)
 
 
 def progress_line(number: int, seeds: int, outcomes: dict[str, ClaimOutcome]) -> str:
     """After a batch: the seeds so far, then a line a test: its verdict so
     far and its log-evidence for each side beside the bound that decides it."""
-    verdicts = {name: (outcome.verdict or "untested").upper() for name, outcome in outcomes.items()}
+    verdicts = {name: verdict.claim_word(outcome).upper() for name, outcome in outcomes.items()}
     name_width, verdict_width = (max(map(len, texts), default=0) for texts in (verdicts, verdicts.values()))
     lines = [f"batch {number}, {seeds} seeds (each log-evidence of the bound that decides it):"]
     for name, outcome in outcomes.items():
-        fail_at, pass_at = levels.bounds(Claim.model_validate(outcome.claim))
+        fail_at, pass_at = levels.bounds(Claim.model_validate(outcome.claim), len(outcomes))
         lines.append(
             f"  {name:<{name_width}} {verdicts[name]:<{verdict_width}}"
             f"  pass {outcome.against_regressed or 0:.2f} of {pass_at:.2f}"
@@ -139,6 +134,7 @@ def log_verdict(adaptive: Adaptive) -> None:
     client, run_id = adaptive.logged.client, adaptive.logged.parent_id
     timestamp = int(time.time() * 1000)
     tags = {
+        **verdict.tags(adaptive.verdict),
         "adaptive.verdict": adaptive.verdict,
         "adaptive.seeds_used": str(len(adaptive.seeds)),
         "adaptive.compiles": str(adaptive.compiles),

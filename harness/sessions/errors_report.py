@@ -10,8 +10,9 @@ from typing import Any
 
 from harness import spec
 from harness.console import out_console, print_table
-from harness.judge import claims, errors, references
+from harness.judge import claims, errors, levels, references, verdict
 from harness.judge.claims_table import number
+from harness.spec_claims import REFERENCE
 
 # A reproduction's seeds by default (the spec's `reproduction` section
 # says otherwise): batches of the spec's own seed count, up to four of them.
@@ -34,52 +35,84 @@ def seeding(loaded: spec.Spec, batch: int | None = None, cap: int | None = None)
     return batch, cap - cap % batch
 
 
+# Metrics whose random policy's level is the reference's `baselines.random_policy.mean_return`.
+RETURNS = ("episode_return", "eval_return")
+
+
+def random_level(claim, records) -> float | None:
+    """The random policy's level of the claim's metric, in its units, from
+    the faithful records' baselines: a return's, at the end of training (a
+    claim on the first evaluation starts there)."""
+    if claim.metric not in RETURNS or claim.over_iterations.name == "first":
+        return None
+    for _, record in records:
+        level = (record.baselines or {}).get("random_policy", {}).get("mean_return")
+        if level is not None:
+            return float(level)
+    return None
+
+
 def report(loaded: spec.Spec, spec_path: str, batch: int, cap: int) -> dict[str, Any]:
     """Every test claim's measured errors, from the spec's faithful records."""
     records = references.faithful_of(spec_path, loaded)
     faithful = claims.faithful(records, loaded.claims)
-    out: dict[str, Any] = {"spec": loaded.name, "claims_hash": claims.claims_hash(loaded.claims), "claims": {}}
+    tests = claims.test_count(loaded.claims)
+    out: dict[str, Any] = {
+        "spec": loaded.name,
+        "claims_hash": claims.claims_hash(loaded.claims),
+        "rules": verdict.RULES,
+        "tests": tests,
+        "alpha_per_reproduction": claims.reproduction_alpha(loaded.claims),
+        "claims": {},
+    }
     for name, claim in loaded.claims.items():
         if not claim.is_test:
             out["claims"][name] = {"test": False}
             continue
         pool = faithful[name]
-        if len(pool.values) < 2:
+        if len(pool.values) < levels.MIN_FAITHFUL and claim.bound[1] == REFERENCE:
             out["claims"][name] = {"test": True, "faithful_seeds": len(pool.values), "sources": list(pool.sources)}
             continue
-        measured = errors.simulate(claim, pool.values, batch, cap)
+        measured = errors.simulate(claim, pool.values, batch, cap, tests, random_level(claim, records))
         out["claims"][name] = {"test": True, **measured, "meets": errors.meets(measured), "sources": list(pool.sources)}
     return out
+
+
+def _rate(row: dict[str, Any]) -> str:
+    return f"{row['rate']:.2%} [{row['low']:.2%}, {row['high']:.2%}]"
 
 
 def show(record: dict[str, Any]) -> None:
     from rich.table import Table
 
     table = Table(title=f"{record['spec']}: claims' errors, simulated", title_justify="left", show_lines=True)
-    for column in ("claim", "faithful", "Δ", "fails faithful", "catches Δ", "seeds"):
+    for column in ("claim", "faithful", "fails faithful", "catches Δ", "seeds"):
         table.add_column(column, justify="left" if column == "claim" else "right")
     for name, row in record["claims"].items():
         if not row.get("test"):
-            table.add_row(name, "a statement", "", "", "", "")
+            table.add_row(name, "a statement", "", "", "")
             continue
-        if "false_failure" not in row:
-            table.add_row(name, f"{row.get('faithful_seeds', 0)} seeds:\ntoo few", "", "", "", "")
+        if "faithful" not in row:
+            table.add_row(name, f"{row.get('faithful_seeds', 0)} seeds:\na statement", "", "", "")
             continue
         short = errors.shortfall(row)
         mark = f"\n[bold red]{short}[/]" if short else ""
+        fails = "\n".join(f"{model} {_rate(r['false_failure'])}" for model, r in row["faithful"].items())
+        catches = "\n".join(f"{shape} {_rate(r['power'])}" for shape, r in row["regressed"].items())
+        resampled, shifted = row["faithful"]["resampled"], row["regressed"]["shifted"]
         table.add_row(
             name,
-            f"{number(row['faithful_mean'])}\n{row['faithful_seeds']} seeds",
-            number(row["delta"]),
-            f"{row['false_failure']:.2%}\nα {row['alpha']:.1%}\n{row['faithful_inconclusive']:.1%} undecided",
-            f"{row['measured_power']:.1%}\nof {row['power']:.0%}{mark}",
-            f"{row['faithful_seeds_used']:.0f} / {row['regressed_seeds_used']:.0f}\n{row['batch']} to {row['cap']}",
+            f"{number(row['faithful_mean'])}\n{row['faithful_seeds']} seeds\nΔ {number(row['delta'])}",
+            f"{fails}\nα {row['alpha']:.2%}",
+            f"{catches}\nof {row['power']:.0%}{mark}",
+            f"{resampled['seeds_used']:.0f} / {shifted['seeds_used']:.0f}\n{row['batch']} to {row['cap']}",
         )
     print_table(table)
     out_console.print(
-        f"{next(iter(record['claims'].values()), {}).get('simulations', errors.SIMULATIONS)} simulated reproductions"
-        " a claim, each with its own draw of the reference; seeds: the mean used by faithful / regressed"
-        " runs, in batches of the first number up to the second",
+        f"{errors.SIMULATIONS} simulated reproductions a model, each with its own draw of the reference, 95% Wilson"
+        f" intervals; alpha per reproduction {record['alpha_per_reproduction']:.0%}, split over {record['tests']}"
+        " test claims; seeds: the mean used by faithful / regressed runs, in batches of the first number up to the"
+        " second",
         soft_wrap=True,
     )
 

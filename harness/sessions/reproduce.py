@@ -14,20 +14,14 @@ from typing import NamedTuple
 
 from harness import build, spec, sweep
 from harness.console import err_console, out_console, print_table
-from harness.judge import claims_table, differences, publish, references, reproduce, verdict_report
+from harness.judge import claims, claims_table, differences, publish, references, reproduce, verdict_report
+from harness.judge.verdict import shown
 from harness.plan import Plan
 from harness.record.schema import Results
 from harness.run import provenance
 from harness.sessions import adaptive, results
 from harness.sessions.options import RunOptions
 from harness.sessions.run import Logged, print_claims, train_and_log
-
-WORDS = {
-    "pass": "[bold green]PASS[/]",
-    "fail": "[bold red]FAIL[/]",
-    "inconclusive": "[bold yellow]INCONCLUSIVE[/]",
-    "not judged": "[bold yellow]NOT JUDGED[/]",
-}
 
 
 class Reference(NamedTuple):
@@ -105,7 +99,7 @@ def run_and_judge(reference: Reference, options: RunOptions, seeds: list[int] | 
     out_console.print(f"speed: {verdict.speed.describe()}", soft_wrap=True)
     verdict_report.log_verdict(logged.client, logged.parent_id, verdict)
     out_console.print(
-        f"verdict: {WORDS[verdict.outcome]}, logged to run {logged.parent_id} (tags verdict.*, verdict.json, verdict.md)"
+        f"verdict: {shown(verdict.outcome)}, logged to run {logged.parent_id} (tags verdict.*, verdict.json, verdict.md)"
     )
     return Reproduced(logged, verdict)
 
@@ -123,11 +117,17 @@ def changed(plan: Plan, sets: list[str], source: str) -> tuple[Plan, dict[str, l
     the dotted keys that differ from the original, with both values."""
     data = spec.canonical(plan.spec)
     data["devices"] = plan.spec.devices.model_dump()
-    for key, values in sweep.parse_sets(sets).items():
+    where = f"{source} (--set)"
+    for key, values in sweep.parse_sets(sets, where).items():
+        if key.split(".")[0] == "seeds":
+            raise spec.SpecError(
+                where,
+                [(key, "an adaptive reproduction runs fresh seeds of its own: --batch and --max-seeds size them")],
+            )
         if len(values) != 1:
-            raise spec.SpecError("--set", [(key, f"one value to judge, not {len(values)} (a sweep is harness sweep)")])
-        sweep.assign(data, key, values[0])
-    new = build.build(spec.parse(data, f"{source} (--set)"), source)
+            raise spec.SpecError(where, [(key, f"one value to judge, not {len(values)} (a sweep is harness sweep)")])
+        sweep.assign(data, key, values[0], where)
+    new = build.build(spec.parse(data, where), source)
     new = new._replace(spec=new.spec.model_copy(update={"claims": plan.spec.claims}))
     return new, spec.spec_differences([spec.canonical(plan.spec), spec.canonical(new.spec)])
 
@@ -152,9 +152,11 @@ def run_adaptive(
     )
     print_table(claims_table.table(list(result.outcomes.items()), f"{plan.spec.name}: claims, adaptive"))
     adaptive.log_verdict(result)
+    alpha = claims.reproduction_alpha(plan.spec.claims)
     out_console.print(
-        f"verdict: {WORDS[result.verdict]} after {len(result.seeds)} fresh seeds ({result.seeds[0]}-{result.seeds[-1]},"
-        f" batches of {batch}, cap {cap}; {result.compiles} programs compiled), logged to run "
+        f"verdict: {shown(result.verdict)} after {len(result.seeds)} fresh seeds ({result.seeds[0]}-{result.seeds[-1]},"
+        f" batches of {batch}, cap {cap}; α {alpha:.2g} for the reproduction; {result.compiles} programs compiled),"
+        " logged to run "
         f"{result.logged.parent_id} (tags adaptive.*, claim.*)",
         soft_wrap=True,
     )

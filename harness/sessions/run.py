@@ -22,7 +22,7 @@ import yaml
 import harness
 from harness import spec
 from harness.console import err_console, out_console, print_table
-from harness.judge import claims, claims_table
+from harness.judge import claims, claims_table, verdict
 from harness.plan import Plan
 from harness.record import iterations, journal, rundir, tracking
 from harness.record.schema import Results
@@ -187,7 +187,10 @@ def _train_and_log_main(plan: Plan, uri: str, options: RunOptions) -> Logged:
         wall_time = {f"time_{part}_seconds": seconds for part, seconds in trained.wall_time.model_dump().items()}
         judged = record.claims or {}
         summary = {"wall_seconds": wall, **wall_time, **claims.metrics(judged)}
-        session.log_results(record, trained.result, None, plan.spec.seeds, summary, claims.tags(judged))
+        # The run's verdict on its claims; an adaptive reproduction's batch gets its verdict from the
+        # reproduction (harness.sessions.adaptive), on its last batch's run.
+        said = {} if "adaptive.batch" in options.tags else verdict.tags(verdict.of_claims(judged))
+        session.log_results(record, trained.result, None, plan.spec.seeds, summary, claims.tags(judged) | said)
     tracker = session.tracker
     return Logged(
         record,

@@ -18,7 +18,7 @@ EXIT_MEANINGS = {
         "the run failed: a metric became NaN or infinite (`NonFiniteMetricError`, any training command); "
         "`harness run` and `harness reproduce`: a claim's test FAILED (or, reproducing, a gating metric failed"
         " its check)",
-        "`main` (`NonFiniteMetricError`), `cmd_run`, `cmd_reproduce` (`verdict_code`)",
+        "`main` (`NonFiniteMetricError`), `cmd_run`, `cmd_reproduce` (`harness.judge.verdict.exit_code`)",
     ),
     "EXIT_USER_ERROR": (
         "a user error, printed as one message without a traceback: a spec that does not validate, a bad "
@@ -34,9 +34,10 @@ EXIT_MEANINGS = {
     ),
     "EXIT_NOT_JUDGED": (
         "undecided, never a failure: trained and recorded, but a claim's test is INCONCLUSIVE (its seed cap"
-        " reached without PASS or FAIL: more seeds would decide), or `harness reproduce`'s verdict is statistical"
-        " and a side has one seed, so there is no spread to compare (logged as `not judged`)",
-        "`cmd_run`, `cmd_reproduce` (`verdict_code`)",
+        " reached without PASS or FAIL: more seeds would decide) or untested (fewer faithful seeds than a test"
+        " needs), or `harness reproduce`'s verdict is statistical and a side has one seed, so there is no spread"
+        " to compare (logged as `not judged`)",
+        "`cmd_run`, `cmd_reproduce` (`harness.judge.verdict.exit_code`)",
     ),
     "EXIT_INTERRUPTED": (
         "interrupted by Ctrl-C (SIGINT) at any moment: while starting or compiling; while training, after a"
@@ -58,7 +59,7 @@ COMMAND_EXITS: dict[str, dict[int, str]] = {
     "run": {
         1: "a metric became NaN or infinite, or a claim's test FAILED",
         3: "trained; the MLflow record waits for `harness sync`",
-        4: "a claim's test is INCONCLUSIVE",
+        4: "a claim's test is INCONCLUSIVE or untested",
     },
     "sweep": {1: "a metric became NaN or infinite", 3: "trained; the MLflow record waits for `harness sync`"},
     "sync": {},
@@ -66,7 +67,8 @@ COMMAND_EXITS: dict[str, dict[int, str]] = {
     "reproduce": {
         1: "a claim's test or a gating metric FAILED, or a metric became NaN or infinite",
         3: "judged; the MLflow record waits for `harness sync`",
-        4: "undecided: a claim's test INCONCLUSIVE, or a statistical verdict with one seed on a side",
+        4: "undecided: a claim's test INCONCLUSIVE or untested (never when bit-identical to its reference), or a"
+        " statistical verdict with one seed on a side",
     },
     "compare": {},
     "scale": {1: "no size of the ladder ran (each was refused or failed)"},

@@ -14,6 +14,7 @@ from docs_pages.common import drawing, header, seconds, short, svg, table, thinn
 from harness import spec as S
 from harness.judge import claims as claims_judge
 from harness.judge import claims_table, machines, references
+from harness.judge import verdict as verdict_words
 from harness.record import schema
 from harness.sessions import errors_report
 from harness.spec_claims import REFERENCE
@@ -73,7 +74,7 @@ def verdict(reference: Reference, name: str) -> str:
     if outcome is None:
         return "not recorded"
     if outcome.claim.get("delta") is not None:
-        word = {"pass": "PASS", "fail": "**FAIL**", "inconclusive": "INCONCLUSIVE"}.get(outcome.verdict, "untested")
+        word = verdict_words.shown(verdict_words.claim_word(outcome), "markdown")
         if outcome.seeds_used:
             word += f" ({outcome.seeds_used} seeds; level from {outcome.faithful_seeds or 'no'} other seeds)"
     else:
@@ -167,11 +168,13 @@ def unseen_seeds(stem: str) -> str:
     if not records:
         return "not checked"
     seeds = {seed for record in records for seed in record.seeds}
-    failed = [name for name, outcome in outcomes.items() if claims_judge.broken(outcome)]
-    word = f"fails ({', '.join(failed)})" if failed else "holds"
-    undecided = claims_judge.undecided(outcomes)
-    undecided_text = f"; undecided ({', '.join(undecided)})" if undecided else ""
-    return f"{len(seeds)} seeds in {len(records)} run{'s' if len(records) > 1 else ''}: {word}{undecided_text}"
+    judged = verdict_words.of_claims(outcomes)
+    said = {name: verdict_words.claim_word(outcome) for name, outcome in outcomes.items()}
+    named = ", ".join(f"{name} {word}" for name, word in said.items() if word not in (None, verdict_words.PASS))
+    word = verdict_words.shown(judged, "markdown") if judged else "no test"
+    return f"{len(seeds)} seeds in {len(records)} run{'s' if len(records) > 1 else ''}: {word}" + (
+        f" ({named})" if named else ""
+    )
 
 
 def results_index(specs: dict[str, list[Reference]]) -> str:

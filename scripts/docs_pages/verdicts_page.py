@@ -8,7 +8,7 @@ import json
 
 from docs_pages import ROOT
 from docs_pages.common import header, table
-from harness.judge import errors, machines, references
+from harness.judge import errors, levels, machines, references
 from harness.record import schema
 
 PAGE = "docs/results/verdict-errors.md"
@@ -18,55 +18,74 @@ def load_records() -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted((ROOT / "results" / "errors").glob("*.json"))]
 
 
+def _rate(row: dict) -> str:
+    return f"{row['rate']:.2%} [{row['low']:.2%}, {row['high']:.2%}]"
+
+
 def verdicts_page(records: list[dict]) -> str:
     out = [header("results/errors/*.json"), "# Verdicts' errors, measured\n\n"]
     out.append(
         "Each published claim is a test (see [what a verdict means](../guides/verdicts.md)). Its record is made "
-        "by `harness validate experiments/SPEC.yaml --errors --errors-out results/errors/SPEC.json`: 4,000 "
-        "simulated reproductions from the spec's faithful seeds (its references and unseen-seed runs, each "
-        "seed once), each with its own draw of the reference. *fails faithful*: the share of faithful "
-        "reproductions that FAIL (at most alpha); *catches Δ*: the share of reproductions regressed by delta "
-        "that FAIL (at least the claim's power); *undecided*: faithful reproductions INCONCLUSIVE at the cap; "
-        "*seeds*: the mean seeds a faithful / a regressed reproduction used; *batches*: a batch's seeds "
-        "to the cap (the spec's `reproduction` section; by default its seed count, four batches). A "
-        "claim marked **too weak** does not reach its stated power with the faithful seeds at hand: a PASS "
-        "says little; one that **fails faithful runs too often** meets a spread the t-test's normal "
-        "approximation misses (larger batches help). One with **too few faithful seeds** has its rates measured "
-        f"from fewer than {errors.MEASURABLE} seeds, which cannot show the spread faithful runs have: its "
-        "figures are not evidence either way.\n\n"
+        "by `harness validate experiments/SPEC.yaml --errors --errors-out results/errors/SPEC.json`: "
+        f"{errors.SIMULATIONS:,} simulated reproductions a model, each with its own draw of the reference and "
+        "the run from the same model of a faithful run, every rate with its Wilson 95% interval. A spec's test "
+        "claims share its alpha (*α per claim* is the spec's over its test claims), so together they fail a "
+        "faithful reproduction at most alpha of the time.\n\n"
+        "*Fails faithful*, the share of faithful reproductions that FAIL, under four models of a faithful run "
+        "from the spec's faithful seeds: *resampled* (the seeds themselves), *smoothed* (each draw jittered at "
+        "Silverman's bandwidth), *wider* (their spread times 1.5) and *failure mode* (1 seed in 20 at the "
+        "random policy's level, where the metric is a return). *Catches Δ*, the share of regressed "
+        "reproductions that FAIL, under three regressions: *shifted* (every seed worse by delta; a share's "
+        "rate down by delta), *collapsed* (a share of seeds at the random level, the mean down by delta) and "
+        "*spread* (the spread doubled, the mean down by delta). A claim meets its errors when every "
+        f"false-failure rate is at most its alpha with its interval under alpha + {errors.ALPHA_MARGIN:.1%}, "
+        f"and every power at least its power with its interval over power - {errors.POWER_MARGIN:.0%}; "
+        "otherwise the record says which model it misses. *Seeds*: the mean seeds a faithful / a shifted "
+        "reproduction used, in batches of the first number up to the second (the spec's `reproduction` "
+        f"section). A reference level with fewer than {levels.MIN_FAITHFUL} faithful seeds is not a test: "
+        "the claim is a statement until unseen-seed runs (`nox -s unseen`) bring the seeds.\n\n"
     )
     rows = []
     for record in records:
         for name, row in record["claims"].items():
-            if "false_failure" not in row:
-                what = "a statement, not a test" if not row.get("test") else "too few faithful seeds"
-                rows.append([f"`{record['spec']}`", name, what, "", "", "", "", "", ""])
+            spec_cell = f"`{record['spec']}`"
+            if not row.get("test"):
+                rows.append([spec_cell, name, "a statement, not a test", "", "", "", "", ""])
                 continue
+            if "faithful" not in row:
+                short = errors.shortfall(row)
+                rows.append(
+                    [
+                        spec_cell,
+                        name,
+                        f"{short}: {levels.MIN_FAITHFUL - row['faithful_seeds']} more needed",
+                        "",
+                        "",
+                        "",
+                        "",
+                        "",
+                    ]
+                )
+                continue
+            short = errors.shortfall(row)
             rows.append(
                 [
-                    f"`{record['spec']}`",
+                    spec_cell,
                     name,
                     f"{row['faithful_mean']:.4g} ({row['faithful_seeds']})",
                     f"{row['delta']:g}",
-                    f"{row['false_failure']:.2%} (α {row['alpha']:.0%})",
-                    f"{row['measured_power']:.1%} (of {row['power']:.0%})"
-                    + (f" **{short}**" if (short := errors.shortfall(row)) else ""),
-                    f"{row['faithful_inconclusive']:.1%}",
-                    f"{row['faithful_seeds_used']:.0f} / {row['regressed_seeds_used']:.0f}",
-                    f"{row['batch']} to {row['cap']}",
+                    "<br>".join(
+                        f"{m.replace('_', ' ')} {_rate(r['false_failure'])}" for m, r in row["faithful"].items()
+                    )
+                    + f"<br>(α {row['alpha']:.2%} per claim)",
+                    "<br>".join(f"{s} {_rate(r['power'])}" for s, r in row["regressed"].items())
+                    + f"<br>(of {row['power']:.0%})",
+                    f"**{short}**" if short else "meets",
+                    f"{row['faithful']['resampled']['seeds_used']:.0f} / "
+                    f"{row['regressed']['shifted']['seeds_used']:.0f}<br>{row['batch']} to {row['cap']}",
                 ]
             )
-    headings = [
-        "spec",
-        "claim",
-        "faithful level (seeds)",
-        "Δ",
-        "fails faithful",
-        "catches Δ",
-        "undecided",
-        "seeds",
-        "batches",
-    ]
+    headings = ["spec", "claim", "faithful level (seeds)", "Δ", "fails faithful", "catches Δ", "errors", "seeds"]
     out.append(table(headings, rows) if rows else "No record yet.\n")
     out.append(exact_machines())
     return "".join(out)

@@ -1,0 +1,105 @@
+"""The one place outcomes become a verdict and an exit code.
+
+Every command that judges (`run` and `sweep` on their claims, `reproduce`
+plain and `--adaptive`, `compare`, `drift`) turns what it judged into one
+word here, and the word into the process's exit code:
+
+- **pass**: every test claim PASSED (or, bit for bit, the reproduction is
+  identical to its reference; or, for a spec without a test claim, its
+  learning metrics' intervals overlap the reference's);
+- **fail**: a test claim FAILED (each is tested at its share of the
+  spec's alpha, so one FAIL is a verdict), or the bits differ;
+- **inconclusive**: a test claim is undecided at its seed cap;
+- **not judged**: a test claim is *untested* (no level: too few faithful
+  seeds), or a statistical verdict lacks the seeds it needs. An untested
+  claim is never a PASS.
+
+`RULES` names the version of the test rules; every judged outcome records
+it (results.json `claims.<name>.rules`), and a stored outcome judged under
+other rules is judged again rather than reused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+PASS, FAIL, INCONCLUSIVE, NOT_JUDGED = "pass", "fail", "inconclusive", "not judged"
+OUTCOMES = (PASS, FAIL, INCONCLUSIVE, NOT_JUDGED)
+UNTESTED = "untested"  # a test claim without a level: no seed could decide it
+# The version of the test rules (harness.judge.sequential, levels): betting e-processes against
+# confidence bounds on the faithful level, alpha split over a spec's test claims.
+RULES = "2"
+
+EXIT_PASS = 0
+EXIT_FAILED = 1
+# Undecided: a test INCONCLUSIVE at its seed cap, an untested claim, or too few seeds for a
+# statistical verdict. Never a failure: more seeds would decide.
+EXIT_NOT_JUDGED = 4
+EXIT_CODES = {PASS: EXIT_PASS, FAIL: EXIT_FAILED, INCONCLUSIVE: EXIT_NOT_JUDGED, NOT_JUDGED: EXIT_NOT_JUDGED}
+
+
+STYLES = {
+    PASS: "bold green",
+    FAIL: "bold red",
+    INCONCLUSIVE: "bold yellow",
+    NOT_JUDGED: "bold yellow",
+    UNTESTED: "yellow",
+}
+
+
+def shown(word: str, markup: str = "rich") -> str:
+    """A verdict or a claim's word as users read it: upper case (`PASS`,
+    `NOT JUDGED`; `untested` stays lower), styled for the terminal
+    (`rich`), bold where it fails for Markdown (`markdown`), or plain."""
+    text = word if word == UNTESTED else word.upper()
+    if markup == "rich":
+        return f"[{STYLES[word]}]{text}[/]"
+    return f"**{text}**" if markup == "markdown" and word == FAIL else text
+
+
+def claim_word(outcome) -> str | None:
+    """A test claim's word (pass, fail, inconclusive, untested); None for a
+    statement, which never gates. `outcome` is a ClaimOutcome."""
+    if outcome.claim.get("delta") is None:
+        return None
+    return outcome.verdict or UNTESTED
+
+
+def of_words(words: Iterable[str | None]) -> str | None:
+    """The verdict of test claims' words (None entries, statements, are
+    left out); None when there is no test."""
+    words = [word for word in words if word is not None]
+    if not words:
+        return None
+    if FAIL in words:
+        return FAIL
+    if UNTESTED in words:
+        return NOT_JUDGED
+    return INCONCLUSIVE if INCONCLUSIVE in words else PASS
+
+
+def of_claims(outcomes: Mapping | None) -> str | None:
+    """The verdict of judged claims (name -> ClaimOutcome); None without a test."""
+    return of_words(claim_word(outcome) for outcome in (outcomes or {}).values())
+
+
+def of_reproduction(exact: bool, bits_identical: bool, claims: str | None, metrics: str) -> str:
+    """A plain reproduction's verdict: bit for bit when `exact` (an
+    identical run is a PASS of its reference, whatever its seeds can decide
+    of the claims); else its test claims' verdict `claims`, or, without a
+    test claim, `metrics` (the learning metrics' intervals: pass, fail, or
+    not judged for too few seeds)."""
+    if exact:
+        return PASS if bits_identical else FAIL
+    return claims if claims is not None else metrics
+
+
+def exit_code(verdict: str | None) -> int:
+    """The exit code of a verdict (None, nothing to judge: 0)."""
+    return EXIT_PASS if verdict is None else EXIT_CODES[verdict]
+
+
+def tags(verdict: str | None) -> dict[str, str]:
+    """The MLflow tag every run that carries a verdict has: `verdict`, the
+    word a filter matches (`tags.verdict = 'fail'`)."""
+    return {} if verdict is None else {"verdict": verdict}

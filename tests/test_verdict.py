@@ -1,0 +1,85 @@
+"""The one verdict function (harness.judge.verdict): how outcomes become a
+verdict and an exit code in every command, the rule for an untested claim,
+and the verdict words; pure, on made-up outcomes."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from harness.judge import compare, verdict
+from harness.record.schema import ClaimOutcome
+from harness.sessions.adaptive import Adaptive
+
+TEST = {"metric": "episode_return", "over_seeds": "mean", "at_least": "reference", "delta": 60, "range": [0, 500]}
+STATEMENT = {"metric": "episode_return", "over_seeds": "mean", "at_least": 400}
+
+
+def _outcome(word: str | None, claim=TEST, holds: bool = False) -> ClaimOutcome:
+    return ClaimOutcome(claim=claim, value=1.0, low=0.0, high=2.0, seeds=8, holds=holds, verdict=word)
+
+
+@pytest.mark.parametrize(
+    "words, expected",
+    [
+        (["pass", "pass"], "pass"),
+        (["pass", "fail", "untested"], "fail"),  # a FAIL is a verdict at its share of alpha
+        (["pass", "untested"], "not judged"),  # an untested claim is never a PASS
+        (["inconclusive", "untested"], "not judged"),
+        (["pass", "inconclusive"], "inconclusive"),
+        ([None, "pass"], "pass"),  # a statement never gates
+        ([None], None),
+        ([], None),
+    ],
+)
+def test_test_claims_words_make_one_verdict(words, expected):
+    assert verdict.of_words(words) == expected
+
+
+def test_exit_codes_follow_the_verdict():
+    assert [verdict.exit_code(v) for v in (None, "pass", "fail", "inconclusive", "not judged")] == [0, 0, 1, 4, 4]
+
+
+def test_an_untested_claim_is_a_word_of_its_own_and_a_statement_has_none():
+    assert verdict.claim_word(_outcome(None)) == "untested"
+    assert verdict.claim_word(_outcome(None, STATEMENT, holds=False)) is None
+    assert verdict.of_claims({"a": _outcome("pass"), "b": _outcome(None, STATEMENT)}) == "pass"
+
+
+def test_an_adaptive_reproduction_with_an_untested_claim_is_not_judged():
+    """It was read as a PASS, and `reproduce --adaptive` exited 0."""
+    adaptive = Adaptive({"a": _outcome("pass"), "b": _outcome(None)}, [8], None, 1, [])
+    assert adaptive.verdict == "not judged" and verdict.exit_code(adaptive.verdict) == 4
+
+
+@pytest.mark.parametrize(
+    "exact, bits, claims, metrics, expected",
+    [
+        (True, True, "inconclusive", "pass", "pass"),  # bit-identical: a PASS, whatever the seeds can decide
+        (True, True, None, "not judged", "pass"),
+        (True, False, "pass", "pass", "fail"),
+        (False, True, "pass", "fail", "pass"),  # statistical: the tests gate, intervals are reported
+        (False, True, "not judged", "pass", "not judged"),
+        (False, True, None, "fail", "fail"),  # no test claim: the learning metrics' intervals
+    ],
+)
+def test_a_plain_reproduction_is_judged_bit_for_bit_where_it_can_be(exact, bits, claims, metrics, expected):
+    assert verdict.of_reproduction(exact, bits, claims, metrics) == expected
+
+
+def test_a_comparison_tags_each_claim_with_its_verdict_across_runs():
+    """An INCONCLUSIVE or untested test was tagged `fails`."""
+    comparison = SimpleNamespace(
+        claims={
+            "run1": {"t": _outcome("pass"), "u": _outcome("inconclusive"), "s": _outcome(None, STATEMENT, True)},
+            "run2": {"t": _outcome("pass"), "u": _outcome(None), "s": _outcome(None, STATEMENT, True)},
+        }
+    )
+    assert compare.claim_tags(comparison) == {"claim.t": "pass", "claim.u": "not judged", "claim.s": "holds"}
+
+
+def test_every_verdict_has_one_tag_and_its_words():
+    assert verdict.tags("fail") == {"verdict": "fail"} and verdict.tags(None) == {}
+    assert verdict.shown("not judged", "plain") == "NOT JUDGED" and verdict.shown("fail", "markdown") == "**FAIL**"
+    assert verdict.shown("pass") == "[bold green]PASS[/]" and verdict.shown("untested", "plain") == "untested"

@@ -38,7 +38,7 @@ from harness.run.cluster import DistributedError
 from harness.run.interrupts import Interrupted
 from harness.run.runner import NonFiniteMetricError
 from harness.sessions import drift as drift_session
-from harness.sessions import errors_report, reproduce, results
+from harness.sessions import errors_report, freeze, reproduce, results
 from harness.sessions import run as run_session
 from harness.sessions import scale as scale_session
 from harness.sessions import sweep as sweep_session
@@ -67,6 +67,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
         sys.stdout.write("\n".join(sweep_session.describe(sweep)) + "\n")
         return 0
     plan = load_plan(args.spec)
+    if args.freeze:
+        freeze.command(plan.spec, args.spec)
+        return 0
     if args.errors:
         errors_report.command(plan.spec, args.spec, *seed_batches(args, plan.spec), args.errors_out)
         return 0

@@ -125,6 +125,12 @@ def _validate(sub) -> None:
         "claim's measured false-failure rate and power against its stated alpha and power",
     )
     v.add_argument("--errors-out", metavar="PATH", help="with --errors, also write the measured errors as JSON")
+    v.add_argument(
+        "--freeze",
+        action="store_true",
+        help="freeze the spec's claims (results/frozen/<spec>.json): the faithful seeds now designed them, and "
+        "every faithful seed recorded after confirms them (--errors measures the confirming seeds alone)",
+    )
     _add_seed_batches(v)
 
 

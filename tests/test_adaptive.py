@@ -152,3 +152,22 @@ def test_validate_measures_the_claims_errors(published, tmp_path):
     assert row["alpha"] == 0.01 and record["alpha_per_reproduction"] == 0.01 and record["tests"] == 1
     assert (row["batch"], row["cap"]) == (2, 4)  # the spec's reproduction section, simulated
     assert record["claims_hash"] and record["rules"] and "learns" in out and "too weak" in out
+
+
+def test_frozen_claims_are_confirmed_by_the_seeds_recorded_after(published, tmp_path):
+    """`validate --freeze` names the seeds the claim was designed on; the
+    faithful batches an adaptive reproduction records after it confirm the
+    claim, and `--errors` says which are which. Freezing the same claims
+    again is refused: it would make confirming seeds design seeds."""
+    root, spec, uri = published
+    code, out, err = run_cli("validate", str(spec), "--freeze")
+    assert code == 0 and (root / "results" / "frozen" / "tiny.json").exists(), out + err
+    code, _, err = run_cli("validate", str(spec), "--freeze")
+    assert code == 2 and "already freezes these claims" in " ".join(err.split())
+    argv = ["reproduce", str(spec), "--adaptive", "--results-out", "results/unseen", "--tracking-uri", uri]
+    assert run_cli(*argv, "--no-progress")[0] in (0, 4)
+    out_file = tmp_path / "errors.json"
+    code, out, err = run_cli("validate", str(spec), "--errors", "--errors-out", str(out_file))
+    row = json.loads(out_file.read_text())["claims"]["learns"]
+    assert code == 0 and row["design_seeds"] == "0-15" and row["confirming_seeds"].startswith("16-"), row
+    assert "designed on seeds 0-15, confirmed on 16-" in " ".join(out.split())

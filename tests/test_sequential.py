@@ -277,3 +277,11 @@ def _record(false_failure=0.004, high=0.006, power=0.9, low=0.88, seeds=32):
 )
 def test_a_records_shortfall_names_what_it_misses(change, words):
     assert errors.shortfall(_record(**change)) == words
+
+
+def test_faithful_seeds_split_into_design_and_confirming():
+    pool = levels.pool([("ref", {0: 1.0, 1: 2.0}), ("unseen", {5: 3.0, 6: 4.0, 7: 5.0, 9: 6.0})])
+    design, confirming = levels.design_and_confirming(pool, {0, 1})
+    assert design.seeds == (0, 1) and list(design.values) == [1.0, 2.0]
+    assert confirming.seeds == (5, 6, 7, 9) and list(confirming.values) == [3.0, 4.0, 5.0, 6.0]
+    assert errors_report.seed_ranges(confirming.seeds) == "5-7, 9" and errors_report.seed_ranges(()) == "none"

@@ -149,6 +149,7 @@ def simulate(
 
     out: dict[str, Any] = {
         "faithful_seeds": seeds,
+        "reference": bool(reference_size),
         "faithful_mean": float(pool.mean()),
         "random_level": random,
         "delta": float(claim.delta),

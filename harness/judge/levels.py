@@ -37,6 +37,7 @@ class Faithful(NamedTuple):
 
     values: np.ndarray  # [seeds]
     sources: tuple[str, ...]  # the records pooled
+    seeds: tuple[int, ...] = ()  # each value's seed, in order
 
 
 def unit(claim: Claim, values: np.ndarray) -> np.ndarray:
@@ -146,4 +147,16 @@ def pool(per_record: Sequence[tuple[str, dict[int, float]]]) -> Faithful:
         if fresh:
             used.append(label)
         seen |= fresh
-    return Faithful(np.array([seen[seed] for seed in sorted(seen)], dtype=np.float64), tuple(used))
+    order = sorted(seen)
+    return Faithful(np.array([seen[seed] for seed in order], dtype=np.float64), tuple(used), tuple(order))
+
+
+def design_and_confirming(faithful: Faithful, design: set[int]) -> tuple[Faithful, Faithful]:
+    """The faithful seeds a claim was designed on (`design`) and the rest,
+    which came after it was frozen: the seeds that confirm it."""
+    keep = np.array([seed in design for seed in faithful.seeds], dtype=bool)
+    seeds = np.array(faithful.seeds, dtype=np.int64)
+    return (
+        Faithful(faithful.values[keep], faithful.sources, tuple(int(s) for s in seeds[keep])),
+        Faithful(faithful.values[~keep], faithful.sources, tuple(int(s) for s in seeds[~keep])),
+    )

@@ -12,6 +12,7 @@ from harness import spec
 from harness.console import out_console, print_table
 from harness.judge import claims, errors, levels, references, verdict
 from harness.judge.claims_table import number
+from harness.sessions import freeze
 from harness.spec_claims import REFERENCE
 
 # A reproduction's seeds by default (the spec's `reproduction` section
@@ -53,16 +54,20 @@ def random_level(claim, records) -> float | None:
 
 
 def report(loaded: spec.Spec, spec_path: str, batch: int, cap: int) -> dict[str, Any]:
-    """Every test claim's measured errors, from the spec's faithful records."""
+    """Every test claim's measured errors, from the spec's faithful records:
+    on every seed, and, where the claims are frozen (harness.sessions.freeze),
+    on the seeds that confirm them alone."""
     records = references.faithful_of(spec_path, loaded)
     faithful = claims.faithful(records, loaded.claims)
     tests = claims.test_count(loaded.claims)
+    frozen = freeze.load(spec_path)
     out: dict[str, Any] = {
         "spec": loaded.name,
         "claims_hash": claims.claims_hash(loaded.claims),
         "rules": verdict.RULES,
         "tests": tests,
         "alpha_per_reproduction": claims.reproduction_alpha(loaded.claims),
+        "frozen": None if frozen is None else ("current" if freeze.current(frozen, loaded) else "changed since"),
         "claims": {},
     }
     for name, claim in loaded.claims.items():
@@ -70,12 +75,33 @@ def report(loaded: spec.Spec, spec_path: str, batch: int, cap: int) -> dict[str,
             out["claims"][name] = {"test": False}
             continue
         pool = faithful[name]
-        if len(pool.values) < levels.MIN_FAITHFUL and claim.bound[1] == REFERENCE:
-            out["claims"][name] = {"test": True, "faithful_seeds": len(pool.values), "sources": list(pool.sources)}
-            continue
-        measured = errors.simulate(claim, pool.values, batch, cap, tests, random_level(claim, records))
-        out["claims"][name] = {"test": True, **measured, "meets": errors.meets(measured), "sources": list(pool.sources)}
+        row: dict[str, Any] = {"test": True, "faithful_seeds": len(pool.values), "sources": list(pool.sources)}
+        if len(pool.values) >= levels.MIN_FAITHFUL or claim.bound[1] != REFERENCE:
+            measured = errors.simulate(claim, pool.values, batch, cap, tests, random_level(claim, records))
+            row |= {**measured, "meets": errors.meets(measured)}
+        if out["frozen"] == "current":
+            design, confirming = levels.design_and_confirming(pool, set(frozen["design"][name]["seeds"]))
+            row["design_seeds"] = seed_ranges(design.seeds)
+            row["confirming_seeds"] = seed_ranges(confirming.seeds)
+            if len(confirming.values) >= levels.MIN_FAITHFUL:
+                confirmed = errors.simulate(claim, confirming.values, batch, cap, tests, random_level(claim, records))
+                row["confirmed"] = {**confirmed, "meets": errors.meets(confirmed)}
+        out["claims"][name] = row
     return out
+
+
+def seed_ranges(seeds: tuple[int, ...]) -> str:
+    """Seeds as ranges: `0-7, 32-47` (empty: "none")."""
+    ranges, start = [], None
+    for previous, seed in zip((None, *seeds), seeds, strict=False):
+        if start is None:
+            start = seed
+        elif seed != previous + 1:
+            ranges.append((start, previous))
+            start = seed
+    if start is not None:
+        ranges.append((start, seeds[-1]))
+    return ", ".join(f"{a}-{b}" if a != b else f"{a}" for a, b in ranges) or "none"
 
 
 def _rate(row: dict[str, Any]) -> str:
@@ -108,6 +134,14 @@ def show(record: dict[str, Any]) -> None:
             f"{resampled['seeds_used']:.0f} / {shifted['seeds_used']:.0f}\n{row['batch']} to {row['cap']}",
         )
     print_table(table)
+    for name, row in record["claims"].items():
+        if "design_seeds" in row:
+            confirmed = row.get("confirmed")
+            said = "fewer than 16 confirming seeds" if confirmed is None else errors.shortfall(confirmed) or "meets"
+            out_console.print(
+                f"{name}: designed on seeds {row['design_seeds']}, confirmed on {row['confirming_seeds']}: {said}",
+                soft_wrap=True,
+            )
     out_console.print(
         f"{errors.SIMULATIONS} simulated reproductions a model, each with its own draw of the reference, 95% Wilson"
         f" intervals; alpha per reproduction {record['alpha_per_reproduction']:.0%}, split over {record['tests']}"

@@ -22,6 +22,23 @@ def _rate(row: dict) -> str:
     return f"{row['rate']:.2%} [{row['low']:.2%}, {row['high']:.2%}]"
 
 
+def _seeds_cell(row: dict) -> str:
+    if "design_seeds" not in row:
+        return "<br>not frozen"
+    return f"<br>designed on {row['design_seeds']}<br>confirmed on {row['confirming_seeds']}"
+
+
+def _confirmed_cell(row: dict) -> str:
+    """The errors measured on the confirming seeds alone, when there are enough of them."""
+    if "confirmed" not in row:
+        return "<br>confirming seeds: fewer than 16" if "design_seeds" in row else ""
+    confirmed = row["confirmed"]
+    worst = max(r["false_failure"]["rate"] for r in confirmed["faithful"].values())
+    power = confirmed["regressed"]["shifted"]["power"]["rate"]
+    said = errors.shortfall(confirmed)
+    return f"<br>on confirming seeds: {f'**{said}**' if said else 'meets'} (fails {worst:.2%}, catches {power:.1%})"
+
+
 def verdicts_page(records: list[dict]) -> str:
     out = [header("results/errors/*.json"), "# Verdicts' errors, measured\n\n"]
     out.append(
@@ -44,6 +61,10 @@ def verdicts_page(records: list[dict]) -> str:
         "reproduction used, in batches of the first number up to the second (the spec's `reproduction` "
         f"section). A reference level with fewer than {levels.MIN_FAITHFUL} faithful seeds is not a test: "
         "the claim is a statement until unseen-seed runs (`nox -s unseen`) bring the seeds.\n\n"
+        "A claim is frozen (`harness validate SPEC --freeze`, `results/frozen/SPEC.json`) before fresh seeds "
+        "confirm it: *designed on* are the faithful seeds its design was chosen on, *confirmed on* every "
+        "faithful seed recorded after, whatever its verdict. A rate measured on the seeds that chose the design "
+        "is optimistic; the rates on the confirming seeds alone (once there are 16) are not.\n\n"
     )
     rows = []
     for record in records:
@@ -72,7 +93,7 @@ def verdicts_page(records: list[dict]) -> str:
                 [
                     spec_cell,
                     name,
-                    f"{row['faithful_mean']:.4g} ({row['faithful_seeds']})",
+                    f"{row['faithful_mean']:.4g} ({row['faithful_seeds']})" + _seeds_cell(row),
                     f"{row['delta']:g}",
                     "<br>".join(
                         f"{m.replace('_', ' ')} {_rate(r['false_failure'])}" for m, r in row["faithful"].items()
@@ -80,7 +101,7 @@ def verdicts_page(records: list[dict]) -> str:
                     + f"<br>(α {row['alpha']:.2%} per claim)",
                     "<br>".join(f"{s} {_rate(r['power'])}" for s, r in row["regressed"].items())
                     + f"<br>(of {row['power']:.0%})",
-                    f"**{short}**" if short else "meets",
+                    (f"**{short}**" if short else "meets") + _confirmed_cell(row),
                     f"{row['faithful']['resampled']['seeds_used']:.0f} / "
                     f"{row['regressed']['shifted']['seeds_used']:.0f}<br>{row['batch']} to {row['cap']}",
                 ]

@@ -1,4 +1,4 @@
-from harness.launch import console
+from harness.cli.launch import console
 
 # Guarded: the metric writer is a spawned process, which imports __main__.
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from algorithms.config import GRID_KINDS
 from harness import envs
 from harness.plan import Plan
 from harness.run import devices, tracing
-from harness.spec import DevicesSpec, OptimizerSpec, Spec, SpecError, canonical, parse, spec_hash
+from harness.spec import DevicesSpec, OptimizerSpec, Spec, SpecError, spec_hash, with_overrides
 
 
 def make_optimizer(
@@ -212,11 +212,10 @@ def with_devices(spec: Spec, devices: dict[str, Any]) -> Spec:
 
 
 def with_seeds(plan: Plan, seeds: list[int], source: str) -> Plan:
-    """`plan` rebuilt to train `seeds` instead of its spec's (same layout)."""
-    data = canonical(plan.spec)
-    data["seeds"] = list(seeds)
-    data["devices"] = plan.spec.devices.model_dump()
-    return build(parse(data, f"{source} (--seeds)"), source)
+    """`plan` rebuilt to train `seeds` instead of its spec's (same layout;
+    harness.spec.overrides)."""
+    changed, _ = with_overrides(plan.spec, {"seeds": list(seeds)}, f"{source} (--seeds)")
+    return build(changed, source)
 
 
 def build_on(spec: Spec, layout: str, source: str = "<spec>") -> Plan:

@@ -29,10 +29,9 @@ import math
 from typing import Any, NamedTuple
 
 import numpy as np
-import yaml
 
 from harness import build
-from harness.spec import Spec, SpecError, SweepRange, canonical, parse, spec_hash
+from harness.spec import Spec, SpecError, SweepRange, assign, canonical, parse, spec_hash
 
 # Keys that say what a sweep is, where it runs or how it is recorded, not a
 # configuration to compare; seeds are the sweep's other axis.
@@ -105,40 +104,6 @@ def _show(value: Any) -> str:
 
 def _label(values: dict[str, Any]) -> str:
     return ", ".join(f"{key}={_show(value)}" for key, value in values.items())
-
-
-def parse_sets(sets: list[str], source: str = "--set") -> dict[str, tuple[Any, ...]]:
-    """`KEY=V1,V2,...` (values read as YAML: numbers, null, true) by key."""
-    swept: dict[str, tuple[Any, ...]] = {}
-    for item in sets:
-        key, eq, text = item.partition("=")
-        if not eq or not key.strip():
-            raise SpecError(source, [("", f"{item!r} is not KEY=V1,V2,...")])
-        try:
-            values = tuple(yaml.safe_load(part) for part in text.split(",")) if text.strip() else ()
-        except yaml.YAMLError:
-            raise SpecError(source, [(key.strip(), f"cannot read the values {text!r}")]) from None
-        if not values:
-            raise SpecError(source, [(key.strip(), "an empty list of values")])
-        swept[key.strip()] = values
-    return swept
-
-
-def assign(data: dict[str, Any], key: str, value: Any, source: str = "--set") -> None:
-    """`data` (a spec as a mapping) with the dotted `key` set to `value`;
-    SpecError naming the key where a part of its path is not a section."""
-    *path, last = key.split(".")
-    node = data
-    for depth, part in enumerate([*path, None]):
-        if not isinstance(node, dict):
-            section = ".".join(path[:depth])
-            raise SpecError(source, [(key, f"{section} is not a section with keys (it is {node!r})")])
-        if part is None:
-            break
-        if part not in node:
-            raise SpecError(source, [(key, f"{'.'.join(path[: depth + 1])} is not a section of the spec")])
-        node = node[part]
-    node[last] = value
 
 
 def _draw(values: Any, rng: np.random.Generator) -> Any:

@@ -127,8 +127,9 @@ def validate(path: Path) -> dict:
 
 
 def check(path: Path, layout: str, lower: bool) -> dict:
-    from harness import build, cli_options, spec
-    from harness.cli_parser import parser
+    from harness import build, spec
+    from harness.cli import options as cli_options
+    from harness.cli.table import parser
     from harness.run import runner
 
     loaded = spec.load(path)
@@ -143,7 +144,7 @@ def check(path: Path, layout: str, lower: bool) -> dict:
         if layout in SPEC_KEYS:
             loaded = loaded.model_copy(update={"devices": loaded.devices.model_copy(update=SPEC_KEYS[layout])})
         # What `harness run` does before it trains: the plan with the command
-        # line's devices, and the claims check (harness.cli_options.load_plan).
+        # line's devices, and the claims check (harness.cli.options.load_plan).
         plan = cli_options.plan_of(loaded, str(path), spec.key_lines(path.read_text()), args)
         out = {}
     out.update(status="ok", layout=plan.layout.describe() if plan.layout else "plain", lowered=False)

@@ -1,4 +1,4 @@
-"""Claims in a spec (`claims:`, harness.spec_claims.Claim) and their
+"""Claims in a spec (`claims:`, harness.spec.claims.Claim) and their
 judging on a results record (harness.judge.claims): parsing and refusing
 bad claims with file, key and line; the value, interval and verdict on a
 synthetic record; the table's width; and `harness run` / `compare`
@@ -21,7 +21,7 @@ from harness import spec as S
 from harness.judge import claims, claims_table, compare, stats
 from harness.record import schema
 from harness.record.schema import Curves, Results, Speed
-from harness.spec_claims import Claim
+from harness.spec.claims import Claim
 
 SEEDS = list(range(8))
 RETURNS = [480.0, 490.0, 500.0, 470.0, 300.0, 495.0, 485.0, 476.0]  # per seed, over the final window

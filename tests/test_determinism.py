@@ -21,7 +21,8 @@ from harness.run import determinism
 SCRIPT = textwrap.dedent(
     """
     import json, os, sys
-    from harness import cli, cli_options, spec
+    from harness import cli, spec
+    from harness.cli import options as cli_options
     from harness.run import determinism, provenance
     path, *flags = sys.argv[1:]
     args = cli.parser().parse_args(["run", path, *flags])

@@ -23,7 +23,7 @@ from documented_commands import ROOT, Files, argv_of, documented, runnable
 from support import background_result
 
 from harness import cli, jax_build
-from harness.cli_parser import parser
+from harness.cli.table import parser
 
 COMMANDS = documented()
 HARNESS = [c for c in COMMANDS if c.words[0] == "harness"]

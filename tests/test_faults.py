@@ -43,7 +43,7 @@ def _harness(*argv: str, cwd: Path) -> subprocess.Popen:
         env={
             **os.environ,
             "PYTHONPATH": os.pathsep.join(
-                filter(None, [str(Path(cli.__file__).resolve().parent.parent), os.environ.get("PYTHONPATH")])
+                filter(None, [str(Path(cli.__file__).resolve().parents[2]), os.environ.get("PYTHONPATH")])
             ),
         },
     )

@@ -21,7 +21,8 @@ SCRIPT = textwrap.dedent(
     """
     import json, os, sys
     import jax
-    from harness import build, cli, cli_options, spec
+    from harness import build, cli, spec
+    from harness.cli import options as cli_options
     from harness.run import provenance
     path, *flags = sys.argv[1:]
     args = cli.parser().parse_args(["run", path, *flags])

@@ -17,14 +17,14 @@ ROOT = Path(__file__).resolve().parent.parent
 # Top to bottom; a module may import its own layer or a lower one. The first
 # prefix that matches a module gives its layer.
 LAYERS = (
-    ("harness.launch", "harness.cli", "harness.cli_parser", "harness.cli_options", "harness.__main__"),
+    ("harness.cli", "harness.__main__"),
     ("harness.sessions",),
     ("harness.sweep",),
     ("harness.build",),
     ("harness.run",),
     ("harness.judge",),
     ("harness.envs",),
-    ("harness.spec", "harness.spec_sections", "harness.spec_claims", "harness.spec_lines", "harness.plan"),
+    ("harness.spec", "harness.plan"),
     ("harness.record",),
     ("harness.types", "harness.console", "harness.deferred_imports", "harness.jax_build"),
     ("algorithms",),

@@ -16,7 +16,7 @@ from support import TINY_SPEC
 from harness import spec as S
 from harness.judge import errors, levels, sequential, verdict
 from harness.sessions import errors_report
-from harness.spec_claims import Claim
+from harness.spec.claims import Claim
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -22,7 +22,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 from support import TINY_SPEC, new_store, run_cli, write_spec
 
-from harness import cli
+from harness.cli import training_commands
 from harness.record import tracking
 from harness.run import runner, scaling
 from harness.sessions.training import TrainingSession
@@ -47,7 +47,7 @@ def _statuses(uri: str, name: str) -> set[str]:
 
 def _signal_at_chunk(monkeypatch, last_iteration: int, signum: int = signal.SIGINT) -> None:
     """Raise `signum` when the chunk ending at `last_iteration` reaches the sink."""
-    made = cli.run_options
+    made = training_commands.run_options
 
     def with_hook(args, **extra):
         def on_chunk(chunk):
@@ -56,7 +56,7 @@ def _signal_at_chunk(monkeypatch, last_iteration: int, signum: int = signal.SIGI
 
         return made(args, on_chunk=on_chunk, **extra)
 
-    monkeypatch.setattr(cli, "run_options", with_hook)
+    monkeypatch.setattr(training_commands, "run_options", with_hook)
 
 
 def _signal_before(monkeypatch, owner, name: str, signum: int = signal.SIGINT) -> None:
@@ -182,14 +182,14 @@ import importlib.abc, signal, sys
 
 class SignalOnImport(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path, target=None):
-        if name == "harness.cli":
+        if name == "harness.cli.dispatch":
             sys.meta_path.remove(self)
             signal.raise_signal(signal.SIGINT)
         return None
 
 sys.meta_path.insert(0, SignalOnImport())
 sys.argv = ["harness", *sys.argv[1:]]
-from harness.launch import console
+from harness.cli.launch import console
 console()
 """
 

@@ -310,7 +310,7 @@ def test_set_and_random_points(tmp_path):
     data = copy.deepcopy(SWEEP_SPEC)
     del data["sweep"]
     loaded = S.parse(data)
-    sets = sweeps.parse_sets(["hyperparameters.gamma=0.9,0.99", "hyperparameters.entropy_coef=0.0,null"])
+    sets = S.parse_sets(["hyperparameters.gamma=0.9,0.99", "hyperparameters.entropy_coef=0.0,null"])
     assert sets == {"hyperparameters.gamma": (0.9, 0.99), "hyperparameters.entropy_coef": (0.0, None)}
     with pytest.raises(S.SpecError, match="entropy_coef"):  # null is not a coefficient
         sweeps.make_sweep(loaded, "spec.yaml", sets=sets)

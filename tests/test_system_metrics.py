@@ -11,7 +11,8 @@ import pytest
 from mlflow.tracking import MlflowClient
 from support import TINY_SPEC, new_store, run_cli, write_spec
 
-from harness import cli, cli_options
+from harness import cli
+from harness.cli import options as cli_options
 from harness.record import system_metrics
 
 

@@ -34,7 +34,7 @@ import numpy as np
 from harness.judge import levels, sequential, stats, verdict
 from harness.judge.levels import Faithful
 from harness.record.schema import ClaimOutcome, Results
-from harness.spec_claims import REFERENCE, Claim
+from harness.spec.claims import REFERENCE, Claim
 
 # Statistics over seeds, each along the last axis of `[..., seeds]`.
 SEED_STATISTICS: dict[str, Callable[[np.ndarray, float | None], np.ndarray]] = {

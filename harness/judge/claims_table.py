@@ -9,7 +9,7 @@ from harness.console import out_console
 from harness.judge import verdict
 from harness.judge.claims import SIGNS, claims_hash, reproduction_alpha
 from harness.record.schema import ClaimOutcome
-from harness.spec_claims import Claim
+from harness.spec.claims import Claim
 
 WIDTH = 80  # the table is kept to a terminal's width
 

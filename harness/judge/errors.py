@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from harness.judge import levels, sequential
-from harness.spec_claims import REFERENCE, Claim
+from harness.spec.claims import REFERENCE, Claim
 
 SIMULATIONS = 4000
 SEED = 0

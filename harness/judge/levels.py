@@ -24,7 +24,7 @@ from typing import NamedTuple
 import numpy as np
 
 from harness.judge.sequential import Test
-from harness.spec_claims import REFERENCE, Claim
+from harness.spec.claims import REFERENCE, Claim
 
 # Below this many faithful seeds a reference level is not a test: the seeds cannot show the spread and
 # tails faithful runs have (a spread from 6 seeds can be a third of the true one), nor measure its errors.

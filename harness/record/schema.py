@@ -76,7 +76,7 @@ class Speed(_Model):
 class ClaimOutcome(_Model):
     """A claim of the spec judged on this run (harness.judge.claims)."""
 
-    claim: dict[str, Any]  # the claim as the spec states it (harness.spec_claims.Claim)
+    claim: dict[str, Any]  # the claim as the spec states it (harness.spec.claims.Claim)
     value: float  # the claim's statistic on this run
     low: float  # its 95% bootstrap interval over seeds
     high: float

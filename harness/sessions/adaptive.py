@@ -35,7 +35,7 @@ from harness.record.schema import ClaimOutcome, Results
 from harness.run.programs import Programs
 from harness.sessions.options import RunOptions
 from harness.sessions.run import Logged, train_and_log
-from harness.spec_claims import Claim
+from harness.spec.claims import Claim
 
 
 class Adaptive(NamedTuple):
@@ -56,31 +56,46 @@ def first_fresh_seed(records: list[tuple[str, Results]], reference: Results) -> 
     return max(used, default=-1) + 1
 
 
+def fresh_seeds(records: list[tuple[str, Results]], reference: Results, cap: int) -> list[int]:
+    """The `cap` seeds an adaptive reproduction may run, after every seed the
+    faithful records and the reference used."""
+    start = first_fresh_seed(records, reference)
+    return list(range(start, start + cap))
+
+
+def prepare(plan: Plan, overrides: dict, seeds: list[int], source: str) -> tuple[Plan, dict[str, list[str]]]:
+    """The plan of a reproduction's first batch: `plan`'s spec with the
+    `overrides` (dotted key -> value; harness.spec.overrides) and `seeds`,
+    validated and built once, its claims kept; and the keys the overrides
+    changed, with both values."""
+    changed, differences = spec.with_overrides(plan.spec, {**overrides, "seeds": list(seeds)}, f"{source} (--set)")
+    built = build.build(changed, source)
+    return built._replace(spec=built.spec.model_copy(update={"claims": plan.spec.claims})), {
+        key: values for key, values in differences.items() if key.split(".")[0] != "seeds"
+    }
+
+
 def run(
-    plan: Plan,
+    built: Plan,
     source: str,
-    reference: Results,
     uri: str,
     options: RunOptions,
+    every: list[int],
     batch: int,
-    cap: int,
     tags: dict,
     results_out: Path | None = None,
 ) -> Adaptive:
-    """Batches of `batch` fresh seeds of `plan` until its tests decide or
-    `cap` seeds (whole batches) have run, logged to `uri`;
-    `options.faithful` are the records levels come from. With
-    `results_out` (a folder), each batch's results.json is written there
-    as `<spec>@seeds-<first>-<last>.json`."""
-    tests = {name: claim for name, claim in plan.spec.claims.items() if claim.is_test}
+    """Batches of `batch` of the fresh seeds `every` until the tests of
+    `built` (the first batch's plan: `prepare`) decide or every seed has
+    run, logged to `uri`; `options.faithful` are the records levels come
+    from. With `results_out` (a folder), each batch's results.json is
+    written there as `<spec>@seeds-<first>-<last>.json`."""
+    tests = {name: claim for name, claim in built.spec.claims.items() if claim.is_test}
     if not tests:
         raise ReproduceError(
             f"{source}: no claim is a test (a claim with delta), so no verdict could stop an adaptive reproduction"
         )
-    start = first_fresh_seed(list(options.faithful), reference)
-    every = list(range(start, start + cap))
-    built = build.with_seeds(plan, every[:batch], source)  # traced and compiled once, for every batch
-    programs = Programs()
+    programs = Programs()  # traced and compiled once, for every batch
     faithful = claims.faithful(options.faithful, tests, exclude=every)
     values: dict[str, list[float]] = {name: [] for name in tests}
     seeds: list[int] = []
@@ -89,7 +104,7 @@ def run(
     evidence: list[tuple[int, str, ClaimOutcome]] = []
     for number, first in enumerate(range(0, len(every), batch), start=1):
         chunk = tuple(every[first : first + batch])
-        batch_spec = built.spec.model_copy(update={"seeds": chunk, "claims": plan.spec.claims})
+        batch_spec = built.spec.model_copy(update={"seeds": chunk})
         batch_plan = built._replace(spec=batch_spec, spec_hash=spec.spec_hash(batch_spec))
         batch_tags = {**tags, "adaptive.batch": str(number), "adaptive.seeds": f"{chunk[0]}-{chunk[-1]}"}
         logged = train_and_log(batch_plan, uri, dataclasses.replace(options, tags=batch_tags, programs=programs))

@@ -31,7 +31,7 @@ import yaml
 
 from harness import build, spec
 from harness.console import err_console, out_console, print_table
-from harness.judge import drift, machines
+from harness.judge import drift, machines, verdict
 from harness.record import runs, schema, store, tracking
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -146,7 +146,7 @@ def _side_env() -> dict[str, str]:
 # What a side must be able to do: import the harness (and with it JAX, MLflow
 # and the rest) and say which JAX and Python it has and its XLA flags.
 _PROBE = (
-    "import json, os, sys, jax, harness.cli;"
+    "import json, os, sys, jax, harness.cli.dispatch;"
     " print('drift-side ' + json.dumps([jax.__version__, sys.version.split()[0], os.environ.get('XLA_FLAGS', '')]))"
 )
 
@@ -305,10 +305,10 @@ def drift_command(options: DriftOptions) -> int:
         err_console.print(
             f"the newer side fails its verdict, or a run did not finish, on: {', '.join(failed)}", soft_wrap=True
         )
-        return 1
+        return verdict.EXIT_FAILED
     if undecided := drift.undecided(document):
         err_console.print(
             f"no agreement shown (not judged, or a claim undecided) on: {', '.join(undecided)}", soft_wrap=True
         )
-        return 4
+        return verdict.EXIT_NOT_JUDGED
     return 0

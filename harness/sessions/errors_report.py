@@ -13,7 +13,8 @@ from harness.console import out_console, print_table
 from harness.judge import claims, errors, levels, references, verdict
 from harness.judge.claims_table import number
 from harness.sessions import freeze
-from harness.spec_claims import REFERENCE
+from harness.spec.claims import REFERENCE
+from harness.spec.sections import check_batch_fits
 
 # A reproduction's seeds by default (the spec's `reproduction` section
 # says otherwise): batches of the spec's own seed count, up to four of them.
@@ -31,8 +32,7 @@ def seeding(loaded: spec.Spec, batch: int | None = None, cap: int | None = None)
     cap = cap if cap is not None else stated.max_seeds or BATCHES * batch
     if batch < 1:
         raise ValueError(f"--batch must be at least 1, not {batch}")
-    if cap < batch:
-        raise ValueError(f"--max-seeds ({cap}) must be at least one batch (--batch {batch})")
+    check_batch_fits(cap, batch, "--max-seeds", f"--batch {batch}")
     return batch, cap - cap % batch
 
 

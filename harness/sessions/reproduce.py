@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-from harness import build, spec, sweep
+from harness import build, spec
 from harness.console import err_console, out_console, print_table
 from harness.judge import claims, claims_table, differences, publish, references, reproduce, verdict_report
 from harness.judge.verdict import shown
@@ -112,24 +112,20 @@ def _every_iteration(reference: Reference, logged: Logged) -> tuple[dict, dict] 
     return None if ours is None or run is None else (ours, run)
 
 
-def changed(plan: Plan, sets: list[str], source: str) -> tuple[Plan, dict[str, list[str]]]:
-    """`plan` with each `KEY=VALUE` of `sets` (one value each) in place, and
-    the dotted keys that differ from the original, with both values."""
-    data = spec.canonical(plan.spec)
-    data["devices"] = plan.spec.devices.model_dump()
-    where = f"{source} (--set)"
-    for key, values in sweep.parse_sets(sets, where).items():
+def override_values(sets: list[str], where: str) -> dict:
+    """`--set KEY=VALUE` of a reproduction: one value a key, never the
+    seeds (an adaptive reproduction runs fresh seeds of its own)."""
+    values = {}
+    for key, given in spec.parse_sets(sets, where).items():
         if key.split(".")[0] == "seeds":
             raise spec.SpecError(
                 where,
                 [(key, "an adaptive reproduction runs fresh seeds of its own: --batch and --max-seeds size them")],
             )
-        if len(values) != 1:
-            raise spec.SpecError(where, [(key, f"one value to judge, not {len(values)} (a sweep is harness sweep)")])
-        sweep.assign(data, key, values[0], where)
-    new = build.build(spec.parse(data, where), source)
-    new = new._replace(spec=new.spec.model_copy(update={"claims": plan.spec.claims}))
-    return new, spec.spec_differences([spec.canonical(plan.spec), spec.canonical(new.spec)])
+        if len(given) != 1:
+            raise spec.SpecError(where, [(key, f"one value to judge, not {len(given)} (a sweep is harness sweep)")])
+        values[key] = given[0]
+    return values
 
 
 def run_adaptive(
@@ -138,18 +134,18 @@ def run_adaptive(
     """`reference.plan` (changed by `sets`, if any) on fresh seeds, a batch
     at a time, until its tests decide: the claims table and the verdict
     printed, the verdict logged on the last batch's run."""
-    plan, differences_ = reference.plan, {}
     tags = {"reproduces": reference.label, "reproduces.spec_hash": reference.record.spec_hash}
+    values = override_values(sets, f"{reference.source} (--set)")
+    every = adaptive.fresh_seeds(list(options.faithful), reference.record, cap)
+    built, differences_ = adaptive.prepare(reference.plan, values, every[:batch], reference.source)
     if sets:
-        plan, differences_ = changed(plan, sets, reference.source)
         listed = "; ".join(f"{key}: {old} -> {new}" for key, (old, new) in differences_.items())
         out_console.print(
             f"judging a changed spec against {reference.label}: {listed or 'no key differs'}", soft_wrap=True
         )
         tags["reproduces.changed"] = listed or "nothing"
-    result = adaptive.run(
-        plan, reference.source, reference.record, reference.uri, options, batch, cap, tags, results_out
-    )
+    result = adaptive.run(built, reference.source, reference.uri, options, every, batch, tags, results_out)
+    plan = built
     print_table(claims_table.table(list(result.outcomes.items()), f"{plan.spec.name}: claims, adaptive"))
     adaptive.log_verdict(result)
     alpha = claims.reproduction_alpha(plan.spec.claims)

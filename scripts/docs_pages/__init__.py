@@ -12,8 +12,8 @@ The pages come from the code and the records, never from typed figures:
   whether it is in the spec hash (probed through `harness.spec.canonical`);
   modules `spec_fields`, `hash_probe`, `spec_reference`;
 - docs/reference/cli.md: every command and option, from the argparse parser
-  of `harness.cli_parser`; module `cli_reference`;
-- docs/reference/exit-codes.md: the `EXIT_*` constants of `harness.cli`;
+  of `harness.cli.table`; module `cli_reference`;
+- docs/reference/exit-codes.md: the `EXIT_*` constants of `harness.cli` and the command table;
   module `exit_codes`;
 - docs/reference/algorithms.md: mkdocstrings directives for the modules of
   `algorithms/` (their docstrings render when the site is built); module

@@ -1,5 +1,5 @@
 """docs/reference/cli.md: every `harness` command and option, from the
-argparse parser of `harness.cli_parser`, written as `-h` prints them."""
+argparse parser the command table of `harness.cli.table` makes, written as `-h` prints them."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import os
 from collections.abc import Iterator
 
 from docs_pages.common import cell, header, table
-from harness import cli_parser
+from harness.cli import table as cli_table
 
 
 @contextlib.contextmanager
@@ -92,10 +92,10 @@ def default_cell(action: argparse.Action) -> str:
 
 def cli_reference() -> str:
     with stable_environment():
-        root = cli_parser.parser()
+        root = cli_table.parser()
     sub = next(a for a in root._actions if isinstance(a, argparse._SubParsersAction))
     helps = {choice.dest: choice.help for choice in sub._choices_actions}
-    out = [header("harness.cli_parser"), "# Command line\n\n"]
+    out = [header("harness.cli.table"), "# Command line\n\n"]
     out.append(
         f"`harness` (also `python -m harness`): {cell(described(root.description, root.prog))} "
         "What each exit code means: [exit codes](exit-codes.md).\n\n"

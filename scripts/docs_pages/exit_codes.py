@@ -8,6 +8,7 @@ import signal
 
 from docs_pages.common import SCRIPT, header, table
 from harness import cli
+from harness.cli.table import TABLE
 from harness.run.interrupts import Interrupted
 
 # What each EXIT_* constant of harness.cli means and which code returns it:
@@ -18,14 +19,14 @@ EXIT_MEANINGS = {
         "the run failed: a metric became NaN or infinite (`NonFiniteMetricError`, any training command); "
         "`harness run` and `harness reproduce`: a claim's test FAILED (or, reproducing, a gating metric failed"
         " its check)",
-        "`main` (`NonFiniteMetricError`), `cmd_run`, `cmd_reproduce` (`harness.judge.verdict.exit_code`)",
+        "`dispatch.main` (`NonFiniteMetricError`), `cmd_run`, `cmd_reproduce` (`harness.judge.verdict.exit_code`)",
     ),
     "EXIT_USER_ERROR": (
         "a user error, printed as one message without a traceback: a spec that does not validate, a bad "
         "option, an unusable tracking store, a checkpoint that cannot be resumed, a reference or comparison "
         "that cannot be made; nothing is logged to MLflow for a spec that does not validate. argparse's own "
         "errors (an unknown option) exit 2 too",
-        "`main` (`USER_ERRORS`), `_user_error`",
+        "`dispatch.main` (`USER_ERRORS`), `exits.user_error`",
     ),
     "EXIT_INCOMPLETE": (
         "trained to the end, but the MLflow store could not be reached: the record is in the run "
@@ -44,39 +45,15 @@ EXIT_MEANINGS = {
         " final checkpoint (the MLflow runs are marked KILLED); or after the work finished (during the last"
         " chunk, or while the records were written: they are written whole, the runs end FINISHED and the"
         " message says so, and the exit is still 130)",
-        "`main` (`KeyboardInterrupt`, `_finished_anyway`), `harness.launch` (while starting)",
+        "`dispatch.main` (`KeyboardInterrupt`, `_finished_anyway`), `launch.console` (while starting)",
     ),
 }
 
 
-# Each command's codes and what each means for it (0, 2, 130 and 143 mean
-# the same for every command: success, a user error, Ctrl-C, SIGTERM). The
-# suite holds every `return EXIT_*` of a `cmd_<name>` to its command's row
-# (tests/test_docs.py).
+# 0, 2, 130 and 143 mean the same for every command: success, a user error,
+# Ctrl-C, SIGTERM; each command's other codes are its row of the command
+# table (harness.cli.table), which the suite holds to its handler's returns.
 SIGNALS = {130: "Ctrl-C (SIGINT)", 143: "SIGTERM"}
-COMMAND_EXITS: dict[str, dict[int, str]] = {
-    "validate": {},
-    "run": {
-        1: "a metric became NaN or infinite, or a claim's test FAILED",
-        3: "trained; the MLflow record waits for `harness sync`",
-        4: "a claim's test is INCONCLUSIVE or untested",
-    },
-    "sweep": {1: "a metric became NaN or infinite", 3: "trained; the MLflow record waits for `harness sync`"},
-    "sync": {},
-    "publish": {},
-    "reproduce": {
-        1: "a claim's test or a gating metric FAILED, or a metric became NaN or infinite",
-        3: "judged; the MLflow record waits for `harness sync`",
-        4: "undecided: a claim's test INCONCLUSIVE or untested (never when bit-identical to its reference), or a"
-        " statistical verdict with one seed on a side",
-    },
-    "compare": {},
-    "scale": {1: "no size of the ladder ran (each was refused or failed)"},
-    "drift": {
-        1: "the newer side fails a verdict or a claim, or a run did not finish",
-        4: "no agreement shown: a verdict not judged, or a claim's test undecided",
-    },
-}
 # `nox -s bench` is pytest with the bench's plugin (benchmarks/machinery): pytest's codes.
 BENCH_EXITS = {
     0: "every selected entry measured (a regression is reported, not failed, without --fail-on-regression)",
@@ -90,12 +67,12 @@ BENCH_EXITS = {
 def by_command() -> str:
     """One table per command: the codes it returns and what each means there."""
     out = ["## By command\n\n"]
-    for command, codes in COMMAND_EXITS.items():
-        rows = [["`0`", "success"]] + [[f"`{c}`", m] for c, m in sorted(codes.items())]
+    for command in TABLE:
+        rows = [["`0`", "success"]] + [[f"`{c}`", m] for c, m in sorted(command.exits.items())]
         rows.append(["`2`", "a user error (one message, no traceback)"])
         rows += [[f"`{c}`", f"stopped by {name}"] for c, name in SIGNALS.items()]
         rows.sort(key=lambda row: int(row[0].strip("`")))
-        out.append(f"### harness {command}\n\n")
+        out.append(f"### harness {command.name}\n\n")
         out.append(table(["Code", "Meaning"], rows, ["r", "l"]) + "\n")
     out.append("### nox -s bench\n\n")
     out.append(table(["Code", "Meaning"], [[f"`{c}`", m] for c, m in BENCH_EXITS.items()], ["r", "l"]))
@@ -127,7 +104,7 @@ def exit_codes() -> str:
             "`Interrupted.exit_code`",
             "stopped by SIGTERM (e.g. a scheduler's preemption), as Ctrl-C: a final checkpoint, runs marked "
             "KILLED; 128 + the signal number, the shell's convention",
-            "`main` (`harness.run.interrupts.Interrupted`)",
+            "`dispatch.main` (`harness.run.interrupts.Interrupted`)",
         ]
     )
     out = [header("the EXIT_* constants of harness.cli"), "# Exit codes\n\n"]

@@ -17,7 +17,7 @@ from harness.judge import claims_table, machines, references
 from harness.judge import verdict as verdict_words
 from harness.record import schema
 from harness.sessions import errors_report
-from harness.spec_claims import REFERENCE
+from harness.spec.claims import REFERENCE
 
 
 class Reference(typing.NamedTuple):
@@ -32,6 +32,11 @@ class Reference(typing.NamedTuple):
         return f"{self.path.stem}.svg"
 
 
+def published_spec(stem: str):
+    """experiments/<stem>.yaml: where a published spec lives (harness.judge.references.PUBLISHED)."""
+    return ROOT / references.PUBLISHED / f"{stem}.yaml"
+
+
 def published() -> dict[str, list[Reference]]:
     out: dict[str, list[Reference]] = {}
     firsts = sorted({p.name.split("@")[0].removesuffix(".json") for p in (ROOT / "results").glob("*.json")})
@@ -41,7 +46,7 @@ def published() -> dict[str, list[Reference]]:
             record = schema.parse(text, str(path))
             # The claims the spec states now, judged on the reference (as harness
             # publish judges them; claims are not part of the spec hash).
-            spec_path = ROOT / "experiments" / f"{stem}.yaml"
+            spec_path = published_spec(stem)
             loaded = S.load(spec_path) if spec_path.exists() else None
             stated = loaded.claims if loaded else {}
             found = references.faithful_of(spec_path, loaded) if loaded else []
@@ -52,7 +57,7 @@ def published() -> dict[str, list[Reference]]:
 
 
 def stated_claims(stem: str) -> dict[str, S.Claim]:
-    path = ROOT / "experiments" / f"{stem}.yaml"
+    path = published_spec(stem)
     return S.load(path).claims if path.exists() else {}
 
 
@@ -160,7 +165,7 @@ def unseen_seeds(stem: str) -> str:
     every unseen seed, in seed order, judged as one reproduction in the
     batches the spec states (its `reproduction` section), each test's level
     from the faithful seeds outside them."""
-    path = ROOT / "experiments" / f"{stem}.yaml"
+    path = published_spec(stem)
     loaded = S.load(path) if path.exists() else None
     if loaded is None or not loaded.claims:
         return "-"
@@ -279,7 +284,7 @@ def spec_page(stem: str, refs: list[Reference]) -> str:
 
     out.append("## Speed and machine\n\n")
     out.append(machine_table(refs))
-    path = ROOT / "experiments" / f"{stem}.yaml"
+    path = published_spec(stem)
     if path.exists():
         body = "\n".join(f"    {line}".rstrip() for line in path.read_text().rstrip("\n").splitlines())
         out.append(f'\n## Spec\n\n??? note "experiments/{stem}.yaml"\n\n    ```yaml\n{body}\n    ```\n')

@@ -25,7 +25,7 @@ from docs_pages.spec_fields import (
     unwrap,
 )
 from harness import spec as S
-from harness.spec_sections import SeedRange
+from harness.spec.sections import SeedRange
 
 
 class Row(typing.NamedTuple):
@@ -38,7 +38,7 @@ class Row(typing.NamedTuple):
 
 
 # Spec keys a validator accepts in a second form that the annotation does
-# not show: `seeds:` as {count, base} (harness.spec._SpecBase._expand_seeds).
+# not show: `seeds:` as {count, base} (harness.spec.model._SpecBase._expand_seeds).
 SECOND_FORMS = {"seeds": (SeedRange, "a list of seeds, or a range {count, base} of them")}
 
 
@@ -141,7 +141,7 @@ def spec_rows_table(rows: list[Row]) -> str:
 def spec_reference() -> tuple[str, list[str]]:
     models = S.spec_models()
     names = list(models)
-    shared = S._SpecBase.model_fields
+    shared = S.Spec.model_fields
     per_algorithm = ("network", "hyperparameters", "algorithm")
     first = HashProbe(names[0])
     walker = SpecWalker(first)

@@ -14,10 +14,10 @@ def console() -> None:
 
     interrupts.install()
     try:
-        from harness import cli
+        from harness.cli import dispatch
     except KeyboardInterrupt as error:
         signum = error.signum if isinstance(error, interrupts.Interrupted) else signal.SIGINT
         sys.stderr.write(interrupts.said(signum, "while starting: nothing was run") + "\n")
         sys.stderr.flush()
         os._exit(interrupts.exit_code(signum))
-    cli.console()
+    dispatch.console()

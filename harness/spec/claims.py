@@ -10,7 +10,7 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import AfterValidator, BeforeValidator, Field, model_serializer, model_validator
 
-from harness.spec_sections import _Model
+from harness.spec.sections import _Model
 
 
 def _statistic(value: Any, plain: tuple[str, ...], valued: dict[str, str], what: str) -> tuple[str, float | None]:

@@ -134,7 +134,7 @@ def load_sweep(args: argparse.Namespace) -> sweeps.Sweep | None:
     """The sweep of `args.spec` with the command line's sweep options, or
     None for a spec without one and no --set."""
     loaded = with_command_line(spec.load(args.spec), args)
-    sets = sweeps.parse_sets(getattr(args, "set", None) or [])
+    sets = spec.parse_sets(getattr(args, "set", None) or [])
     if loaded.sweep is None and not sets:
         return None
     return sweeps.make_sweep(

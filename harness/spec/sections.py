@@ -1,6 +1,6 @@
 """The sections of a spec (harness.spec) that every algorithm shares: env,
 seeds, budget, network, optimizer, logging, tracking, devices, checkpoint,
-sweep ranges, as frozen pydantic models (the claims: harness.spec_claims) that refuse unknown keys. Each
+sweep ranges, as frozen pydantic models (the claims: harness.spec.claims) that refuse unknown keys. Each
 algorithm's `hyperparameters:` section is its own typed config, declared in
 `algorithms/` beside its factory (`Registration.config`)."""
 
@@ -167,6 +167,14 @@ class CheckpointSpec(_Model):
     keep: int = Field(default=3, gt=0, description="the newest checkpoints kept; older ones are deleted")
 
 
+def check_batch_fits(cap: int, batch: int, cap_name: str, batch_said: str) -> None:
+    """The one rule of a reproduction's seeding, wherever it is given (the
+    spec's `reproduction` section, --max-seeds and --batch): its seed cap
+    holds at least one batch. ValueError naming what was given."""
+    if cap < batch:
+        raise ValueError(f"{cap_name} ({cap}) is below one batch ({batch_said})")
+
+
 class ReproductionSpec(_Model):
     """How a reproduction adds fresh seeds (`harness reproduce --adaptive`,
     `nox -s unseen`), as `harness validate --errors` simulates it: the
@@ -182,8 +190,8 @@ class ReproductionSpec(_Model):
 
     @model_validator(mode="after")
     def _a_batch_fits(self) -> ReproductionSpec:
-        if self.batch is not None and self.max_seeds is not None and self.max_seeds < self.batch:
-            raise ValueError(f"max_seeds ({self.max_seeds}) is below one batch ({self.batch})")
+        if self.batch is not None and self.max_seeds is not None:
+            check_batch_fits(self.max_seeds, self.batch, "max_seeds", str(self.batch))
         return self
 
 

@@ -1,0 +1,36 @@
+"""The `harness` command. Its commands are one table (`table`: each
+command's name, handler, arguments, help and exit codes), run by
+`dispatch.main`; `launch.console` is the installed entry point.
+
+User errors (a bad spec, an unusable tracking store, a checkpoint that cannot
+be resumed) print one message and exit 2 without a traceback; nothing is
+logged to MLflow for a spec that does not validate. A run that fails (a NaN,
+a crash) exits 1; Ctrl-C exits 130 and SIGTERM 143 at any moment, after a
+final checkpoint, or after the records are written whole when training had
+finished (harness.run.interrupts). A run that finished while its MLflow
+store could not be reached exits 3: its record is in the run directory, for
+`harness sync`.
+"""
+
+import importlib
+
+from harness.cli.exits import EXIT_FAILED, EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_NOT_JUDGED, EXIT_USER_ERROR
+
+# Loaded when first used, so that `harness.cli.launch` starts in a moment (a Ctrl-C while the
+# harness and JAX are imported ends it with one line).
+_LAZY = {
+    "main": "harness.cli.dispatch",
+    "console": "harness.cli.dispatch",
+    "USER_ERRORS": "harness.cli.dispatch",
+    "COMMANDS": "harness.cli.table",
+    "TABLE": "harness.cli.table",
+    "parser": "harness.cli.table",
+}
+
+__all__ = ["EXIT_FAILED", "EXIT_INCOMPLETE", "EXIT_INTERRUPTED", "EXIT_NOT_JUDGED", "EXIT_USER_ERROR", *_LAZY]
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'harness.cli' has no attribute {name!r}")

@@ -1,0 +1,121 @@
+"""The commands that judge runs: `reproduce` (plain and `--adaptive`),
+`compare` and `drift` (harness.cli.table lists them); their exit codes come
+from the verdict (harness.judge.verdict)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from harness import spec
+from harness.cli.exits import EXIT_INCOMPLETE, user_error
+from harness.cli.options import OptionError, load_plan, plan_of, plot_path, run_options, seed_batches
+from harness.console import err_console, out_console, print_table
+from harness.judge import claims_table, compare, references, verdict
+from harness.record import tracking
+from harness.run import cluster
+from harness.sessions import drift as drift_session
+from harness.sessions import reproduce
+
+
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    """Run a spec again and judge it against its reference (see harness.sessions.reproduce)."""
+    if (args.spec is None) == (args.run_id is None):
+        return user_error("give either a SPEC file or --run-id RUN_ID")
+    if args.adaptive or args.set:
+        return _reproduce_adaptive(args)
+    if args.run_id:
+        if args.reference:
+            return user_error("--reference goes with a SPEC; with --run-id the run itself is the reference")
+        uri = tracking.resolve_uri(args.tracking_uri, None)
+        reference = reproduce.of_logged_run(
+            uri, args.run_id, lambda loaded, source, lines: plan_of(loaded, source, lines, args)
+        )
+    else:
+        plan = load_plan(args.spec, args)
+        uri = tracking.resolve_uri(args.tracking_uri, plan.spec.tracking.uri)
+        reference = reproduce.of_spec(plan, args.spec, args.reference, uri)
+    faithful = (
+        references.faithful_of(args.spec, reference.plan.spec) if args.spec else [(reference.label, reference.record)]
+    )
+    reproduced = reproduce.run_and_judge(reference, run_options(args, faithful=faithful), args.seeds)
+    if reproduced is None:  # not process 0 of a multi-process job: it judges
+        return 0
+    code = verdict.exit_code(reproduced.verdict.outcome)
+    return code or (EXIT_INCOMPLETE if reproduced.logged.offline else 0)
+
+
+def _reproduce_adaptive(args: argparse.Namespace) -> int:
+    """`harness reproduce SPEC --adaptive [--set KEY=VALUE ...]`."""
+    if not args.adaptive:
+        return user_error("--set judges a changed spec by its claims' tests on fresh seeds: add --adaptive")
+    if args.run_id or args.seeds:
+        return user_error("--adaptive runs fresh seeds of a SPEC file: leave out --run-id and --seeds")
+    if cluster.joined:
+        return user_error("--adaptive decides between batches in one process: run it without a multi-process job")
+    if args.results_out and args.set:
+        return user_error("--results-out keeps faithful runs of the spec; a run changed by --set is not one")
+    if args.results_out and Path(args.results_out).exists() and not Path(args.results_out).is_dir():
+        return user_error(
+            f"--results-out {args.results_out}: is a file; an adaptive reproduction writes a results.json a batch"
+            " into a folder (<spec>@seeds-<first>-<last>.json)"
+        )
+    plan = load_plan(args.spec, args)
+    batch, cap = seed_batches(args, plan.spec)
+    uri = tracking.resolve_uri(args.tracking_uri, plan.spec.tracking.uri)
+    reference = reproduce.of_spec(plan, args.spec, args.reference, uri)
+    options = run_options(args, faithful=references.faithful_of(args.spec, plan.spec))
+    out = Path(args.results_out) if args.results_out else None
+    return verdict.exit_code(reproduce.run_adaptive(reference, options, batch, cap, args.set or [], out).verdict)
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """A table and a plot across finished runs (see harness.judge.compare)."""
+    if bool(args.experiment) == bool(args.run_ids):
+        return user_error("give either --experiment NAME or run ids")
+    out = plot_path(args.out)
+    uri = tracking.resolve_uri(args.tracking_uri, None)
+    client = tracking.open_client(uri)
+    runs, notes = compare.fetch(client, uri, experiment=args.experiment, run_ids=args.run_ids)
+    for note in notes:
+        err_console.print(note)
+    comparison = compare.compare(runs, allow_different_specs=args.allow_different_specs)
+    if comparison.different_specs > 1:
+        out_console.print(
+            f"comparing runs of {comparison.different_specs} different specs; the keys that differ:\n"
+            + compare.listed(comparison.spec_differences)
+        )
+    print_table(compare.table(comparison.summaries, f"compare: {comparison.title}"))
+    if claim_rows := claims_table.rows_by_run(comparison.claims):
+        print_table(claims_table.table(claim_rows, f"claims: {comparison.title}"))
+    for key, values in comparison.provenance_differences.items():
+        out_console.print(f"  differs: {key}: {' / '.join(values)}", soft_wrap=True)
+    run_id = compare.record(client, runs, comparison, out)
+    out_console.print(f"plot written to {out}; comparison logged to MLflow run {run_id} ({uri})")
+    return 0
+
+
+def cmd_drift(args: argparse.Namespace) -> int:
+    """Two environments' runs of the specs side by side (harness.sessions.drift)."""
+    if args.rounds < 1 or (args.iterations is not None and args.iterations < 4):
+        raise OptionError("--rounds must be at least 1 and --iterations at least 4 (a warm-up chunk and timed ones)")
+    if args.max_seconds is not None and not args.max_seconds > 0:
+        raise OptionError(f"--max-seconds must be positive, not {args.max_seconds}")
+    specs = [Path(p) for p in args.specs] or references.published_specs()
+    if args.bench:
+        specs += sorted(Path("benchmarks", "specs").glob("*.yaml"))
+    if not specs:
+        raise OptionError(f"no specs given, and no {references.PUBLISHED}/ folder here to take them from")
+    for path in specs:
+        spec.load(path)  # every spec checked before anything runs
+    options = drift_session.DriftOptions(
+        older=args.older,
+        newer=args.newer,
+        specs=specs,
+        rounds=args.rounds,
+        iterations=args.iterations,
+        uri=tracking.resolve_uri(args.tracking_uri, None),
+        out=Path(args.out),
+        max_seconds=args.max_seconds,
+    )
+    return drift_session.drift_command(options)

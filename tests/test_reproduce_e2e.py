@@ -20,7 +20,7 @@ from mlflow.tracking import MlflowClient
 from support import TINY_SPEC, run_cli, write_spec
 
 from harness import cli
-from harness.judge import compare, differences
+from harness.judge import compare, compare_report, differences
 from harness.record import tracking
 
 
@@ -305,7 +305,7 @@ def test_compare_plot_overlays_mean_curves_with_bands(reproductions, published, 
     _, _, reference, client = published
     ids = [reference["mlflow_run_id"], reproductions["other_seeds"].run.info.run_id]
     runs, _ = compare.fetch(client, client.tracking_uri, run_ids=ids)
-    figure = compare.plot(runs, tmp_path / "p.png", "title")
+    figure = compare_report.plot(runs, tmp_path / "p.png", "title")
     assert [ax.get_title() for ax in figure.axes] == ["episode_return", "loss"]
     for ax, metric in zip(figure.axes, ["episode_return", "loss"], strict=True):
         lines = ax.get_lines()

@@ -11,7 +11,7 @@ from harness import spec
 from harness.cli.exits import EXIT_INCOMPLETE, user_error
 from harness.cli.options import OptionError, load_plan, plan_of, plot_path, run_options, seed_batches
 from harness.console import err_console, out_console, print_table
-from harness.judge import claims_table, compare, references, verdict
+from harness.judge import claims_table, compare, compare_report, references, verdict
 from harness.record import tracking
 from harness.run import cluster
 from harness.sessions import drift as drift_session
@@ -85,12 +85,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
             f"comparing runs of {comparison.different_specs} different specs; the keys that differ:\n"
             + compare.listed(comparison.spec_differences)
         )
-    print_table(compare.table(comparison.summaries, f"compare: {comparison.title}"))
+    print_table(compare_report.table(comparison.summaries, f"compare: {comparison.title}"))
     if claim_rows := claims_table.rows_by_run(comparison.claims):
         print_table(claims_table.table(claim_rows, f"claims: {comparison.title}"))
     for key, values in comparison.provenance_differences.items():
         out_console.print(f"  differs: {key}: {' / '.join(values)}", soft_wrap=True)
-    run_id = compare.record(client, runs, comparison, out)
+    run_id = compare_report.record(client, runs, comparison, out)
     out_console.print(f"plot written to {out}; comparison logged to MLflow run {run_id} ({uri})")
     return 0
 

@@ -95,6 +95,30 @@ def test_the_last_batch_carries_the_verdict_and_its_evidence(adaptive, published
     assert [m.step for m in history] == [2, 4]
 
 
+def test_the_runs_table_shows_the_verdict_and_the_guides_filter_finds_it(adaptive, published):
+    """Without configuring the UI: the reproduction's run is named by its
+    command and verdict, its page opens on the verdict table, each batch and
+    seed names itself, and `tags.verdict = '...'` finds the verdict's run."""
+    _, _, _, runs = adaptive
+    client = MlflowClient(tracking_uri=published[2])
+    first, last = runs
+    assert last.info.run_name == "reproduce · INCONCLUSIVE"
+    assert first.info.run_name == "reproduce · batch 1 · seeds 16-17"
+    note = last.data.tags["mlflow.note.content"]
+    assert note.startswith("verdict: INCONCLUSIVE after 4 fresh seeds") and "| `learns` (episode_return) |" in note
+    children = client.search_runs(
+        [first.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{first.info.run_id}'"
+    )
+    assert sorted(c.info.run_name for c in children) == [
+        "seed=16 · reproduce · batch 1 · seeds 16-17",
+        "seed=17 · reproduce · batch 1 · seeds 16-17",
+    ]
+    found = client.search_runs([first.info.experiment_id], filter_string="tags.verdict = 'inconclusive'")
+    assert last.info.run_id in {r.info.run_id for r in found} and first.info.run_id not in {
+        r.info.run_id for r in found
+    }
+
+
 def test_a_changed_spec_is_judged_with_its_changes_named(published):
     root, spec, uri = published
     code, out, err = run_cli(

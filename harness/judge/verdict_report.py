@@ -137,5 +137,11 @@ def verdict_tags(verdict: Verdict) -> dict[str, str]:
 def log_verdict(client, run_id: str, verdict: Verdict) -> None:
     from harness.record import tracking
 
-    tracking.set_tags(client, run_id, verdict_tags(verdict))
+    markdown = to_markdown(verdict)
+    named = {
+        # What the runs table shows, and the run page opens on (MLflow's run description).
+        "mlflow.runName": f"reproduce · {verdict.outcome.upper()} ({verdict.mode})",
+        "mlflow.note.content": markdown,
+    }
+    tracking.set_tags(client, run_id, verdict_tags(verdict) | named)
     tracking.log_texts(client, run_id, {"verdict.json": to_json(verdict), "verdict.md": to_markdown(verdict)})

@@ -118,6 +118,7 @@ class Tracking:
         if under is not None:
             self.experiment_id = self._experiment_of(under)
         self.parent_id: str | None = None
+        self.run_name: str | None = None  # the parent run's name, as started
         # The runs that get per-iteration metrics, in column order: by seed,
         # or (a sweep) by column index, points x seeds.
         self.child_ids: dict[int, str] = {}
@@ -169,11 +170,13 @@ class Tracking:
         """A run per seed under `parent_id`, in `child_ids` by seed, or (a
         sweep, whose points repeat the seeds) by column index."""
         for seed in seeds:
-            run_id = self._create(f"{name}/seed={seed}", {**tags, "mlflow.parentRunId": parent_id, "seed": str(seed)})
+            # The seed first: the runs table cuts long names at their end.
+            run_id = self._create(f"seed={seed} · {name}", {**tags, "mlflow.parentRunId": parent_id, "seed": str(seed)})
             self.child_ids[len(self.child_ids) if by_column else seed] = run_id
             self._log_params(run_id, {**params, "seed": str(seed)})
 
     def start(self, run_name: str, params: dict[str, str], tags: dict[str, str], seeds: tuple[int, ...]) -> None:
+        self.run_name = run_name
         self.parent_id = self._create(run_name, self._top_tags(tags))
         self._log_params(self.parent_id, params)
         self._start_seeds(run_name, params, tags, seeds, self.parent_id, by_column=False)
@@ -189,6 +192,7 @@ class Tracking:
         """A sweep's runs: the sweep's own (the parent), one per point (name,
         params, tags) under it, and one per seed under each point; the
         columns of the per-iteration metrics are points x seeds."""
+        self.run_name = run_name
         self.parent_id = self._create(run_name, self._top_tags(tags))
         self._log_params(self.parent_id, params)
         for name, point_params, point_tags in points:
@@ -253,6 +257,17 @@ class Tracking:
             flush_error = error
             if status == "FINISHED":
                 status, note = "FAILED", str(error)
+        if status == "KILLED" and self.run_name:
+            # A run stopped before its verdict says so in the runs table.
+            renamed = f"{self.run_name} · interrupted"
+            self._call(
+                "tags",
+                self.parent_id,
+                {"mlflow.runName": renamed},
+                self.client.log_batch,
+                self.parent_id,
+                tags=[RunTag("mlflow.runName", renamed)],
+            )
         for run_id in [*self.child_ids.values(), *self.point_ids, self.parent_id]:
             if note:
                 self._call(

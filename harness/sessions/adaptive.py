@@ -106,7 +106,12 @@ def run(
         chunk = tuple(every[first : first + batch])
         batch_spec = built.spec.model_copy(update={"seeds": chunk})
         batch_plan = built._replace(spec=batch_spec, spec_hash=spec.spec_hash(batch_spec))
-        batch_tags = {**tags, "adaptive.batch": str(number), "adaptive.seeds": f"{chunk[0]}-{chunk[-1]}"}
+        batch_tags = {
+            **tags,
+            "adaptive.batch": str(number),
+            "adaptive.seeds": f"{chunk[0]}-{chunk[-1]}",
+            "mlflow.runName": f"reproduce · batch {number} · seeds {chunk[0]}-{chunk[-1]}",
+        }
         logged = train_and_log(batch_plan, uri, dataclasses.replace(options, tags=batch_tags, programs=programs))
         seeds += chunk
         if results_out is not None:
@@ -140,16 +145,50 @@ def progress_line(number: int, seeds: int, outcomes: dict[str, ClaimOutcome]) ->
     return "\n".join(lines)
 
 
-def log_verdict(adaptive: Adaptive) -> None:
-    """The verdict's tags and the evidence over seeds on the last batch's parent run."""
+def description(adaptive: Adaptive, said: str) -> str:
+    """The verdict as the run page opens on it (MLflow's run description):
+    `said` (the verdict line), then a row a claim."""
+    rows = [
+        "| claim | value [95% CI] | level (faithful seeds) | fails at | α | power | Δ | evidence to FAIL | "
+        "evidence to PASS | verdict |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, outcome in adaptive.outcomes.items():
+        claim = Claim.model_validate(outcome.claim)
+        fail_at, pass_at = levels.bounds(claim, len(adaptive.outcomes))
+        cells = [f"`{name}` ({claim.metric})", f"{outcome.value:.4g} [{outcome.low:.4g}, {outcome.high:.4g}]"]
+        if outcome.verdict is None:
+            cells += [outcome.note or "untested", "", "", "", "", "", "", "untested"]
+        else:
+            cells += [
+                f"{outcome.level:.4g} ({outcome.faithful_seeds or 'stated'})",
+                f"{outcome.fails_at:.4g}",
+                f"{outcome.alpha or claim.alpha:.2g}",
+                f"{claim.power:g}",
+                f"{claim.delta:g}",
+                f"{outcome.against_faithful:.2f} of {fail_at:.2f}",
+                f"{outcome.against_regressed:.2f} of {pass_at:.2f}",
+                verdict.shown(outcome.verdict, "markdown"),
+            ]
+        rows.append("| " + " | ".join(cells) + " |")
+    return f"{said}\n\n" + "\n".join(rows) + "\n"
+
+
+def log_verdict(adaptive: Adaptive, said: str, changed: str = "") -> None:
+    """The verdict's tags, its name and description, and the evidence over
+    seeds on the last batch's parent run: `said` is the verdict line,
+    `changed` the keys a changed spec set (`key old→new; ...`)."""
     from mlflow.entities import Metric
 
     from harness.record import tracking
 
     client, run_id = adaptive.logged.client, adaptive.logged.parent_id
     timestamp = int(time.time() * 1000)
+    name = f"reproduce · {verdict.shown(adaptive.verdict, 'plain')}" + (f" · {changed}" if changed else "")
     tags = {
         **verdict.tags(adaptive.verdict),
+        "mlflow.runName": name,
+        "mlflow.note.content": description(adaptive, said + (f"\n\nChanged: {changed}" if changed else "")),
         "adaptive.verdict": adaptive.verdict,
         "adaptive.seeds_used": str(len(adaptive.seeds)),
         "adaptive.compiles": str(adaptive.compiles),

@@ -81,7 +81,11 @@ def run_and_judge(reference: Reference, options: RunOptions, seeds: list[int] | 
         # The claims are not part of what is rebuilt: on other seeds they are judged all the same.
         plan = build.with_seeds(plan, seeds, reference.source)
         plan = plan._replace(spec=plan.spec.model_copy(update={"claims": reference.plan.spec.claims}))
-    tags = {"reproduces": reference.label, "reproduces.spec_hash": reference.record.spec_hash}
+    tags = {
+        "reproduces": reference.label,
+        "reproduces.spec_hash": reference.record.spec_hash,
+        "mlflow.runName": f"reproduce · {len(plan.spec.seeds)} seeds",
+    }
     if reference.record.mlflow_run_id:
         tags["reproduces.run_id"] = reference.record.mlflow_run_id
     logged = train_and_log(plan, reference.uri, dataclasses.replace(options, tags=tags))
@@ -147,13 +151,16 @@ def run_adaptive(
     result = adaptive.run(built, reference.source, reference.uri, options, every, batch, tags, results_out)
     plan = built
     print_table(claims_table.table(list(result.outcomes.items()), f"{plan.spec.name}: claims, adaptive"))
-    adaptive.log_verdict(result)
     alpha = claims.reproduction_alpha(plan.spec.claims)
+    said = (
+        f"verdict: {result.verdict.upper()} after {len(result.seeds)} fresh seeds ({result.seeds[0]}-{result.seeds[-1]},"
+        f" batches of {batch}, cap {cap}; α {alpha:.2g} for the reproduction; {result.compiles} programs compiled)"
+    )
+    short = "; ".join(f"{key} {old}→{new}" for key, (old, new) in differences_.items())
+    adaptive.log_verdict(result, said, short)
     out_console.print(
-        f"verdict: {shown(result.verdict)} after {len(result.seeds)} fresh seeds ({result.seeds[0]}-{result.seeds[-1]},"
-        f" batches of {batch}, cap {cap}; α {alpha:.2g} for the reproduction; {result.compiles} programs compiled),"
-        " logged to run "
-        f"{result.logged.parent_id} (tags adaptive.*, claim.*)",
+        said.replace(result.verdict.upper(), shown(result.verdict), 1)
+        + f", logged to run {result.logged.parent_id} (tags adaptive.*, claim.*)",
         soft_wrap=True,
     )
     return result

@@ -123,11 +123,11 @@ class RunSession(TrainingSession):
 
     def start_runs(self) -> rundir.RunDirectory:
         plan = self.plan
+        tags = {**run_tags(plan, self.fingerprint, self.versions, self.git), **self.options.tags}
+        # The command and what it ran, first, so that the runs table shows it (the spec hash is a tag).
+        self.run_name = tags.pop("mlflow.runName", None) or f"run · {len(plan.spec.seeds)} seeds"
         self.tracker.start(
-            run_name=f"{plan.spec.name}@{plan.spec_hash[:8]}",
-            params=spec.flatten(spec.canonical(plan.spec)),
-            tags={**run_tags(plan, self.fingerprint, self.versions, self.git), **self.options.tags},
-            seeds=plan.spec.seeds,
+            run_name=self.run_name, params=spec.flatten(spec.canonical(plan.spec)), tags=tags, seeds=plan.spec.seeds
         )
         return self.new_directory(plan.spec, plan.spec_hash)
 
@@ -190,6 +190,8 @@ def _train_and_log_main(plan: Plan, uri: str, options: RunOptions) -> Logged:
         # The run's verdict on its claims; an adaptive reproduction's batch gets its verdict from the
         # reproduction (harness.sessions.adaptive), on its last batch's run.
         said = {} if "adaptive.batch" in options.tags else verdict.tags(verdict.of_claims(judged))
+        if said:
+            said["mlflow.runName"] = f"{session.run_name} · {verdict.shown(said['verdict'], 'plain')}"
         session.log_results(record, trained.result, None, plan.spec.seeds, summary, claims.tags(judged) | said)
     tracker = session.tracker
     return Logged(

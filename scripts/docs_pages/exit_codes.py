@@ -54,19 +54,25 @@ EXIT_MEANINGS = {
 # Ctrl-C, SIGTERM; each command's other codes are its row of the command
 # table (harness.cli.table), which the suite holds to its handler's returns.
 SIGNALS = {130: "Ctrl-C (SIGINT)", 143: "SIGTERM"}
-# `nox -s bench` is pytest with the bench's plugin (benchmarks/machinery): pytest's codes.
+# `nox -s bench` is pytest with the bench's plugin (benchmarks/machinery): nox exits 0 when
+# pytest did and 1 otherwise, and prints pytest's code, one of these.
 BENCH_EXITS = {
     0: "every selected entry measured (a regression is reported, not failed, without --fail-on-regression)",
     1: "an entry failed, or with --fail-on-regression one is more than 10% slower than its last run",
     2: "interrupted (Ctrl-C): the entries measured so far are written",
     4: "bad input, one message, before anything runs: `-k` matching no entry, an unknown --full spec, peer "
-    "or device, a --spec that does not validate, an unusable tracking store",
+    "or device, a --spec that does not validate, an unusable tracking store; or a side-by-side call past its "
+    "deadline (the bench names the call that hung)",
 }
 
 
 def by_command() -> str:
     """One table per command: the codes it returns and what each means there."""
-    out = ["## By command\n\n"]
+    out = [
+        "## By command\n\nA statement that does not hold (a claim without `delta`) and a spec without claims "
+        "exit 0: only a test gates. A run that both waits for `harness sync` (3) and has a verdict exits with the "
+        "verdict's code (1 or 4), which says more.\n\n"
+    ]
     for command in TABLE:
         rows = [["`0`", "success"]] + [[f"`{c}`", m] for c, m in sorted(command.exits.items())]
         rows.append(["`2`", "a user error (one message, no traceback)"])
@@ -74,7 +80,10 @@ def by_command() -> str:
         rows.sort(key=lambda row: int(row[0].strip("`")))
         out.append(f"### harness {command.name}\n\n")
         out.append(table(["Code", "Meaning"], rows, ["r", "l"]) + "\n")
-    out.append("### nox -s bench\n\n")
+    out.append(
+        "### nox -s bench\n\n`nox` itself exits 0 when the bench's pytest did and 1 otherwise; the log's last lines "
+        "give pytest's code:\n\n"
+    )
     out.append(table(["Code", "Meaning"], [[f"`{c}`", m] for c, m in BENCH_EXITS.items()], ["r", "l"]))
     return "".join(out)
 

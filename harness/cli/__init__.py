@@ -1,15 +1,7 @@
 """The `harness` command. Its commands are one table (`table`: each
 command's name, handler, arguments, help and exit codes), run by
 `dispatch.main`; `launch.console` is the installed entry point.
-
-User errors (a bad spec, an unusable tracking store, a checkpoint that cannot
-be resumed) print one message and exit 2 without a traceback; nothing is
-logged to MLflow for a spec that does not validate. A run that fails (a NaN,
-a crash) exits 1; Ctrl-C exits 130 and SIGTERM 143 at any moment, after a
-final checkpoint, or after the records are written whole when training had
-finished (harness.run.interrupts). A run that finished while its MLflow
-store could not be reached exits 3: its record is in the run directory, for
-`harness sync`.
+The exit codes, and what each means, are in `exits`.
 """
 
 import importlib

@@ -8,6 +8,7 @@ import signal
 
 from docs_pages.common import SCRIPT, header, table
 from harness import cli
+from harness.cli import exits
 from harness.cli.table import TABLE
 from harness.run.interrupts import Interrupted
 
@@ -117,7 +118,7 @@ def exit_codes() -> str:
         ]
     )
     out = [header("the EXIT_* constants of harness.cli"), "# Exit codes\n\n"]
-    prose = " ".join(inspect.cleandoc(cli.__doc__ or "").split("\n\n", 1)[-1].split())
+    prose = " ".join(inspect.cleandoc(exits.__doc__ or "").split("\n\n", 1)[-1].split())
     out.append(f"The exit status of every `harness` command ([command line](cli.md)). {prose}\n\n")
     out.append(table(["Code", "Name", "Meaning", "Returned by (harness.cli)"], rows, ["r", "l", "l", "l"]))
     out.append("\n" + by_command())

@@ -10,6 +10,7 @@ import json
 import os
 import re
 
+import numpy as np
 import pytest
 from mlflow.tracking import MlflowClient
 from support import TINY_SPEC, new_store, run_cli, write_spec
@@ -93,6 +94,9 @@ def test_the_last_batch_carries_the_verdict_and_its_evidence(adaptive, published
     client = MlflowClient(tracking_uri=published[2])
     history = client.get_metric_history(runs[-1].info.run_id, "adaptive_learns_against_faithful")
     assert [m.step for m in history] == [2, 4]
+    to_fail = client.get_metric_history(runs[-1].info.run_id, "adaptive_learns_evidence_to_fail")
+    bound = client.get_metric_history(runs[-1].info.run_id, "adaptive_learns_fail_bound")
+    assert [m.value for m in to_fail] == [m.value for m in history] and {m.value for m in bound} == {np.log(100)}
 
 
 def test_the_runs_table_shows_the_verdict_and_the_guides_filter_finds_it(adaptive, published):

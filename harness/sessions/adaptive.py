@@ -195,13 +195,21 @@ def log_verdict(adaptive: Adaptive, said: str, changed: str = "") -> None:
         **claims.tags(adaptive.outcomes),
     }
     tracking.set_tags(client, run_id, tags)
-    metrics = [
-        Metric(f"adaptive_{name}_{side}", value, timestamp, seeds)
-        for seeds, name, outcome in adaptive.evidence
-        if outcome.against_faithful is not None
-        for side, value in (
+    # Each claim's evidence over seeds beside the bound it must reach, named by what reaching it does:
+    # `..._evidence_to_fail` FAILS the run at `..._fail_bound`, `..._evidence_to_pass` PASSES it at
+    # `..._pass_bound` (the `against_*` names are the same evidence, kept for the charts users made).
+    metrics = []
+    for seeds, name, outcome in adaptive.evidence:
+        if outcome.against_faithful is None:
+            continue
+        fail_at, pass_at = levels.bounds(Claim.model_validate(outcome.claim), len(adaptive.outcomes))
+        for key, value in (
             ("against_faithful", outcome.against_faithful),
             ("against_regressed", outcome.against_regressed),
-        )
-    ]
+            ("evidence_to_fail", outcome.against_faithful),
+            ("fail_bound", fail_at),
+            ("evidence_to_pass", outcome.against_regressed),
+            ("pass_bound", pass_at),
+        ):
+            metrics.append(Metric(f"adaptive_{name}_{key}", value, timestamp, seeds))
     client.log_batch(run_id, metrics=metrics)

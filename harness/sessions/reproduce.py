@@ -149,9 +149,8 @@ def run_adaptive(
         )
         tags["reproduces.changed"] = listed or "nothing"
     result = adaptive.run(built, reference.source, reference.uri, options, every, batch, tags, results_out)
-    plan = built
-    print_table(claims_table.table(list(result.outcomes.items()), f"{plan.spec.name}: claims, adaptive"))
-    alpha = claims.reproduction_alpha(plan.spec.claims)
+    print_table(claims_table.table(list(result.outcomes.items()), f"{built.spec.name}: claims, adaptive"))
+    alpha = claims.reproduction_alpha(built.spec.claims)
     said = (
         f"verdict: {result.verdict.upper()} after {len(result.seeds)} fresh seeds ({result.seeds[0]}-{result.seeds[-1]},"
         f" batches of {batch}, cap {cap}; α {alpha:.2g} for the reproduction; {result.compiles} programs compiled)"

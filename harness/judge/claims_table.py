@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from harness.console import out_console
-from harness.judge import verdict
+from harness.judge import levels, verdict
 from harness.judge.claims import SIGNS, claims_hash, reproduction_alpha
 from harness.record.schema import ClaimOutcome
 from harness.spec.claims import Claim
@@ -119,7 +119,7 @@ def validate_lines(claims: Mapping[str, Claim]) -> str:
         )
     for name, claim in claims.items():
         if claim.is_test:
-            share = float(claim.alpha) / len(tests)
+            share, _ = levels.split(claim, len(tests))
             what = (
                 f"a test: alpha {share:.2g} (its {claim.alpha:g} over {len(tests)}), power {claim.power:g},"
                 f" delta {claim.delta:g} (measured by --errors)"

@@ -60,6 +60,7 @@ calls it with one row, harness.judge.errors with thousands.
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import numpy as np
@@ -122,17 +123,13 @@ def log_wealth(*bets: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
     return top + np.log(np.exp(logs - top[:, None, :]).mean(axis=1))
 
 
-# A difference of two faithful seeds, at the quantiles of a normal: what the stakes are sized on.
-_NORMAL = None
-
-
+@functools.cache
 def _normal() -> np.ndarray:
-    global _NORMAL
-    if _NORMAL is None:
-        from scipy import special  # here: a command that judges no test does not pay for its import
+    """256 quantiles of a standard normal: the spread of a faithful seed's
+    difference, sampled evenly, that the stakes are sized on."""
+    from scipy import special  # here: a command that judges no test does not pay for its import
 
-        _NORMAL = special.ndtri((np.arange(256) + 0.5) / 256)
-    return _NORMAL
+    return special.ndtri((np.arange(256) + 0.5) / 256)
 
 
 def evidence(test: Test, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -144,4 +144,4 @@ def log_verdict(client, run_id: str, verdict: Verdict) -> None:
         "mlflow.note.content": markdown,
     }
     tracking.set_tags(client, run_id, verdict_tags(verdict) | named)
-    tracking.log_texts(client, run_id, {"verdict.json": to_json(verdict), "verdict.md": to_markdown(verdict)})
+    tracking.log_texts(client, run_id, {"verdict.json": to_json(verdict), "verdict.md": markdown})

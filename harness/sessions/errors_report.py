@@ -76,15 +76,16 @@ def report(loaded: spec.Spec, spec_path: str, batch: int, cap: int) -> dict[str,
             continue
         pool = faithful[name]
         row: dict[str, Any] = {"test": True, "faithful_seeds": len(pool.values), "sources": list(pool.sources)}
+        random = random_level(claim, records)
         if len(pool.values) >= levels.MIN_FAITHFUL or claim.bound[1] != REFERENCE:
-            measured = errors.simulate(claim, pool.values, batch, cap, tests, random_level(claim, records))
+            measured = errors.simulate(claim, pool.values, batch, cap, tests, random)
             row |= {**measured, "meets": errors.meets(measured)}
         if out["frozen"] == "current":
             design, confirming = levels.design_and_confirming(pool, set(frozen["design"][name]["seeds"]))
             row["design_seeds"] = seed_ranges(design.seeds)
             row["confirming_seeds"] = seed_ranges(confirming.seeds)
             if len(confirming.values) >= levels.MIN_FAITHFUL:
-                confirmed = errors.simulate(claim, confirming.values, batch, cap, tests, random_level(claim, records))
+                confirmed = errors.simulate(claim, confirming.values, batch, cap, tests, random)
                 row["confirmed"] = {**confirmed, "meets": errors.meets(confirmed)}
         out["claims"][name] = row
     return out

@@ -285,3 +285,80 @@ def test_faithful_seeds_split_into_design_and_confirming():
     assert design.seeds == (0, 1) and list(design.values) == [1.0, 2.0]
     assert confirming.seeds == (5, 6, 7, 9) and list(confirming.values) == [3.0, 4.0, 5.0, 6.0]
     assert errors_report.seed_ranges(confirming.seeds) == "5-7, 9" and errors_report.seed_ranges(()) == "none"
+
+
+RANKED = _claim(over_seeds="mean", at_least="reference", delta=0.1, range=[0, 1], compare="ranks")
+
+
+@pytest.mark.parametrize(
+    "draw, faithful, batch, cap",
+    [
+        (lambda rng, s: np.clip(rng.normal(0.5, 0.08, s), 0, 1), 16, 1, 48),
+        (_two_clusters, 44, 4, 64),  # ties at 0 among the run's own seeds
+        (_rare_failures, 72, 8, 128),  # more run seeds than faithful ones: every seed still bets
+        (lambda rng, s: rng.beta(0.3, 0.3, s), 24, 2, 48),
+    ],
+    ids=["normal-every-seed", "two-clusters", "rare-failures-past-the-pool", "u-shaped"],
+)
+def test_a_test_by_ranks_fails_faithful_runs_at_most_alpha_for_any_shape(draw, faithful, batch, cap):
+    """A run's seeds ranked among the faithful seeds and its own earlier
+    ones: exchangeable when the run is faithful, so alpha holds for any
+    shape, at every look, past the faithful seeds' number."""
+    rng = np.random.default_rng(batch * 100 + faithful)
+    test = levels.make_test(RANKED, draw(rng, (ROWS // 4, faithful)))
+    assert test.ranks
+    measured = sequential.decide(test, draw(rng, (ROWS // 4, cap)), batch)
+    assert _share(measured, sequential.FAIL) <= RANKED.alpha
+
+
+def test_ranks_decide_two_cluster_seeds_in_fewer_seeds_than_pairs():
+    """Seeds in two clusters (Breakout-MinAtar's shape), 72 faithful: a run
+    shifted down by delta is caught more often and sooner by ranks, and a
+    faithful one passes sooner."""
+    rng = np.random.default_rng(7)
+
+    def clusters(shape):
+        return np.clip(
+            np.where(rng.random(shape) < 0.45, rng.normal(0.4, 0.08, shape), rng.normal(0.75, 0.1, shape)), 0, 1
+        )
+
+    faithful = clusters((4000, 72))
+    shifted, same = np.clip(clusters((4000, 96)) - 0.127, 0, 1), clusters((4000, 96))
+    claims = {
+        "pairs": RANKED.model_copy(update={"delta": 0.127, "compare": None}),
+        "ranks": RANKED.model_copy(update={"delta": 0.127}),
+    }
+    decided = {
+        name: (
+            sequential.decide(levels.make_test(c, faithful), shifted, 8),
+            sequential.decide(levels.make_test(c, faithful), same, 8),
+        )
+        for name, c in claims.items()
+    }
+    (pairs_shifted, pairs_same), (ranks_shifted, ranks_same) = decided["pairs"], decided["ranks"]
+    assert _share(ranks_shifted, sequential.FAIL) >= 0.8 > _share(pairs_shifted, sequential.FAIL)
+    assert np.median(ranks_shifted.seeds) < np.median(pairs_shifted.seeds)
+    assert np.median(ranks_same.seeds) <= np.median(pairs_same.seeds)
+    assert _share(ranks_same, sequential.FAIL) <= RANKED.alpha
+
+
+def test_a_ranked_verdict_is_a_function_of_its_seeds():
+    """Ties are broken by fixed draws: the same seeds, the same evidence."""
+    rng = np.random.default_rng(3)
+    test = levels.make_test(RANKED, np.round(rng.random(32), 1))
+    run = np.round(rng.random(16), 1)
+    assert np.array_equal(sequential.evidence(test, run[None, :])[0], sequential.evidence(test, run[None, :])[0])
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"over_seeds": "mean", "at_least": 0.5, "delta": 0.1, "range": [0, 1], "compare": "ranks"},
+        {"over_seeds": {"fraction_at_least": 0.5}, "at_least": "reference", "delta": 0.2, "compare": "ranks"},
+        {"over_seeds": "mean", "at_least": 0.5, "compare": "pairs"},
+    ],
+    ids=["stated-level", "share", "statement"],
+)
+def test_compare_is_refused_where_there_are_no_faithful_seeds_to_rank_among(fields):
+    with pytest.raises(ValidationError, match="compare: .* needs a mean over seeds and a bound of `reference`"):
+        _claim(**fields)

@@ -29,6 +29,12 @@ run's seeds (the reference stays faithful):
 - **spread**: the spread about the mean doubled, the mean down by delta
   (a mean only).
 
+A fourth, **half shifted** (every seed worse by half of delta), is not a
+regression the claim promises to catch: it says how long a reproduction
+of a smaller change runs, and how often it runs to the cap. Every row
+has the mean and median seeds used and the share that ran to the cap
+undecided.
+
 Every rate comes with its Wilson 95% interval over the simulations. A claim
 meets its errors when each false-failure rate is at most alpha with its
 interval below alpha + `ALPHA_MARGIN`, and each power at least the claim's
@@ -173,7 +179,7 @@ def simulate(
         out["faithful"][model] = {
             "false_failure": _rate(decisions, sequential.FAIL),
             "inconclusive": _rate(decisions, sequential.INCONCLUSIVE)["rate"],
-            "seeds_used": float(decisions.seeds.mean()),
+            **_seeds(decisions),
         }
         if model == "resampled":
             resampled_reference = reference
@@ -187,9 +193,26 @@ def simulate(
         out["regressed"][shape_of] = {
             "power": _rate(decisions, sequential.FAIL),
             "passed": _rate(decisions, sequential.PASS)["rate"],
-            "seeds_used": float(decisions.seeds.mean()),
+            **_seeds(decisions),
         }
+    half = claim.model_copy(update={"delta": float(claim.delta) / 2})
+    run = regressed_draws(half, faithful_draws(claim, pool, "resampled", (sims, cap), rng, random), "shifted", rng, random)
+    decisions = reproduce(resampled_reference, run)
+    out["half_shifted"] = {
+        "failed": _rate(decisions, sequential.FAIL)["rate"],
+        "passed": _rate(decisions, sequential.PASS)["rate"],
+        **_seeds(decisions),
+    }
     return out
+
+
+def _seeds(decisions: sequential.Decision) -> dict[str, float]:
+    """The seeds simulated reproductions used: mean, median, and the share that ran to the cap undecided."""
+    return {
+        "seeds_used": float(decisions.seeds.mean()),
+        "seeds_median": float(np.median(decisions.seeds)),
+        "capped": float(np.mean(decisions.verdict == sequential.INCONCLUSIVE)),
+    }
 
 
 def shortfall(errors: dict[str, Any]) -> str | None:

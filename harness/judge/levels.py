@@ -133,7 +133,7 @@ def make_test(claim: Claim, faithful: np.ndarray | None, tests: int = 1) -> Test
         spread_of = delta / 2
     if claim.bound[1] != REFERENCE:
         return Test(kind, stated_level(claim), delta, alpha, beta, spread_of)
-    return Test(kind, faithful.mean(axis=-1), delta, alpha, beta, spread_of, faithful)
+    return Test(kind, faithful.mean(axis=-1), delta, alpha, beta, spread_of, faithful, claim.compare == "ranks")
 
 
 def pool(per_record: Sequence[tuple[str, dict[int, float]]]) -> Faithful:

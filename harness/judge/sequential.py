@@ -35,7 +35,10 @@ clipped to [-1, 1]:
   shapes of regression.
 
 A run has at most as many pairs as there are faithful seeds; its later
-seeds add no evidence. Against a stated `level` (no faithful seeds) the
+seeds add no evidence. A claim that compares by `ranks` bets instead on
+each run seed's rank among all the faithful seeds (harness.judge.ranks):
+as valid for any shape, and fewer seeds decide when single seeds vary
+widely. Against a stated `level` (no faithful seeds) the
 bets are one-sample and linear, `level - x` and `x - regressed`, fair for
 any run at or above `level` (at or below `regressed`).
 
@@ -65,6 +68,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from harness.judge import ranks
+
 PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
 VERDICTS = (PASS, FAIL, INCONCLUSIVE)
 KINDS = ("mean", "rate")
@@ -87,6 +92,7 @@ class Test(NamedTuple):
     # The faithful seeds a run's seeds are paired with, in order, `[seeds]` or `[rows, seeds]`; None:
     # the level is stated.
     faithful: np.ndarray | None = None
+    ranks: bool = False  # a mean held against the faithful seeds by rank (harness.judge.ranks), not in pairs
 
 
 class Decision(NamedTuple):
@@ -151,6 +157,9 @@ def evidence(test: Test, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return log_wealth((fail_payoff, fail_lam)), log_wealth((pass_payoff, pass_lam))
     faithful = np.atleast_2d(np.asarray(test.faithful, dtype=np.float64))
     faithful = np.broadcast_to(faithful, (rows, faithful.shape[1]))
+    if test.ranks and test.kind == "mean":
+        fail_bets, pass_bets = ranks.bets(faithful, values, delta, STAKES, MAX_LOSS)
+        return log_wealth(*fail_bets), log_wealth(*pass_bets)
     pairs = min(seeds, faithful.shape[1])
     difference = np.zeros_like(values)
     difference[:, :pairs] = faithful[:, :pairs] - values[:, :pairs]

@@ -126,13 +126,15 @@ def show(record: dict[str, Any]) -> None:
         mark = f"\n[bold red]{short}[/]" if short else ""
         fails = "\n".join(f"{model} {_rate(r['false_failure'])}" for model, r in row["faithful"].items())
         catches = "\n".join(f"{shape} {_rate(r['power'])}" for shape, r in row["regressed"].items())
-        resampled, shifted = row["faithful"]["resampled"], row["regressed"]["shifted"]
+        resampled, shifted, half = row["faithful"]["resampled"], row["regressed"]["shifted"], row["half_shifted"]
         table.add_row(
             name,
             f"{number(row['faithful_mean'])}\n{row['faithful_seeds']} seeds\nΔ {number(row['delta'])}",
             f"{fails}\nα {row['alpha']:.2%}",
             f"{catches}\nof {row['power']:.0%}{mark}",
-            f"{resampled['seeds_used']:.0f} / {shifted['seeds_used']:.0f}\n{row['batch']} to {row['cap']}",
+            f"{resampled['seeds_median']:.0f} / {shifted['seeds_median']:.0f} / {half['seeds_median']:.0f}\n"
+            f"capped {resampled['capped']:.0%} / {shifted['capped']:.0%} / {half['capped']:.0%}\n"
+            f"{row['batch']} to {row['cap']}",
         )
     print_table(table)
     for name, row in record["claims"].items():
@@ -146,8 +148,8 @@ def show(record: dict[str, Any]) -> None:
     out_console.print(
         f"{errors.SIMULATIONS} simulated reproductions a model, each with its own draw of the reference, 95% Wilson"
         f" intervals; alpha per reproduction {record['alpha_per_reproduction']:.0%}, split over {record['tests']}"
-        " test claims; seeds: the mean used by faithful / regressed runs, in batches of the first number up to the"
-        " second",
+        " test claims; seeds: the median used by faithful / shifted by Δ / shifted by ½Δ runs and the share that ran"
+        " to the cap undecided, in batches of the first number up to the second",
         soft_wrap=True,
     )
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, BeforeValidator, Field, model_serializer, model_validator
 
@@ -175,6 +175,12 @@ class Claim(_Model):
         description="[low, high]: the bounds of a per-seed value, which a test of a mean needs (values are "
         "clipped to them)",
     )
+    compare: Literal["pairs", "ranks"] | None = Field(
+        default=None,
+        description="how a test against the reference holds a run's seeds against the faithful seeds: `pairs` "
+        "(the default) bets on each run seed's difference from one faithful seed; `ranks` on its rank among all "
+        "of them (fewer seeds decide where single seeds vary widely; a mean only)",
+    )
     outside: OutsideFigure | None = Field(
         default=None, description="a published figure from elsewhere to hold the run against"
     )
@@ -184,6 +190,11 @@ class Claim(_Model):
         given = [name for name in BOUNDS if getattr(self, name) is not None]
         if len(given) != 1:
             raise ValueError(f"give exactly one bound of {', '.join(BOUNDS)} (got {', '.join(given) or 'none'})")
+        if self.compare is not None and (self.bound[1] != REFERENCE or self.over_seeds.name != "mean"):
+            raise ValueError(
+                f"compare: {self.compare} holds a run's seeds against faithful seeds; it needs a mean over seeds "
+                "and a bound of `reference`"
+            )
         if self.delta is None:
             if self.bound[1] == REFERENCE:
                 raise ValueError(f"{given[0]}: reference needs delta, the regression the test is to catch")

@@ -57,9 +57,10 @@ def verdicts_page(records: list[dict]) -> str:
         "*spread* (the spread doubled, the mean down by delta). A claim meets its errors when every "
         f"false-failure rate is at most its alpha with its interval under alpha + {errors.ALPHA_MARGIN:.1%}, "
         f"and every power at least its power with its interval over power - {errors.POWER_MARGIN:.0%}; "
-        "otherwise the record says which model it misses. *Seeds*: the mean seeds a faithful / a shifted "
-        "reproduction used, in batches of the first number up to the second (the spec's `reproduction` "
-        f"section). A reference level with fewer than {levels.MIN_FAITHFUL} faithful seeds is not a test: "
+        "otherwise the record says which model it misses. *Seeds*: the median seeds a faithful / a shifted "
+        "by delta / a shifted by half of delta reproduction used, and the share of each that ran to the cap "
+        "undecided, in batches of the first number up to the second (the spec's `reproduction` section). A "
+        f"reference level with fewer than {levels.MIN_FAITHFUL} faithful seeds is not a test: "
         "the claim is a statement until unseen-seed runs (`nox -s unseen`) bring the seeds.\n\n"
         "A claim is frozen (`harness validate SPEC --freeze`, `results/frozen/SPEC.json`) before fresh seeds "
         "confirm it: *designed on* are the faithful seeds its design was chosen on, *confirmed on* every "
@@ -102,14 +103,24 @@ def verdicts_page(records: list[dict]) -> str:
                     "<br>".join(f"{s} {_rate(r['power'])}" for s, r in row["regressed"].items())
                     + f"<br>(of {row['power']:.0%})",
                     (f"**{short}**" if short else "meets") + _confirmed_cell(row),
-                    f"{row['faithful']['resampled']['seeds_used']:.0f} / "
-                    f"{row['regressed']['shifted']['seeds_used']:.0f}<br>{row['batch']} to {row['cap']}",
+                    _seeds_used(row),
                 ]
             )
     headings = ["spec", "claim", "faithful level (seeds)", "Δ", "fails faithful", "catches Δ", "errors", "seeds"]
     out.append(table(headings, rows) if rows else "No record yet.\n")
     out.append(exact_machines())
     return "".join(out)
+
+
+def _seeds_used(row: dict) -> str:
+    """Median seeds a faithful / delta-shifted / half-delta-shifted reproduction uses, and how often each runs to the cap."""
+    runs = (row["faithful"]["resampled"], row["regressed"]["shifted"], row["half_shifted"])
+    return (
+        " / ".join(f"{r['seeds_median']:.0f}" for r in runs)
+        + "<br>capped "
+        + " / ".join(f"{r['capped']:.0%}" for r in runs)
+        + f"<br>{row['batch']} to {row['cap']}"
+    )
 
 
 def exact_machines() -> str:

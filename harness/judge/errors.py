@@ -196,7 +196,9 @@ def simulate(
             **_seeds(decisions),
         }
     half = claim.model_copy(update={"delta": float(claim.delta) / 2})
-    run = regressed_draws(half, faithful_draws(claim, pool, "resampled", (sims, cap), rng, random), "shifted", rng, random)
+    run = regressed_draws(
+        half, faithful_draws(claim, pool, "resampled", (sims, cap), rng, random), "shifted", rng, random
+    )
     decisions = reproduce(resampled_reference, run)
     out["half_shifted"] = {
         "failed": _rate(decisions, sequential.FAIL)["rate"],

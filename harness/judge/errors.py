@@ -136,18 +136,23 @@ def simulate(
     random: float | None = None,
     sims: int = SIMULATIONS,
     seed: int = SEED,
+    reference_pool: np.ndarray | None = None,
 ) -> dict[str, Any]:
     """The claim's measured errors from `faithful` per-seed values (its own
     units), the claim one of `tests` test claims of its spec, reproductions
     in batches of `batch` up to `cap` seeds (whole batches:
     harness.sessions.errors_report.seeding), as `harness reproduce
     --adaptive` runs them; `random`: the random policy's level of the
-    claim's metric, in its units, where it has one."""
+    claim's metric, in its units, where it has one. With `reference_pool`,
+    each reproduction's reference is drawn from it (as many seeds as it
+    has) and only its run from `faithful`: how a claim designed on those
+    seeds does on runs of seeds it never saw."""
     pool = np.asarray(faithful, dtype=np.float64)
     seeds = len(pool)
+    held_to = pool if reference_pool is None else np.asarray(reference_pool, dtype=np.float64)
     rng = np.random.default_rng(seed)
     alpha, beta = levels.split(claim, tests)
-    reference_size = seeds if claim.bound[1] == REFERENCE else 0
+    reference_size = len(held_to) if claim.bound[1] == REFERENCE else 0
 
     def reproduce(reference: np.ndarray, run: np.ndarray) -> sequential.Decision:
         test = levels.make_test(claim, levels.unit(claim, reference) if reference_size else None, tests)
@@ -171,7 +176,7 @@ def simulate(
     }
     resampled_reference = None
     for model in FAITHFUL_MODELS:
-        reference = faithful_draws(claim, pool, model, (sims, max(reference_size, 1)), rng, random)
+        reference = faithful_draws(claim, held_to, model, (sims, max(reference_size, 1)), rng, random)
         if reference is None:
             continue
         run = faithful_draws(claim, pool, model, (sims, cap), rng, random)

@@ -85,7 +85,9 @@ def report(loaded: spec.Spec, spec_path: str, batch: int, cap: int) -> dict[str,
             row["design_seeds"] = seed_ranges(design.seeds)
             row["confirming_seeds"] = seed_ranges(confirming.seeds)
             if len(confirming.values) >= levels.MIN_FAITHFUL:
-                confirmed = errors.simulate(claim, confirming.values, batch, cap, tests, random)
+                confirmed = errors.simulate(
+                    claim, confirming.values, batch, cap, tests, random, reference_pool=design.values
+                )
                 row["confirmed"] = {**confirmed, "meets": errors.meets(confirmed)}
         out["claims"][name] = row
     return out

@@ -65,7 +65,9 @@ def verdicts_page(records: list[dict]) -> str:
         "A claim is frozen (`harness validate SPEC --freeze`, `results/frozen/SPEC.json`) before fresh seeds "
         "confirm it: *designed on* are the faithful seeds its design was chosen on, *confirmed on* every "
         "faithful seed recorded after, whatever its verdict. A rate measured on the seeds that chose the design "
-        "is optimistic; the rates on the confirming seeds alone (once there are 16) are not.\n\n"
+        "is optimistic; the rates on the confirming seeds (once there are 16) are not: each simulated "
+        "reproduction's run is drawn from the confirming seeds alone, its reference from the design seeds, as "
+        "many as there are (a real reproduction is held to them all).\n\n"
     )
     rows = []
     for record in records:

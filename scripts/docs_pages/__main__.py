@@ -25,6 +25,7 @@ from docs_pages.drift_page import PAGE as DRIFT_PAGE  # noqa: E402
 from docs_pages.drift_page import drift_page, load_compile_studies, load_reports  # noqa: E402
 from docs_pages.exit_codes import exit_codes  # noqa: E402
 from docs_pages.performance import load_benches, performance, performance_plot  # noqa: E402
+from docs_pages.readme import README, readme  # noqa: E402
 from docs_pages.results_pages import curves_plot, published, results_index, spec_page  # noqa: E402
 from docs_pages.scaling import curve_plot, load_curves  # noqa: E402
 from docs_pages.site import MKDOCS, landing, mkdocs_config  # noqa: E402
@@ -46,6 +47,7 @@ def pages() -> tuple[dict[str, bytes], list[str]]:
     spec_text, undocumented = spec_reference()
     out: dict[str, bytes] = {
         MKDOCS: mkdocs_config(specs).encode(),
+        README: readme(specs).encode(),
         "docs/index.md": landing(specs, benches).encode(),
         "docs/reference/spec.md": spec_text.encode(),
         "docs/reference/cli.md": cli_reference().encode(),

@@ -55,8 +55,9 @@ class Point(NamedTuple):
     values: dict[str, Any]  # swept key -> this point's value
     spec: Spec  # the point's own spec: no sweep section, its values set
 
-    def label(self) -> str:
-        return _label(self.values)
+    def label(self, short: bool = False) -> str:
+        """`key=value, ...`; `short`: each key by its last part (`learning_rate=0.001`), as a run name shows it."""
+        return _label({key.rsplit(".", 1)[-1] if short else key: value for key, value in self.values.items()})
 
 
 class Group(NamedTuple):

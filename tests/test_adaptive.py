@@ -59,12 +59,15 @@ def adaptive(published):
     experiment = client.get_experiment_by_name(TINY_SPEC["name"]).experiment_id
     before = {r.info.run_id for r in client.search_runs([experiment])}
     code, out, err = run_cli("reproduce", str(spec), "--adaptive", "--tracking-uri", uri, "--no-progress")
-    runs = [
-        r
-        for r in client.search_runs([experiment])
-        if r.info.run_id not in before and "mlflow.parentRunId" not in r.data.tags
-    ]
-    return code, " ".join(out.split()), err, sorted(runs, key=lambda r: r.data.tags["adaptive.batch"])
+    new = [r for r in client.search_runs([experiment]) if r.info.run_id not in before]
+    (reproduction,) = [r for r in new if "mlflow.parentRunId" not in r.data.tags]
+    batches = [r for r in new if r.data.tags.get("mlflow.parentRunId") == reproduction.info.run_id]
+    return (
+        code,
+        " ".join(out.split()),
+        err,
+        [reproduction, *sorted(batches, key=lambda r: r.data.tags["adaptive.batch"])],
+    )
 
 
 def test_an_undecided_reproduction_adds_batches_to_the_cap_and_exits_4(adaptive):
@@ -74,48 +77,49 @@ def test_an_undecided_reproduction_adds_batches_to_the_cap_and_exits_4(adaptive)
     # Each test's evidence beside the bound that decides it: log(1/0.2) to pass, log(1/0.01) to fail.
     assert re.search(r"learns INCONCLUSIVE pass -?\d+\.\d\d of 1\.61 fail -?\d+\.\d\d of 4\.61", out), out
     assert "INCONCLUSIVE after 4 fresh seeds (16-19" in out  # after the reference's seeds 0 to 15
-    assert [r.data.tags["adaptive.seeds"] for r in runs] == ["16-17", "18-19"]
+    assert [r.data.tags["adaptive.seeds"] for r in runs[1:]] == ["16-17", "18-19"]
 
 
 def test_later_batches_reuse_the_compiled_programs(adaptive):
-    _, _, _, runs = adaptive
-    first, second = (r.data.metrics["compile_seconds"] for r in runs)
+    _, _, _, (reproduction, *batches) = adaptive
+    first, second = (r.data.metrics["compile_seconds"] for r in batches)
     assert first > 0 and second < first / 100  # found again, not compiled
-    assert int(runs[-1].data.tags["adaptive.compiles"]) >= 2  # the init and the chunk, once each
+    assert int(reproduction.data.tags["adaptive.compiles"]) >= 2  # the init and the chunk, once each
 
 
-def test_the_last_batch_carries_the_verdict_and_its_evidence(adaptive, published):
+def test_the_reproductions_one_run_carries_the_verdict_and_its_evidence(adaptive, published):
     _, _, _, runs = adaptive
-    last = runs[-1].data.tags
+    assert runs[0].info.status == "FINISHED" and all("adaptive.verdict" not in r.data.tags for r in runs[1:])
+    last = runs[0].data.tags
     assert last["adaptive.verdict"] == "inconclusive" and last["adaptive.seeds_used"] == "4"
     assert last["verdict"] == "inconclusive"  # the tag the MLflow guide's filters match
     assert last["claim.learns"] == "inconclusive"
     assert last["claim.learns.alpha"] == "0.01" and last["claim.learns.delta"] == "0.5"
     client = MlflowClient(tracking_uri=published[2])
-    history = client.get_metric_history(runs[-1].info.run_id, "adaptive_learns_against_faithful")
+    history = client.get_metric_history(runs[0].info.run_id, "adaptive_learns_against_faithful")
     assert [m.step for m in history] == [2, 4]
-    to_fail = client.get_metric_history(runs[-1].info.run_id, "adaptive_learns_evidence_to_fail")
-    bound = client.get_metric_history(runs[-1].info.run_id, "adaptive_learns_fail_bound")
+    to_fail = client.get_metric_history(runs[0].info.run_id, "adaptive_learns_evidence_to_fail")
+    bound = client.get_metric_history(runs[0].info.run_id, "adaptive_learns_fail_bound")
     assert [m.value for m in to_fail] == [m.value for m in history] and {m.value for m in bound} == {np.log(100)}
 
 
 def test_the_runs_table_shows_the_verdict_and_the_guides_filter_finds_it(adaptive, published):
-    """Without configuring the UI: the reproduction's run is named by its
-    command and verdict, its page opens on the verdict table, each batch and
-    seed names itself, and `tags.verdict = '...'` finds the verdict's run."""
-    _, _, _, runs = adaptive
+    """Without configuring the UI: the reproduction is one run, named by its
+    command and verdict, its page opening on the verdict table, its batches
+    nested under it and its seeds under them, each naming itself; and
+    `tags.verdict = '...'` finds the reproduction's run."""
+    _, _, _, (last, first, _) = adaptive
     client = MlflowClient(tracking_uri=published[2])
-    first, last = runs
     assert last.info.run_name == "reproduce · INCONCLUSIVE"
-    assert first.info.run_name == "reproduce · batch 1 · seeds 16-17"
+    assert first.info.run_name == "batch 1 · seeds 16-17"
     note = last.data.tags["mlflow.note.content"]
     assert note.startswith("verdict: INCONCLUSIVE after 4 fresh seeds") and "| `learns` (episode_return) |" in note
     children = client.search_runs(
         [first.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{first.info.run_id}'"
     )
     assert sorted(c.info.run_name for c in children) == [
-        "seed=16 · reproduce · batch 1 · seeds 16-17",
-        "seed=17 · reproduce · batch 1 · seeds 16-17",
+        "seed=16 · batch 1 · seeds 16-17",
+        "seed=17 · batch 1 · seeds 16-17",
     ]
     found = client.search_runs([first.info.experiment_id], filter_string="tags.verdict = 'inconclusive'")
     assert last.info.run_id in {r.info.run_id for r in found} and first.info.run_id not in {

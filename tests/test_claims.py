@@ -307,6 +307,7 @@ def test_run_and_compare_print_and_record_the_claims(tmp_path):
     code, out, err = run_cli("compare", parent.info.run_id, "--tracking-uri", uri, "--out", str(tmp_path / "c.png"))
     assert code == 0, err
     assert f"run {parent.info.run_id[:12]}" in out and "claims: tiny_reinforce" in out
-    comparison = [r for r in client.search_runs([experiment.experiment_id]) if r.info.run_name == "compare"]
+    comparison = [r for r in client.search_runs([experiment.experiment_id]) if r.info.run_name == "compare · 1 run"]
+    assert "verdict" not in comparison[0].data.tags  # statements only: nothing to judge
     assert comparison[0].data.tags["claim.solves"] == "fails"
     assert comparison[0].data.tags["claim.learns"] == "holds"

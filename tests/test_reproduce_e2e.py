@@ -293,6 +293,8 @@ def test_compare_same_spec_runs_writes_and_logs_a_png(reproductions, published, 
         if run.data.tags["compare.run_ids"] == ",".join(ids)
     ]
     assert len(logged) == 1 and logged[0].info.status == "FINISHED"
+    said = logged[0].data.tags.get("verdict")
+    assert logged[0].info.run_name == "compare · 2 runs" + (f" · {said.upper()}" if said else "")
     compare_id = logged[0].info.run_id
     assert {a.path for a in client.list_artifacts(compare_id)} == {"compare.png", "compare.md", "compare.json"}
     with open(client.download_artifacts(compare_id, "compare.png", str(tmp_path)), "rb") as png:

@@ -3,6 +3,7 @@ FINISHED, FAILED or KILLED, never RUNNING."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -270,3 +271,26 @@ def test_a_store_another_client_is_making_at_the_same_moment_is_opened(tmp_path,
         _, err = outside.communicate(timeout=120)
     assert outside.returncode == 0, err
     assert opened_while_held and not any(opened_while_held), "the harness opened the half-made store"
+
+
+@pytest.mark.parametrize(
+    "raised, status, name",
+    [(None, "FINISHED", "reproduce · running"), (KeyboardInterrupt, "KILLED", "reproduce · running · interrupted"),
+     (RuntimeError, "FAILED", "reproduce · running")],
+    ids=["finished", "interrupted", "failed"],
+)  # fmt: skip
+def test_a_commands_one_run_ends_on_every_way_out(tmp_path, raised, status, name):
+    """harness.record.command_run: the run an adaptive reproduction or a
+    drift report nests its runs under ends FINISHED, KILLED (its name
+    saying it was interrupted) or FAILED, in a real store."""
+    from harness.record.command_run import command_run
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    with contextlib.suppress(KeyboardInterrupt, RuntimeError):
+        with command_run(uri, "tiny", "reproduce · running", {"harness.kind": "reproduce"}) as (client, run_id):
+            nested = client.create_run(client.get_run(run_id).info.experiment_id, tags={"mlflow.parentRunId": run_id})
+            if raised is not None:
+                raise raised()
+    run = MlflowClient(tracking_uri=uri).get_run(run_id)
+    assert (run.info.status, run.info.run_name) == (status, name)
+    assert nested.data.tags["mlflow.parentRunId"] == run_id

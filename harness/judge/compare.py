@@ -188,7 +188,8 @@ def judged_claims(runs: list[ComparedRun]) -> dict[str, dict[str, ClaimOutcome]]
 
 def claim_tags(comparison: Comparison) -> dict[str, str]:
     """`claim.<name>` over the runs judged on it: a test's verdict across them
-    (harness.judge.verdict), a statement's `holds` when it holds on every run."""
+    (harness.judge.verdict), a statement's `holds` when it holds on every run;
+    and `verdict`, every test's verdict on every run brought to one word."""
     words: dict[str, list] = {}
     holds: dict[str, bool] = {}
     for outcomes in comparison.claims.values():
@@ -197,7 +198,7 @@ def claim_tags(comparison: Comparison) -> dict[str, str]:
             holds[name] = holds.get(name, True) and outcome.holds
     return {
         f"claim.{name}": verdict.of_words(said) or ("holds" if holds[name] else "fails") for name, said in words.items()
-    }
+    } | verdict.tags(verdict.of_words([word for said in words.values() for word in said]))
 
 
 class Comparison(NamedTuple):

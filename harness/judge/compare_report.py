@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from harness.console import megabytes
-from harness.judge import stats
+from harness.judge import stats, verdict
 from harness.judge.compare import PLOTTED_METRICS, ComparedRun, CompareError, Comparison, claim_tags
 from harness.judge.machines import device_label
 from harness.record import tracking
@@ -129,9 +129,11 @@ def plot(runs: list[ComparedRun], path: Path, title: str):
 def log(client, runs: list[ComparedRun], files: dict[str, str], png: Path, tags: dict[str, str] | None = None) -> str:
     """Record the comparison as a finished run of its own, in the experiment
     of the first compared run, with `tags` added; returns its id."""
+    said = (tags or {}).get("verdict")
     run = client.create_run(
         runs[0].experiment_id,
-        run_name="compare",
+        run_name=f"compare · {len(runs)} run{'s' if len(runs) > 1 else ''}"
+        + (f" · {verdict.shown(said, 'plain')}" if said else ""),
         tags={
             "harness.kind": "compare",
             "compare.run_ids": ",".join(r.run_id for r in runs),

@@ -5,13 +5,14 @@ The seeds are numbered after every seed the spec's faithful records used
 (reference and unseen runs), so a run is never judged on a seed its level
 was learned from. Every batch has the same size, so the training program
 is traced and compiled once and reused (harness.run.programs): a batch is
-one `harness run` of the spec on its seeds, its own parent run in MLflow,
-tagged with the batch and what it reproduces. After each batch every test
+one `harness run` of the spec on its seeds, its run in MLflow nested under
+the reproduction's one run (harness.record.command_run), tagged with the
+batch and what it reproduces. After each batch every test
 claim (harness.judge.claims) is judged on all the seeds so far, in the
 order they ran, with looks after every batch (harness.judge.sequential:
 the false-failure bound holds at whatever batch it stops). It stops when
 every test has a PASS or a FAIL, or at the seed cap (INCONCLUSIVE, never a
-FAIL). The last batch's parent run gets the verdict: tags
+FAIL). The reproduction's run gets the verdict: its name, tags
 `adaptive.verdict`, `adaptive.seeds_used`, `adaptive.compiles`,
 `claim.<name>` with its alpha, power and delta, and each claim's evidence
 as metrics over the seeds used.
@@ -41,7 +42,7 @@ from harness.spec.claims import Claim
 class Adaptive(NamedTuple):
     outcomes: dict[str, ClaimOutcome]  # each test claim on every seed run
     seeds: list[int]  # the seeds run, in order
-    logged: Logged  # the last batch's run, which holds the verdict
+    logged: Logged  # the last batch's run
     compiles: int  # programs compiled over all batches
     evidence: list[tuple[int, str, ClaimOutcome]]  # (seeds so far, claim, its outcome) after each batch
 
@@ -75,6 +76,17 @@ def prepare(plan: Plan, overrides: dict, seeds: list[int], source: str) -> tuple
     }
 
 
+def tests_of(built: Plan, source: str) -> dict[str, Claim]:
+    """The test claims that decide an adaptive reproduction of `built`; a
+    ReproduceError when it has none."""
+    tests = {name: claim for name, claim in built.spec.claims.items() if claim.is_test}
+    if not tests:
+        raise ReproduceError(
+            f"{source}: no claim is a test (a claim with delta), so no verdict could stop an adaptive reproduction"
+        )
+    return tests
+
+
 def run(
     built: Plan,
     source: str,
@@ -90,11 +102,7 @@ def run(
     run, logged to `uri`; `options.faithful` are the records levels come
     from. With `results_out` (a folder), each batch's results.json is
     written there as `<spec>@seeds-<first>-<last>.json`."""
-    tests = {name: claim for name, claim in built.spec.claims.items() if claim.is_test}
-    if not tests:
-        raise ReproduceError(
-            f"{source}: no claim is a test (a claim with delta), so no verdict could stop an adaptive reproduction"
-        )
+    tests = tests_of(built, source)
     programs = Programs()  # traced and compiled once, for every batch
     faithful = claims.faithful(options.faithful, tests, exclude=every)
     values: dict[str, list[float]] = {name: [] for name in tests}
@@ -110,7 +118,7 @@ def run(
             **tags,
             "adaptive.batch": str(number),
             "adaptive.seeds": f"{chunk[0]}-{chunk[-1]}",
-            "mlflow.runName": f"reproduce · batch {number} · seeds {chunk[0]}-{chunk[-1]}",
+            "mlflow.runName": f"batch {number} · seeds {chunk[0]}-{chunk[-1]}",
         }
         logged = train_and_log(batch_plan, uri, dataclasses.replace(options, tags=batch_tags, programs=programs))
         seeds += chunk
@@ -174,15 +182,14 @@ def description(adaptive: Adaptive, said: str) -> str:
     return f"{said}\n\n" + "\n".join(rows) + "\n"
 
 
-def log_verdict(adaptive: Adaptive, said: str, changed: str = "") -> None:
+def log_verdict(client, run_id: str, adaptive: Adaptive, said: str, changed: str = "") -> None:
     """The verdict's tags, its name and description, and the evidence over
-    seeds on the last batch's parent run: `said` is the verdict line,
+    seeds on the reproduction's run `run_id`: `said` is the verdict line,
     `changed` the keys a changed spec set (`key old→new; ...`)."""
     from mlflow.entities import Metric
 
     from harness.record import tracking
 
-    client, run_id = adaptive.logged.client, adaptive.logged.parent_id
     timestamp = int(time.time() * 1000)
     name = f"reproduce · {verdict.shown(adaptive.verdict, 'plain')}" + (f" · {changed}" if changed else "")
     tags = {

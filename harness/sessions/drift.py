@@ -32,7 +32,8 @@ import yaml
 from harness import build, spec
 from harness.console import err_console, out_console, print_table
 from harness.judge import drift, machines, verdict
-from harness.record import runs, schema, store, tracking
+from harness.record import runs, schema, tracking
+from harness.record.command_run import command_run
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 BENCH_FOLDER = ("benchmarks", "specs")  # where the bench's spec entries are
@@ -279,23 +280,13 @@ def drift_command(options: DriftOptions) -> int:
     any training) and ends FINISHED with the report, or FAILED or KILLED."""
     # Each side's environment checked before any run.
     sides = {"older": side_label(options.older), "newer": side_label(options.newer)}
-    client = tracking.open_client(options.uri)
-    experiment = store.get_or_create_experiment(client, options.uri, "drift")
     tags = {"harness.kind": "drift", "drift.older": sides["older"], "drift.newer": sides["newer"]}
-    run_id = client.create_run(experiment, run_name="drift", tags=tags).info.run_id
-    status = "FAILED"
-    try:
+    with command_run(options.uri, "drift", "drift", tags) as (client, run_id):
         document = drift_report(options, sides, client, run_id)
         print_table(drift.table(document))
         markdown = _write(options.out, document)
         runs.log_texts(client, run_id, {"drift.json": json.dumps(document, indent=1), "drift.md": markdown})
         _log_rows(client, run_id, document)
-        status = "FINISHED"
-    except KeyboardInterrupt:
-        status = "KILLED"
-        raise
-    finally:
-        client.set_terminated(run_id, status=status)
     out_console.print(
         f"report written to {options.out} (and {options.out.with_suffix('.md').name}); logged to MLflow run"
         f" {run_id} ({options.uri}), with every side's runs under it",

@@ -17,6 +17,7 @@ from harness.console import err_console, out_console, print_table
 from harness.judge import claims, claims_table, differences, publish, references, reproduce, verdict_report
 from harness.judge.verdict import shown
 from harness.plan import Plan
+from harness.record.command_run import command_run
 from harness.record.schema import Results
 from harness.run import provenance
 from harness.sessions import adaptive, results
@@ -137,7 +138,8 @@ def run_adaptive(
 ) -> adaptive.Adaptive:
     """`reference.plan` (changed by `sets`, if any) on fresh seeds, a batch
     at a time, until its tests decide: the claims table and the verdict
-    printed, the verdict logged on the last batch's run."""
+    printed, the verdict logged on the reproduction's one run, its batches
+    nested under it."""
     tags = {"reproduces": reference.label, "reproduces.spec_hash": reference.record.spec_hash}
     values = override_values(sets, f"{reference.source} (--set)")
     every = adaptive.fresh_seeds(list(options.faithful), reference.record, cap)
@@ -148,18 +150,26 @@ def run_adaptive(
             f"judging a changed spec against {reference.label}: {listed or 'no key differs'}", soft_wrap=True
         )
         tags["reproduces.changed"] = listed or "nothing"
-    result = adaptive.run(built, reference.source, reference.uri, options, every, batch, tags, results_out)
-    print_table(claims_table.table(list(result.outcomes.items()), f"{built.spec.name}: claims, adaptive"))
-    alpha = claims.reproduction_alpha(built.spec.claims)
-    said = (
-        f"verdict: {result.verdict.upper()} after {len(result.seeds)} fresh seeds ({result.seeds[0]}-{result.seeds[-1]},"
-        f" batches of {batch}, cap {cap}; α {alpha:.2g} for the reproduction; {result.compiles} programs compiled)"
-    )
-    short = "; ".join(f"{key} {old}→{new}" for key, (old, new) in differences_.items())
-    adaptive.log_verdict(result, said, short)
+    adaptive.tests_of(built, reference.source)
+    tags["harness.kind"] = "reproduce"
+    with command_run(reference.uri, built.spec.experiment_name, "reproduce · running", tags, options.parent_run) as (
+        client,
+        run_id,
+    ):
+        batches = dataclasses.replace(options, parent_run=run_id)
+        result = adaptive.run(built, reference.source, reference.uri, batches, every, batch, tags, results_out)
+        print_table(claims_table.table(list(result.outcomes.items()), f"{built.spec.name}: claims, adaptive"))
+        alpha = claims.reproduction_alpha(built.spec.claims)
+        said = (
+            f"verdict: {result.verdict.upper()} after {len(result.seeds)} fresh seeds ({result.seeds[0]}-"
+            f"{result.seeds[-1]}, batches of {batch}, cap {cap}; α {alpha:.2g} for the reproduction;"
+            f" {result.compiles} programs compiled)"
+        )
+        short = "; ".join(f"{key} {old}→{new}" for key, (old, new) in differences_.items())
+        adaptive.log_verdict(client, run_id, result, said, short)
     out_console.print(
         said.replace(result.verdict.upper(), shown(result.verdict), 1)
-        + f", logged to run {result.logged.parent_id} (tags adaptive.*, claim.*)",
+        + f", logged to run {run_id} (tags adaptive.*, claim.*; its batches nested under it)",
         soft_wrap=True,
     )
     return result

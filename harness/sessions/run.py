@@ -188,7 +188,7 @@ def _train_and_log_main(plan: Plan, uri: str, options: RunOptions) -> Logged:
         judged = record.claims or {}
         summary = {"wall_seconds": wall, **wall_time, **claims.metrics(judged)}
         # The run's verdict on its claims; an adaptive reproduction's batch gets its verdict from the
-        # reproduction (harness.sessions.adaptive), on its last batch's run.
+        # reproduction (harness.sessions.adaptive), on the reproduction's run above the batches.
         said = {} if "adaptive.batch" in options.tags else verdict.tags(verdict.of_claims(judged))
         if said:
             said["mlflow.runName"] = f"{session.run_name} · {verdict.shown(said['verdict'], 'plain')}"

@@ -145,9 +145,11 @@ class SweepSession(TrainingSession):
                 "sweep.values": point.label(),
                 **options.tags,
             }
-            points.append((f"{point.spec.name}@{plan.spec_hash[:8]}", spec.flatten(spec.canonical(point.spec)), tags))
+            points.append(
+                (f"point {point.index} · {point.label(short=True)}", spec.flatten(spec.canonical(point.spec)), tags)
+            )
         self.tracker.start_sweep(
-            f"{sweep.spec.name}@sweep-{sweep.sweep_hash[:8]}",
+            f"sweep · {len(sweep.points)} points · {len(sweep.spec.seeds)} seeds",
             params=spec.flatten(spec.canonical(sweep.spec)),
             tags={**_sweep_tags(sweep, self.versions, self.git), **options.tags},
             points=points,

@@ -154,11 +154,15 @@ def seeds_checked(stem: str) -> str:
 
 
 def reference_time(stem: str) -> str:
-    """The reference's whole command, as the README rounds it, and the GPU
-    or CPU it ran on where it was not the README's 2-core AMD EPYC."""
+    """The reference's whole command, as the README rounds it, whether its
+    compiles came from the persistent cache, and the GPU or CPU it ran on
+    where it was not the README's 2-core AMD EPYC."""
     ref = reference(stem)
     seconds = ref["speed"]["wall_time"]["total"]
     text = f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
+    text += {"hit": ", cache warm", "miss": ", cache cold", "partial": ", cache partly warm"}.get(
+        ref["speed"].get("compile_cache"), ", cache off"
+    )
     if ref["fingerprint"]["platform"] != "cpu":
         text += f", {ref['fingerprint']['device_kind'].removeprefix('NVIDIA ').split()[0]}"
     elif "EPYC" not in (model := ref["fingerprint"].get("cpu_model", "AMD EPYC")):

@@ -6,12 +6,15 @@ hand)."""
 
 from __future__ import annotations
 
+import re
+
 from docs_pages import ROOT
 from docs_pages.common import table
 from docs_pages.results_pages import Reference, published_spec
 from harness import spec as S
 from harness.judge import claims as claims_judge
 from harness.judge import claims_table, references
+from harness.record import schema
 from harness.spec.claims import REFERENCE, Claim
 
 README = "README.md"
@@ -20,15 +23,20 @@ END = "<!-- end of published results -->"
 ALGORITHMS = {"ppo": "PPO", "reinforce": "REINFORCE", "alphazero": "AlphaZero"}
 
 
-def claim_words(claim: Claim) -> str:
-    """A claim as its spec states it, e.g. `mean of seeds, final episode_return ≥ the faithful level, Δ 7.6`."""
+def claim_words(claim: Claim, outcome=None) -> str:
+    """A claim as its spec states it, e.g. `mean of seeds, final episode_return ≥ the faithful level, Δ 7.6`,
+    and, for one with an outside figure, whether the reference (`outcome`) is consistent with it."""
     bound, limit = claim.bound
     level = "the faithful level" if limit == REFERENCE else claims_table.number(limit)
     words = f"{claims_table.describe(claim)} `{claim.metric}` {claims_judge.SIGNS[bound]} {level}"
     if claim.is_test:
         words += f", Δ {claim.delta:g}" + (", compared by rank" if claim.compare == "ranks" else "")
     if claim.outside is not None:
-        words += f"; beside {claim.outside.source}'s {claims_table.number(claim.outside.value)}"
+        figure = f"{claim.outside.source}'s {claims_table.number(claim.outside.value)}"
+        if outcome is not None and outcome.consistent is not None:
+            words += f"; {'consistent' if outcome.consistent else 'not consistent'} with {figure}"
+        else:
+            words += f"; beside {figure}"
     return words
 
 
@@ -37,24 +45,28 @@ def minutes(value: float) -> str:
 
 
 def time_cell(reference: Reference) -> str:
-    """The reference's whole `harness run`, its compile cache, and its machine when it is not this one's kind."""
-    speed = reference.record.speed
+    """The reference's whole `harness run`, its compile cache, and its machine
+    where it is not the README's 2-core AMD EPYC (the GPU's or CPU's short name)."""
+    speed, fingerprint = reference.record.speed, reference.record.fingerprint
     total = speed.wall_time.total if speed.wall_time is not None else speed.wall_seconds
+    if not total:
+        return "-"
     cache = {"hit": "cache warm", "miss": "cache cold", "partial": "cache partly warm"}.get(
         speed.compile_cache or "", "cache off"
     )
-    fingerprint = reference.record.fingerprint
-    where = "" if fingerprint.get("platform") == "cpu" else f", {reference.device_class}"
-    if fingerprint.get("platform") == "cpu" and "AMD EPYC" not in (fingerprint.get("cpu_model") or ""):
-        where = f", {fingerprint.get('cpu_model', 'another CPU')}"
-    return f"{minutes(total)}, {cache}{where}" if total else "-"
+    where = ""
+    if fingerprint.get("platform") != "cpu":
+        where = ", " + fingerprint.get("device_kind", reference.device_class).removeprefix("NVIDIA ").split()[0]
+    elif "EPYC" not in (model := fingerprint.get("cpu_model", "AMD EPYC")):
+        where = ", " + re.sub(r"\(R\)|Intel|AMD|Processor", "", model).split()[0]
+    return f"{minutes(total)}, {cache}{where}"
 
 
 def seeds_cell(stem: str, reference: Reference) -> str:
-    loaded = S.load(published_spec(stem))
-    records, _ = references.unseen_outcomes(published_spec(stem), loaded, 1) if loaded.claims else ([], {})
-    unseen = len({seed for record in records for seed in record.seeds})
-    return f"{len(reference.record.seeds)}" + (f" + {unseen} unseen" if unseen else "")
+    """The reference's seeds, and those of the spec's runs on unseen seeds (results/unseen/)."""
+    unseen = references.unseen_paths(reference.path)
+    count = sum(len(schema.parse(path.read_text(), str(path)).seeds) for path in unseen)
+    return f"{len(reference.record.seeds)}" + (f" + {count} unseen" if count else "")
 
 
 def results_table(specs: dict[str, list[Reference]]) -> str:
@@ -64,7 +76,10 @@ def results_table(specs: dict[str, list[Reference]]) -> str:
         loaded = S.load(published_spec(stem))
         network = loaded.network.kind if loaded.network is not None else "mlp"
         algorithm = ALGORITHMS.get(loaded.algorithm, loaded.algorithm) + ("" if network == "mlp" else f", {network}")
-        claims = "<br>".join(f"`{name}`: {claim_words(claim)}" for name, claim in loaded.claims.items())
+        judged = first.record.claims or {}
+        claims = "<br>".join(
+            f"`{name}`: {claim_words(claim, judged.get(name))}" for name, claim in loaded.claims.items()
+        )
         rows.append(
             [
                 f"`{stem}`",

@@ -55,6 +55,12 @@ class Environment(NamedTuple):
     # search steps its nodes with (below a terminal step nothing reaches
     # the root, so no next game is needed there). None: searches use `step`.
     search_step: Callable[[Any, jax.Array], tuple[Any, TimeStep]] | None = None
+    # Games solved here (pgx tic-tac-toe): each move's value for the mover
+    # under perfect play, `state -> [num_actions]` (+1 win, 0 draw, -1 loss,
+    # below -1 where not legal); and every position worth asking about,
+    # `() -> (states [P, ...], TimeStep [P, ...])`. None elsewhere.
+    solution: Callable[[Any], jax.Array] | None = None
+    positions: Callable[[], tuple[Any, TimeStep]] | None = None
 
 
 def random_legal_action(key: PRNGKey, legal_action_mask: jax.Array) -> jax.Array:
@@ -97,6 +103,11 @@ class Algorithm(NamedTuple):
     # opponents); run by the harness once per logging interval, outside the
     # training iterations. `(state) -> (state, metrics of scalars)`.
     evaluate: Callable[[State], tuple[State, Metrics]] | None = None
+    # Optional: measure the trained policy once, after the last iteration
+    # (e.g. against a perfect player); `(state) -> metrics of scalars`. Its
+    # figures join each seed's final values, never a curve, and it draws
+    # from a key of its own, so it changes nothing the training computed.
+    assess: Callable[[State], Metrics] | None = None
     # Run the seeds one after another (`lax.map`) instead of as one vmapped
     # batch: for pipelines that batch enough work within a seed and whose
     # operations get slower with a batch of parameters (a convolution whose

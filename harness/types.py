@@ -88,6 +88,10 @@ class RunResult(NamedTuple):
     chunk_times: tuple[ChunkTimes, ...] = ()
     # The last iteration of the chunk traced into `profile_dir`; None: none.
     profiled_through: int | None = None
+    # `Algorithm.assess` of the final state (name -> [num_seeds]), and its
+    # seconds, compile included: figures of the trained policy, no curve.
+    assessment: dict[str, np.ndarray] = {}
+    assessment_seconds: float = 0.0
 
     @property
     def sps(self) -> float:

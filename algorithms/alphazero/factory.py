@@ -24,6 +24,9 @@ and train) is one pure `step`, made here of `self_play.make_self_play` and
   against a uniform-random player, a greedy one-ply player, and a pool of
   earlier parameters with approximate Elo ratings; a single-player task
   with an exact solver (Knapsack) also gets each player's optimality gap.
+- `assess`, where the env is solved (tic-tac-toe), plays the final network
+  against a perfect player and holds its moves to the game-theoretic
+  values once training is over (`alphazero.strength`).
 """
 
 from __future__ import annotations
@@ -49,10 +52,14 @@ from algorithms.alphazero.ranked import ranked_memory_init
 from algorithms.alphazero.search import make_search
 from algorithms.alphazero.self_play import latest_stats, make_self_play, ready_fraction
 from algorithms.alphazero.state import AlphaZeroState, SelfPlayStats, trainable
+from algorithms.alphazero.strength import make_strength
 from algorithms.alphazero.training import make_train
 from algorithms.base import Environment
 from algorithms.config import NetworkConfig
 from algorithms.layers import ROW_STABLE_WIDTH
+
+# The strength assessment's own stream of the final key: training never draws it.
+STRENGTH_KEY = 0x5EED
 
 
 def make_alphazero(
@@ -171,10 +178,18 @@ def make_alphazero(
     # turns its convolutions into grouped ones, which XLA's CPU backend runs
     # slowly (one search over 2 x 256 connect_four positions: 2.4 s vmapped,
     # 0.63 s mapped); within a seed the games are batched anyway.
+    assess = None
+    if env.solution is not None and env.positions is not None:
+        strength = make_strength(config, env, search)
+
+        def assess(state: AlphaZeroState) -> base.Metrics:
+            return strength(state.params, jax.random.fold_in(state.key, STRENGTH_KEY))
+
     return base.Algorithm(
         init=init,
         step=step,
         evaluate=make_evaluate(config, env, search, axis_name),
+        assess=assess,
         map_seeds=network.kind == "resnet",
     )
 

@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 
 from algorithms.base import Environment, TimeStep
+from harness.envs import pgx_tic_tac_toe
 from harness.envs.errors import no_such_env
 from harness.envs.helpers import library_version, select_tree
 from harness.types import EnvInfo
@@ -77,6 +78,12 @@ def make(env_id: str, kwargs: dict[str, Any]) -> tuple[Environment, EnvInfo]:
         state = env.step(state, action)
         return state, timestep(state, state.rewards, state.terminated, state.truncated)
 
+    solved = {}
+    if env_id == "tic_tac_toe":
+        solved = {
+            "solution": pgx_tic_tac_toe.move_values,
+            "positions": lambda: pgx_tic_tac_toe.positions(env, timestep),
+        }
     return (
         Environment(
             reset,
@@ -86,6 +93,7 @@ def make(env_id: str, kwargs: dict[str, Any]) -> tuple[Environment, EnvInfo]:
             int(env.num_players),
             True,
             search_step=search_step if env_id in DETERMINISTIC else None,
+            **solved,
         ),
         EnvInfo("pgx", env_id, library_version("pgx"), str(env.version)),
     )

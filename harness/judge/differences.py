@@ -72,11 +72,36 @@ def at_every_iteration(
     }
 
 
+def _at_final_values(reference: Results, record: Results, metric: str) -> dict[str, Any] | None:
+    """A metric without a curve (the trained policy's assessment, harness.run.runner.assess): each
+    seed's final value alone, where it first differs (lowest seed), or None."""
+    differing = []
+    for seed in reference.seeds:
+        new = record.per_seed_final.get(str(seed), {}).get(metric)
+        if new is None:
+            return {"what": "the reproduction does not report this metric", "count": None}
+        if reference.per_seed_final[str(seed)][metric] != new:
+            differing.append((seed, reference.per_seed_final[str(seed)][metric], new))
+    if not differing:
+        return None
+    seed, ref, new = differing[0]
+    return {
+        "what": f"seed {seed}'s final value differs: {ref!r} in the reference, {new!r} here",
+        "seed": seed,
+        "env_step": None,
+        "reference": ref,
+        "reproduction": new,
+        "count": len(differing),
+    }
+
+
 def at_curve_points(reference: Results, record: Results, metric: str) -> dict[str, Any] | None:
     """Where `metric` first differs (earliest env step, then lowest seed), with
     the number of differing values; None when every value is bit-identical."""
     # Per-iteration metrics are in "curves"; evaluations (kept after whole
     # logging chunks) in "evaluation_curves".
+    if metric not in reference.curves.metrics and metric not in (reference.evaluation_curves or EMPTY_CURVES).metrics:
+        return _at_final_values(reference, record, metric)
     section = "curves" if metric in reference.curves.metrics else "evaluation_curves"
     ref_block = getattr(reference, section) or EMPTY_CURVES
     new_block = getattr(record, section) or EMPTY_CURVES

@@ -42,6 +42,9 @@ class WallTime(_Model):
     checkpoint: float  # of the chunks' time, copying and saving checkpoints; and the last save's wait
     metric_writing: float  # after training, until every per-iteration metric was in MLflow
     total: float  # from the command's start to the record (the rest: building, logging the runs)
+    # After training: the algorithm's assessment of the trained policy, compile included (AlphaZero's
+    # games against a perfect player where the game is solved); 0 for the others.
+    assessment: float = 0.0
 
     def line(self, cache: str | None = None) -> str:
         """One line for the end of `harness run`."""
@@ -49,7 +52,9 @@ class WallTime(_Model):
         return (
             f"time: start-up {self.startup:.1f} s, compile {self.compile:.1f} s{cached}, training"
             f" {self.first_chunk + self.steady:.1f} s (first chunk {self.first_chunk:.1f} s, evaluation"
-            f" {self.evaluation:.1f} s, checkpoints {self.checkpoint:.1f} s), metric writing"
+            f" {self.evaluation:.1f} s, checkpoints {self.checkpoint:.1f} s), "
+            + (f"assessment {self.assessment:.1f} s, " if self.assessment else "")
+            + f"metric writing"
             f" {self.metric_writing:.1f} s; total {self.total:.1f} s"
         )
 

@@ -20,6 +20,7 @@ without one they are plain `jit` on the default device.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import time
 from collections.abc import Callable, Sequence
@@ -102,16 +103,46 @@ def compile_evaluate(
     map_seeds: bool = False,
     programs: Programs | None = None,
     block: int | None = None,
+    *,
+    donate: bool = True,
 ) -> tuple[Callable, float]:
-    """The evaluation over the seeds, jitted, state donated."""
+    """The evaluation over the seeds, jitted, state donated (`donate`: an
+    assessment after training keeps it)."""
     start = time.perf_counter()
 
     def make():
         fn = devices.on_mesh(over_seeds(evaluate, map_seeds, block), mesh, metrics_axis=0)
-        return jax.jit(fn, donate_argnums=0).lower(state).compile()
+        return jax.jit(fn, donate_argnums=0 if donate else ()).lower(state).compile()
 
-    compiled = compile_once(programs, ("evaluate", evaluate, mesh, map_seeds, block), state, make)
+    compiled = compile_once(programs, ("evaluate", evaluate, mesh, map_seeds, block, donate), state, make)
     return compiled, time.perf_counter() - start
+
+
+@functools.cache
+def _measuring(assess_fn: Callable) -> Callable:
+    """`assess_fn` as an evaluation that leaves the state as it is: one
+    function per assessment, so that a program compiled for it is found again."""
+
+    def measured(state):
+        return state, assess_fn(state)
+
+    return measured
+
+
+def assess(
+    algorithm: Algorithm, state: Any, seeds: int, mesh: Mesh | None = None, programs: Programs | None = None
+) -> tuple[dict[str, np.ndarray], float]:
+    """`algorithm.assess` of the final state: name -> `[seeds]`, and the
+    seconds it took, its compile included (nothing without one)."""
+    if algorithm.assess is None:
+        return {}, 0.0
+    start = time.perf_counter()
+    compiled, _ = compile_evaluate(
+        _measuring(algorithm.assess), state, mesh, algorithm.map_seeds, programs, donate=False
+    )
+    metrics = jax.device_get(compiled(state)[1])
+    values = {name: np.asarray(value).reshape(seeds, -1)[:, 0] for name, value in metrics.items()}
+    return values, time.perf_counter() - start
 
 
 def init_state(
@@ -259,7 +290,9 @@ def run(
         profile_dir=profile_dir,
     )
     state = loop.run(state, compiled, lengths, done + 1)
-    return loop.result(state, compile_seconds, lengths, algorithm.env_steps_per_step)
+    assessment, seconds = assess(algorithm, state, len(seeds), mesh, programs)
+    result = loop.result(state, compile_seconds, lengths, algorithm.env_steps_per_step)
+    return result._replace(assessment=assessment, assessment_seconds=seconds)
 
 
 def remaining_chunks(num_iterations: int, chunk_iterations: int, done: int) -> tuple[list[int], int]:

@@ -42,6 +42,7 @@ def per_seed_final(plan: Plan, result: RunResult) -> dict[int, dict[str, float]]
         seed: {
             **{name: float(values[-window:, i].mean()) for name, values in result.metrics.items()},
             **{name: float(values[-evaluations:, i].mean()) for name, values in result.evaluation.items()},
+            **{name: float(values[i]) for name, values in result.assessment.items()},
         }
         for i, seed in enumerate(plan.spec.seeds)
     }
@@ -78,6 +79,7 @@ def wall_time(
         checkpoint=result.checkpoint_seconds + closed - closing,
         metric_writing=flushed - closed,
         total=flushed - started,
+        assessment=result.assessment_seconds,
     )
 
 

@@ -1,0 +1,116 @@
+"""AlphaZero's strength on a scale that stays put, where the game is solved:
+the final network, searching without noise, against a perfect player, and
+its moves held to the game-theoretic values.
+
+The env gives each move's value for the mover (`Environment.solution`:
++1 a win, 0 a draw, -1 a loss under perfect play after it, below -1 where
+the move is not legal). The perfect player picks at random among the moves
+of the best value, so that its games differ. Metrics:
+
+- `perfect_loss`: the agent's share of lost games against the perfect
+  player, its side alternating; a perfect agent never loses;
+- `perfect_first_loss`, `perfect_first_draw` (and `_second_`): the agent's
+  share of lost and drawn games against the perfect player when it moved
+  first (second);
+- `perfect_games_kept`: the share of the agent's moves in those games that
+  keep the value of the position it moved from;
+- `perfect_positions_kept`: the same over every position the env lists
+  (`Environment.positions`: for tic-tac-toe all 4,520 reachable positions
+  with a move to make), each searched once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from algorithms import base
+from algorithms.alphazero.config import AlphaZeroConfig
+from algorithms.alphazero.opponents import games_of_play
+from algorithms.alphazero.search import Games
+from algorithms.base import Environment
+
+
+def perfect_player(env: Environment):
+    """A player that keeps the value of every position, at random among the moves that do."""
+
+    def act(key, games: Games):
+        values = jax.vmap(env.solution)(games.env_state)
+        best = values.max(axis=-1, keepdims=True)
+        return jax.random.categorical(key, jnp.where(values == best, 0.0, -jnp.inf))
+
+    return act
+
+
+def kept(env: Environment, env_state: Any, action: jax.Array) -> jax.Array:
+    """Whether `action` keeps the value of the position `env_state` (one game)."""
+    values = env.solution(env_state)
+    return values[action] == values.max()
+
+
+def make_strength(
+    config: AlphaZeroConfig, env: Environment, search: Callable
+) -> Callable[[Any, jax.Array], base.Metrics]:
+    """`strength(params, key) -> metrics`: `2 * evaluation.games` games
+    against the perfect player (the agent's side alternating), and the
+    agent's move at each of the env's positions."""
+    num_games = 2 * config.evaluation.games
+
+    def agent(params, key, games: Games):
+        keys = jax.random.split(key, games.length.shape[0])
+        return search(params, keys, games, jnp.zeros(()), explore=False)[0]
+
+    def strength(params, key: jax.Array) -> base.Metrics:
+        games_key, positions_key = jax.random.split(key)
+        games, loop_key = games_of_play(env, games_key, num_games)
+        agent_player = jnp.arange(num_games) % env.num_players
+        first = games.timestep.current_player == agent_player
+        opponent = perfect_player(env)
+
+        def body(carry):
+            games, total, finished, moves, keeps, key = carry
+            key, agent_key, opponent_key, step_key = jax.random.split(key, 4)
+            mine = games.timestep.current_player == agent_player
+            action = jnp.where(mine, agent(params, agent_key, games), opponent(opponent_key, games))
+            counted = mine & ~finished
+            moves = moves + counted
+            keeps = keeps + (counted & jax.vmap(lambda s, a: kept(env, s, a))(games.env_state, action))
+            env_state, timestep = jax.vmap(env.step)(games.env_state, action, jax.random.split(step_key, num_games))
+            reward = jnp.take_along_axis(timestep.reward, agent_player[:, None], axis=1)[:, 0]
+            total = total + jnp.where(finished, 0.0, reward)
+            finished = finished | timestep.terminated | timestep.truncated
+            return (
+                Games(env_state, timestep, games.episode_return, games.length + 1),
+                total,
+                finished,
+                moves,
+                keeps,
+                key,
+            )
+
+        zeros = jnp.zeros(num_games, jnp.int32)
+        init = (games, jnp.zeros(num_games, jnp.float32), jnp.zeros(num_games, bool), zeros, zeros, loop_key)
+        _, total, _, moves, keeps, _ = jax.lax.while_loop(lambda c: ~c[2].all(), body, init)
+        states, timesteps = env.positions()
+        count = timesteps.current_player.shape[0]
+        at = Games(states, timesteps, jnp.zeros(count, jnp.float32), jnp.zeros(count, jnp.int32))
+        actions = agent(params, positions_key, at)
+        positions_kept = jax.vmap(lambda s, a: kept(env, s, a))(states, actions).mean()
+
+        def share(mask, of):
+            return jnp.where(of.any(), (mask & of).sum() / jnp.maximum(of.sum(), 1), jnp.nan)
+
+        return {
+            "perfect_loss": (total < 0).mean(),
+            "perfect_first_loss": share(total < 0, first),
+            "perfect_first_draw": share(total == 0, first),
+            "perfect_second_loss": share(total < 0, ~first),
+            "perfect_second_draw": share(total == 0, ~first),
+            "perfect_games_kept": keeps.sum() / jnp.maximum(moves.sum(), 1),
+            "perfect_positions_kept": positions_kept,
+        }
+
+    return strength

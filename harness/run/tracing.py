@@ -39,7 +39,12 @@ def traced_once(algorithm: Algorithm) -> Algorithm:
     def once(fn):
         return None if fn is None else jax.jit(fn, inline=True)
 
-    return algorithm._replace(init=once(algorithm.init), step=once(algorithm.step), evaluate=once(algorithm.evaluate))
+    return algorithm._replace(
+        init=once(algorithm.init),
+        step=once(algorithm.step),
+        evaluate=once(algorithm.evaluate),
+        assess=once(algorithm.assess),
+    )
 
 
 def per_device(fn: Callable, layout: Layout | None, *, replicated: bool = False) -> Callable:
@@ -63,10 +68,12 @@ def initial_state(algorithm: Algorithm, layout: Layout | None, numbers: dict[str
 
 
 def metric_names(algorithm: Algorithm, layout: Layout | None, numbers: dict[str, np.ndarray] | None = None) -> set[str]:
-    """The names of the metrics the algorithm's step and evaluation produce
-    under `layout`, found by tracing them."""
+    """The names of the metrics the algorithm's step, evaluation and
+    assessment produce under `layout`, found by tracing them."""
     state = initial_state(algorithm, layout, numbers)
     names = set(jax.eval_shape(per_device(algorithm.step, layout), state)[1])
     if algorithm.evaluate is not None:
         names |= set(jax.eval_shape(per_device(algorithm.evaluate, layout), state)[1])
+    if algorithm.assess is not None:
+        names |= set(jax.eval_shape(per_device(lambda s: (s, algorithm.assess(s)), layout), state)[1])
     return names

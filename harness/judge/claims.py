@@ -189,17 +189,22 @@ def judge_pooled(
     once, in seed order) as one reproduction looked at after every `batch`
     of them: how a spec's unseen-seed runs, made in batches of any size,
     are judged (`batch`: the spec's reproduction batch; the evidence does
-    not depend on how many looks the seeds found)."""
-    seeds = sorted({seed for record in records for seed in record.seeds})
+    not depend on how many looks the seeds found). A claim on a metric that
+    records made before it existed lack is judged on the seeds that have it,
+    and left out where none has."""
     outcomes, tests = {}, test_count(claims)
     for name, claim in claims.items():
         values: dict[int, float] = {}
         for record in records:
-            kept = zip(record.seeds, seed_values(record, claim), strict=True)
+            try:
+                kept = zip(record.seeds, seed_values(record, claim), strict=True)
+            except ClaimError:
+                continue
             values |= {seed: float(value) for seed, value in kept if seed not in values}
-        outcomes[name] = judge_values(
-            claim, np.array([values[seed] for seed in seeds]), faithful.get(name), batch, tests
-        )
+        if values:
+            outcomes[name] = judge_values(
+                claim, np.array([values[seed] for seed in sorted(values)]), faithful.get(name), batch, tests
+            )
     return outcomes
 
 

@@ -3,9 +3,10 @@ seeds confirm them.
 
 A claim's design (its range, delta, batch, cap) is chosen on the faithful
 seeds at hand; a rate measured on the seeds that chose the design is
-optimistic. Freezing writes `results/frozen/<spec>.json`: the claims' hash,
-the test rules' version and, per test claim, the faithful seeds it was
-designed on. Every faithful seed recorded after it (`nox -s unseen`,
+optimistic. Freezing writes `results/frozen/<spec>.json`: the hash of the
+spec's test claims (a statement added or changed tests nothing and
+confirms nothing, so it leaves a freeze as it is), the test rules'
+version and, per test claim, the faithful seeds it was designed on. Every faithful seed recorded after it (`nox -s unseen`,
 `reproduce --adaptive --results-out`) confirms the claim, whatever its
 verdict: `harness validate --errors` measures the rates on the confirming
 seeds alone beside those on every seed. A claim changed after freezing
@@ -37,12 +38,17 @@ def load(spec_path: str | Path) -> dict[str, Any] | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
+def tests_hash(loaded: spec.Spec) -> str:
+    """The hash of the spec's test claims as stated (statements left out)."""
+    return claims.claims_hash({name: claim for name, claim in loaded.claims.items() if claim.is_test})
+
+
 def current(frozen: dict[str, Any] | None, loaded: spec.Spec) -> bool:
     """Whether `frozen` holds the spec's claims and reproduction seeding as
     they are now, under today's test rules."""
     return (
         frozen is not None
-        and frozen["claims_hash"] == claims.claims_hash(loaded.claims)
+        and frozen["claims_hash"] == tests_hash(loaded)
         and frozen["rules"] == verdict.RULES
         and frozen["reproduction"] == loaded.reproduction.model_dump()
     )
@@ -53,7 +59,7 @@ def record(loaded: spec.Spec, spec_path: str | Path) -> dict[str, Any]:
     faithful = claims.faithful(references.faithful_of(spec_path, loaded), loaded.claims)
     return {
         "spec": loaded.name,
-        "claims_hash": claims.claims_hash(loaded.claims),
+        "claims_hash": tests_hash(loaded),
         "rules": verdict.RULES,
         "reproduction": loaded.reproduction.model_dump(),
         "design": {name: {"seeds": list(pool.seeds), "sources": list(pool.sources)} for name, pool in faithful.items()},

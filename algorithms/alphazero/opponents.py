@@ -70,31 +70,38 @@ def optimality_gap(env: Environment, key: jax.Array, num_games: int, totals: jax
     return optimum, gap
 
 
-def play(env: Environment, key: jax.Array, num_games: int, agent, opponent):
+def play(env: Environment, key: jax.Array, num_games: int, agent, opponent, tally=None):
     """Play `num_games` games to their end, the agent as player `g % 2` of
     game g (player 0 in a single-player task, where `opponent` is unused).
     `agent` and `opponent` map `(key, games) -> actions [num_games]`.
-    Returns the agent's total reward per game."""
+    Returns the agent's total reward per game; with `tally` (`(games,
+    actions) -> [num_games] bool`), also, per game, how many moves the agent
+    made and of how many of them `tally` held: `(totals, moves, held)`."""
     games, loop_key = games_of_play(env, key, num_games)
     agent_player = jnp.arange(num_games) % env.num_players
 
     def body(carry):
-        games, total, finished, key = carry
+        games, total, finished, key, *counts = carry
         key, agent_key, opponent_key, step_key = jax.random.split(key, 4)
         action = agent(agent_key, games)
         if env.num_players > 1:
             action = jnp.where(games.timestep.current_player == agent_player, action, opponent(opponent_key, games))
+        if tally is not None:
+            mine = (games.timestep.current_player == agent_player) & ~finished
+            counts = [counts[0] + mine, counts[1] + (mine & tally(games, action))]
         env_state, timestep = jax.vmap(env.step)(games.env_state, action, jax.random.split(step_key, num_games))
         reward = jnp.take_along_axis(timestep.reward, agent_player[:, None], axis=1)[:, 0]
         total = total + jnp.where(finished, 0.0, reward)
         finished = finished | timestep.terminated | timestep.truncated
-        return Games(env_state, timestep, games.episode_return, games.length + 1), total, finished, key
+        return Games(env_state, timestep, games.episode_return, games.length + 1), total, finished, key, *counts
 
     def cond(carry):
         return ~carry[2].all()
 
-    init = (games, jnp.zeros(num_games, jnp.float32), jnp.zeros(num_games, bool), loop_key)
-    return jax.lax.while_loop(cond, body, init)[1]
+    counts = () if tally is None else (jnp.zeros(num_games, jnp.int32), jnp.zeros(num_games, jnp.int32))
+    init = (games, jnp.zeros(num_games, jnp.float32), jnp.zeros(num_games, bool), loop_key, *counts)
+    out = jax.lax.while_loop(cond, body, init)
+    return out[1] if tally is None else (out[1], out[4], out[5])
 
 
 def by_slices(players, sizes: tuple[int, ...]):

@@ -21,6 +21,7 @@ of the best value, so that its games differ. Metrics:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -29,7 +30,7 @@ import jax.numpy as jnp
 
 from algorithms import base
 from algorithms.alphazero.config import AlphaZeroConfig
-from algorithms.alphazero.opponents import games_of_play
+from algorithms.alphazero.opponents import games_of_play, play
 from algorithms.alphazero.search import Games
 from algorithms.base import Environment
 
@@ -65,40 +66,20 @@ def make_strength(
 
     def strength(params, key: jax.Array) -> base.Metrics:
         games_key, positions_key = jax.random.split(key)
-        games, loop_key = games_of_play(env, games_key, num_games)
-        agent_player = jnp.arange(num_games) % env.num_players
-        first = games.timestep.current_player == agent_player
-        opponent = perfect_player(env)
+        start, _ = games_of_play(env, games_key, num_games)  # the games `play` starts from
+        first = start.timestep.current_player == jnp.arange(num_games) % env.num_players
 
-        def body(carry):
-            games, total, finished, moves, keeps, key = carry
-            key, agent_key, opponent_key, step_key = jax.random.split(key, 4)
-            mine = games.timestep.current_player == agent_player
-            action = jnp.where(mine, agent(params, agent_key, games), opponent(opponent_key, games))
-            counted = mine & ~finished
-            moves = moves + counted
-            keeps = keeps + (counted & jax.vmap(lambda s, a: kept(env, s, a))(games.env_state, action))
-            env_state, timestep = jax.vmap(env.step)(games.env_state, action, jax.random.split(step_key, num_games))
-            reward = jnp.take_along_axis(timestep.reward, agent_player[:, None], axis=1)[:, 0]
-            total = total + jnp.where(finished, 0.0, reward)
-            finished = finished | timestep.terminated | timestep.truncated
-            return (
-                Games(env_state, timestep, games.episode_return, games.length + 1),
-                total,
-                finished,
-                moves,
-                keeps,
-                key,
-            )
+        def keeps_value(games: Games, actions: jax.Array) -> jax.Array:
+            return jax.vmap(lambda state, action: kept(env, state, action))(games.env_state, actions)
 
-        zeros = jnp.zeros(num_games, jnp.int32)
-        init = (games, jnp.zeros(num_games, jnp.float32), jnp.zeros(num_games, bool), zeros, zeros, loop_key)
-        _, total, _, moves, keeps, _ = jax.lax.while_loop(lambda c: ~c[2].all(), body, init)
+        total, moves, keeps = play(
+            env, games_key, num_games, functools.partial(agent, params), perfect_player(env), keeps_value
+        )
         states, timesteps = env.positions()
         count = timesteps.current_player.shape[0]
         at = Games(states, timesteps, jnp.zeros(count, jnp.float32), jnp.zeros(count, jnp.int32))
         actions = agent(params, positions_key, at)
-        positions_kept = jax.vmap(lambda s, a: kept(env, s, a))(states, actions).mean()
+        positions_kept = keeps_value(at, actions).mean()
 
         def share(mask, of):
             return jnp.where(of.any(), (mask & of).sum() / jnp.maximum(of.sum(), 1), jnp.nan)

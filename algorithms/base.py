@@ -151,6 +151,10 @@ class Registration(NamedTuple):
     # arithmetic (never in shapes or Python control flow): a sweep carries
     # them in the state, one value per run (algorithms.sweep).
     numeric: tuple[str, ...] = ()
+    # The model of the spec's `strength:` section (what `Algorithm.assess`
+    # measures of the final parameters; not in the spec hash), passed to
+    # the factory as `strength=`; None: the algorithm has no such section.
+    strength: type[Any] | None = None
 
     @property
     def default_network(self) -> str:

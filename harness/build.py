@@ -13,6 +13,7 @@ import algorithms
 from algorithms import optimizers, sweep
 from algorithms.config import GRID_KINDS
 from harness import envs
+from harness.judge import ladder
 from harness.plan import Plan
 from harness.run import devices, tracing
 from harness.spec import DevicesSpec, OptimizerSpec, Spec, SpecError, spec_hash, with_overrides
@@ -113,6 +114,33 @@ def _fit_problem(spec: Spec, registration, env) -> tuple[str, str] | None:
     return None
 
 
+def _strength(spec: Spec, env: Any, source: str, lines: dict[str, int] | None) -> dict[str, Any]:
+    """The factory's `strength` and `anchors` (their committed ratings, from
+    the env's ladder beside the spec's references), or a SpecError naming
+    the key: perfect play asked of a game not solved here, a ladder of a
+    game that is not two players', an anchor the ladder does not rate."""
+    stated = getattr(spec, "strength", None)
+    if stated is None:
+        return {}
+    where = f"{spec.env.suite}/{spec.env.id}"
+    if stated.perfect_play and (env.solution is None or env.positions is None):
+        problem = (
+            f"{where} is not solved here: perfect play is measured where the harness solves the game"
+            " (pgx tic_tac_toe); rate it on an Elo ladder instead (strength.anchors)"
+        )
+        raise SpecError(source, [("strength.perfect_play", problem)], lines)
+    anchors: tuple[Any, ...] = ()
+    if stated.anchors:
+        if env.num_players != 2:
+            problem = f"an Elo ladder rates two-player games; {where} has {env.num_players} player(s)"
+            raise SpecError(source, [("strength.anchors", problem)], lines)
+        try:
+            anchors = ladder.anchors_of(ladder.ladder_path(source, spec.env.suite, spec.env.id), stated.anchors, where)
+        except ladder.LadderError as error:
+            raise SpecError(source, [("strength.anchors", str(error))], lines) from None
+    return {"strength": stated, "anchors": anchors}
+
+
 def build(
     spec: Spec,
     source: str = "<spec>",
@@ -134,6 +162,7 @@ def build(
     problem = _fit_problem(spec, registration, env)
     if problem is not None:
         raise SpecError(source, [problem], lines)
+    strength = _strength(spec, env, source, lines)
     steps_per_iteration = env_steps_per_iteration(spec)
     num_iterations = spec.budget.env_steps // steps_per_iteration
     if num_iterations < 1:
@@ -184,6 +213,7 @@ def build(
             optimizer=optimizer,
             axis_name=devices.DATA if use_mesh else None,
             **exact,
+            **strength,
         )
 
     algorithm = make_algorithm({})

@@ -11,7 +11,6 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from algorithms.alphazero.config import AlphaZeroConfig, EvaluationConfig
 from algorithms.alphazero.strength import make_strength, perfect_player
 from harness import envs
 from harness.envs import pgx_tic_tac_toe as solved
@@ -51,9 +50,8 @@ def _random(key, games):
 @pytest.mark.parametrize("name, player", [("perfect", None), ("random", _random)])
 def test_the_perfect_player_never_loses_and_a_random_one_does(name, player):
     env = _env()
-    config = AlphaZeroConfig(evaluation=EvaluationConfig(games=32))
     agent = perfect_player(env) if player is None else player
-    metrics = jax.jit(make_strength(config, env, _as_search(agent)))(None, jax.random.key(0))
+    metrics = jax.jit(make_strength(env, _as_search(agent), 64))(None, jax.random.key(0))
     metrics = {k: float(v) for k, v in metrics.items()}
     if name == "perfect":
         assert metrics["perfect_first_loss"] == metrics["perfect_second_loss"] == 0.0

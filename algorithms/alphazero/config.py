@@ -6,9 +6,10 @@ which envs it plays)."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import re
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_serializer, model_validator
+from pydantic import AfterValidator, Field, model_serializer, model_validator
 
 from algorithms import base
 from algorithms.base import Environment
@@ -28,6 +29,54 @@ class EvaluationConfig(Config):
 
     games: int = Field(default=32, gt=0, description="games against each opponent, every logging interval")
     pool_size: int = Field(default=4, gt=0, description="earlier parameters kept for Elo and best-earlier games")
+
+
+MAX_PLAYOUT_SIMULATIONS = 4096
+_PLAYOUTS = re.compile(r"playouts_([0-9]+)")
+
+
+def check_anchor(name: str) -> str:
+    """An Elo ladder's anchor (algorithms.alphazero.anchors) by name, or
+    ValueError saying which names there are."""
+    found = _PLAYOUTS.fullmatch(name)
+    if name in ("random", "greedy") or (found and 1 <= int(found.group(1)) <= MAX_PLAYOUT_SIMULATIONS):
+        return name
+    if found:
+        raise ValueError(
+            f"{name}: a playout search takes 1 to {MAX_PLAYOUT_SIMULATIONS} simulations, not {int(found.group(1))}"
+        )
+    raise ValueError(f"{name!r} is not an anchor: random, greedy or playouts_N (a search of N random playouts)")
+
+
+AnchorName = Annotated[str, AfterValidator(check_anchor)]
+
+
+class StrengthConfig(Config):
+    """A spec's `strength:` section: how strong the final parameters are, on
+    a scale that stays put, measured once training is over. It judges what
+    training made, so it is not part of the spec hash."""
+
+    perfect_play: bool = Field(
+        default=False,
+        description="games against a perfect player and every position's move held to the solved values"
+        " (games the harness solves: pgx tic_tac_toe)",
+    )
+    anchors: tuple[AnchorName, ...] = Field(
+        default=(),
+        description="an Elo ladder: the anchors to play (random, greedy, playouts_N), rated by the committed"
+        " tournament results/ladders/<suite>-<id>.json (harness ladder)",
+    )
+    games: int = Field(default=128, gt=0, description="games against the perfect player and against each anchor")
+
+    @model_validator(mode="after")
+    def _asks_something(self) -> StrengthConfig:
+        if not self.perfect_play and not self.anchors:
+            raise ValueError("ask for perfect_play: true, or anchors to rate the final parameters against")
+        if len(set(self.anchors)) != len(self.anchors):
+            raise ValueError(f"anchors are named twice: {', '.join(self.anchors)}")
+        if self.games % 2:
+            raise ValueError(f"games ({self.games}) must be even: half with each colour")
+        return self
 
 
 class AlphaZeroConfig(Config):

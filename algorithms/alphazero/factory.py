@@ -24,9 +24,10 @@ and train) is one pure `step`, made here of `self_play.make_self_play` and
   against a uniform-random player, a greedy one-ply player, and a pool of
   earlier parameters with approximate Elo ratings; a single-player task
   with an exact solver (Knapsack) also gets each player's optimality gap.
-- `assess`, where the env is solved (tic-tac-toe), plays the final network
-  against a perfect player and holds its moves to the game-theoretic
-  values once training is over (`alphazero.strength`).
+- `assess`, where the spec asks (`strength:`), measures the final network
+  once training is over: against a perfect player where the game is solved
+  (tic-tac-toe, `alphazero.strength`), on an anchored Elo ladder where it is
+  not (Connect Four, `alphazero.ladder`).
 """
 
 from __future__ import annotations
@@ -36,9 +37,11 @@ import jax.numpy as jnp
 import optax
 
 from algorithms import base, parallel
+from algorithms.alphazero.assessment import make_assess
 from algorithms.alphazero.buffer import buffer_init
 from algorithms.alphazero.config import (
     AlphaZeroConfig,
+    StrengthConfig,
     check_batches,
     check_env,
     check_exact,
@@ -46,20 +49,17 @@ from algorithms.alphazero.config import (
     updates_per_step,
 )
 from algorithms.alphazero.evaluation import make_evaluate
+from algorithms.alphazero.ladder import Anchor
 from algorithms.alphazero.networks import make_az_network
 from algorithms.alphazero.opponents import pool_init, start_games
 from algorithms.alphazero.ranked import ranked_memory_init
 from algorithms.alphazero.search import make_search
 from algorithms.alphazero.self_play import latest_stats, make_self_play, ready_fraction
 from algorithms.alphazero.state import AlphaZeroState, SelfPlayStats, trainable
-from algorithms.alphazero.strength import make_strength
 from algorithms.alphazero.training import make_train
 from algorithms.base import Environment
 from algorithms.config import NetworkConfig
 from algorithms.layers import ROW_STABLE_WIDTH
-
-# The strength assessment's own stream of the final key: training never draws it.
-STRENGTH_KEY = 0x5EED
 
 
 def make_alphazero(
@@ -70,6 +70,8 @@ def make_alphazero(
     optimizer: optax.GradientTransformation,
     axis_name: str | None = None,
     shards: int | None = None,
+    strength: StrengthConfig | None = None,
+    anchors: tuple[Anchor, ...] = (),
 ) -> base.Algorithm:
     """AlphaZero on `env` (one or two players, discrete actions).
 
@@ -93,6 +95,10 @@ def make_alphazero(
         logical shard after another and the shards' parts are added in
         shard order, and the self-play figures are sums over all games in
         game order, so the bits do not depend on the number of devices.
+      strength: the spec's `strength:` section: what `assess` measures of
+        the final parameters (`alphazero.assessment`); None: nothing.
+      anchors: the Elo ladder's anchors `strength.anchors` names, with their
+        committed ratings.
 
     The state, for one seed, with B = num_envs / D games on this shard of D,
     C = capacity, A = num_actions, M = ranked_reward.memory and P =
@@ -179,12 +185,8 @@ def make_alphazero(
     # slowly (one search over 2 x 256 connect_four positions: 2.4 s vmapped,
     # 0.63 s mapped); within a seed the games are batched anyway.
     assess = None
-    if env.solution is not None and env.positions is not None:
-        strength = make_strength(config, env, search)
-
-        def assess(state: AlphaZeroState) -> base.Metrics:
-            return strength(state.params, jax.random.fold_in(state.key, STRENGTH_KEY))
-
+    if strength is not None:
+        assess = make_assess(strength, env, search, anchors)
     return base.Algorithm(
         init=init,
         step=step,
@@ -206,5 +208,6 @@ base.register(
         check=check_batches,
         check_exact=check_exact,
         numeric=("value_coef", "l2_coef"),
+        strength=StrengthConfig,
     ),
 )

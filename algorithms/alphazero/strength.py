@@ -29,7 +29,6 @@ import jax
 import jax.numpy as jnp
 
 from algorithms import base
-from algorithms.alphazero.config import AlphaZeroConfig
 from algorithms.alphazero.opponents import games_of_play, play
 from algorithms.alphazero.search import Games
 from algorithms.base import Environment
@@ -52,13 +51,10 @@ def kept(env: Environment, env_state: Any, action: jax.Array) -> jax.Array:
     return values[action] == values.max()
 
 
-def make_strength(
-    config: AlphaZeroConfig, env: Environment, search: Callable
-) -> Callable[[Any, jax.Array], base.Metrics]:
-    """`strength(params, key) -> metrics`: `2 * evaluation.games` games
-    against the perfect player (the agent's side alternating), and the
-    agent's move at each of the env's positions."""
-    num_games = 2 * config.evaluation.games
+def make_strength(env: Environment, search: Callable, num_games: int) -> Callable[[Any, jax.Array], base.Metrics]:
+    """`strength(params, key) -> metrics`: `num_games` games against the
+    perfect player (the agent's side alternating), and the agent's move at
+    each of the env's positions."""
 
     def agent(params, key, games: Games):
         keys = jax.random.split(key, games.length.shape[0])

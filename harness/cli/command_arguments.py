@@ -88,6 +88,16 @@ def sync(p: argparse.ArgumentParser) -> None:
     store_options(p, checkpoints=True)
 
 
+def ladder(p: argparse.ArgumentParser) -> None:
+    """`harness ladder`."""
+    p.add_argument("spec", help="a spec whose strength.anchors names the anchors")
+    p.add_argument(
+        "--games", type=int, default=256, help="games each pair of anchors plays, half with each colour (default 256)"
+    )
+    p.add_argument("--seed", type=int, default=0, help="the tournament's key (default 0)")
+    p.add_argument("--out", help="where to write (default: results/ladders/<suite>-<id>.json beside the references)")
+
+
 def publish(p: argparse.ArgumentParser) -> None:
     """`harness publish`."""
     p.add_argument("spec")

@@ -17,6 +17,7 @@ from harness.cli.options import OptionError
 from harness.cli.table import COMMANDS, parser
 from harness.console import err_console
 from harness.judge.compare import CompareError
+from harness.judge.ladder import LadderError
 from harness.judge.references import ReproduceError
 from harness.record.rundir import CheckpointError
 from harness.record.tracking import TrackingError
@@ -38,6 +39,7 @@ USER_ERRORS = (
     host_devices.HostDevicesError,
     OptionError,
     drift_session.DriftError,
+    LadderError,
 )
 
 

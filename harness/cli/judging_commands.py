@@ -7,11 +7,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness import spec
+from harness import envs, spec
 from harness.cli.exits import EXIT_INCOMPLETE, user_error
 from harness.cli.options import OptionError, load_plan, plan_of, plot_path, run_options, seed_batches
-from harness.console import err_console, out_console, print_table
-from harness.judge import claims_table, compare, compare_report, references, verdict
+from harness.console import err_console, fitting_table, out_console, print_table
+from harness.judge import claims_table, compare, compare_report, ladder, references, verdict
 from harness.record import tracking
 from harness.run import cluster
 from harness.sessions import drift as drift_session
@@ -119,3 +119,29 @@ def cmd_drift(args: argparse.Namespace) -> int:
         max_seconds=args.max_seconds,
     )
     return drift_session.drift_command(options)
+
+
+def cmd_ladder(args: argparse.Namespace) -> int:
+    """Play the spec's anchors against each other and write their ratings (harness.judge.ladder)."""
+    loaded = spec.load(args.spec)
+    names = getattr(getattr(loaded, "strength", None), "anchors", ())
+    if not names:
+        raise spec.SpecError(args.spec, [("strength.anchors", "name the anchors of the ladder to play")])
+    if args.games < 2 or args.games % 2:
+        raise OptionError(f"--games {args.games}: an even number of games, at least 2 (half with each colour)")
+    env = envs.make(loaded.env.suite, loaded.env.id, loaded.env.kwargs, loaded.env.wrappers)[0]
+    where = f"{loaded.env.suite}/{loaded.env.id}"
+    if env.num_players != 2:
+        raise spec.SpecError(args.spec, [("strength.anchors", f"an Elo ladder rates two-player games, not {where}")])
+    out = Path(args.out) if args.out else ladder.ladder_path(args.spec, loaded.env.suite, loaded.env.id)
+    pairs = len(names) * (len(names) - 1) // 2
+    err_console.print(f"{where}: {pairs} pairs of anchors x {args.games} games, in one program")
+    record = ladder.play_tournament(tuple(names), env, where, args.games, args.seed)
+    ratings = [[f"{rated.rating:.0f}", f"{rated.standard_error:.0f}"] for rated in record.anchors.values()]
+    print_table(fitting_table(f"{where}: Elo, random at 0", "anchor", list(names), ["rating", "std. error"], ratings))
+    games = [[str(p.wins), str(p.draws), str(p.losses)] for p in record.pairs]
+    pair_names = [f"{p.first} v {p.second}" for p in record.pairs]
+    print_table(fitting_table("the first's results", "pair", pair_names, ["wins", "draws", "losses"], games))
+    ladder.write(record, out)
+    out_console.print(f"wrote {out} ({record.seconds:.0f} s, compile included)")
+    return 0

@@ -123,6 +123,19 @@ TABLE = (
         exits={1: "no size of the ladder ran (each was refused or failed)"},
     ),
     Command(
+        "ladder",
+        judging_commands.cmd_ladder,
+        command_arguments.ladder,
+        help="play an Elo ladder's anchors against each other and commit their ratings",
+        description="Play every pair of the anchors the spec's strength.anchors names (random, greedy, "
+        "playouts_N: search with N random playouts and no network) against each other, --games games a pair, "
+        "half with each colour, in one jitted program; fit their Elo ratings by maximum likelihood (Bradley-Terry, "
+        "a draw half a win, random at 0) with standard errors, and write them to results/ladders/<suite>-<id>.json "
+        "(--out), where every run of a spec with those anchors reads them: its final parameters are rated on that "
+        "fixed scale (ladder_elo, with its 95% interval).",
+        exits={},
+    ),
+    Command(
         "drift",
         judging_commands.cmd_drift,
         command_arguments.drift,

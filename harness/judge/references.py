@@ -35,14 +35,18 @@ def published_specs(root: Path = Path()) -> list[Path]:
     return sorted((root / PUBLISHED).glob("*.yaml"))
 
 
+def results_folder(spec_path: str | Path) -> Path:
+    """The `results/` folder of a spec: beside `experiments/` for a published
+    spec, in the working directory for a spec kept anywhere else."""
+    folder = Path(spec_path).resolve().parent
+    return (folder.parent if folder.name == PUBLISHED else Path.cwd()) / "results"
+
+
 def reference_path(spec_path: str | Path) -> Path:
     """Where a spec's reference lives: `experiments/x.yaml` -> `results/x.json`
     beside `experiments/`, or `results/x.json` in the working directory for a
     spec kept anywhere else."""
-    spec_path = Path(spec_path)
-    folder = spec_path.resolve().parent
-    root = folder.parent if folder.name == PUBLISHED else Path.cwd()
-    path = root / "results" / f"{spec_path.stem}.json"
+    path = results_folder(spec_path) / f"{Path(spec_path).stem}.json"
     try:
         return Path(os.path.relpath(path))
     except ValueError:  # another drive

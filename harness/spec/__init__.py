@@ -15,6 +15,7 @@ then `spec.load`, `spec.spec_hash`, `spec.SpecError`, ...).
 from harness.spec.canonical import (
     CLAIMS_SECTION,
     RUNTIME_SECTIONS,
+    STRENGTH_SECTION,
     canonical,
     canonical_json,
     flatten,
@@ -49,6 +50,7 @@ from harness.spec.sections import (
 
 __all__ = [
     "CLAIMS_SECTION",
+    "STRENGTH_SECTION",
     "RUNTIME_SECTIONS",
     "BudgetSpec",
     "CheckpointSpec",

@@ -1,6 +1,7 @@
 """A spec's canonical form and hash: the resolved spec (every default
 filled in, seeds expanded to a list) as JSON with sorted keys, without the
-sections that say where or how it runs and without its claims. Key order,
+sections that say where or how it runs, without its claims and without
+what it measures of the trained parameters (`strength:`). Key order,
 YAML formatting and writing a default out do not change the hash; any
 change of a value does."""
 
@@ -23,13 +24,16 @@ RUNTIME_SECTIONS = ("devices", "checkpoint", "reproduction")
 # or sharpening a claim keeps the hash, so a published reference still
 # belongs to its spec (and the claims are judged on it).
 CLAIMS_SECTION = "claims"
+# How strong the final parameters are (AlphaZero's `strength:`) is measured
+# after training, of what it made: asking for it keeps the hash too.
+STRENGTH_SECTION = "strength"
 
 
 def canonical(spec: Spec) -> dict[str, Any]:
     """The resolved spec as plain JSON-able data, in the model's key order,
-    without the runtime sections and the claims."""
+    without the runtime sections, the claims and the strength section."""
     data = spec.model_dump(mode="json")
-    for section in (*RUNTIME_SECTIONS, CLAIMS_SECTION):
+    for section in (*RUNTIME_SECTIONS, CLAIMS_SECTION, STRENGTH_SECTION):
         data.pop(section, None)
     return {"algorithm": data.pop("algorithm"), **data} if "algorithm" in data else data
 
@@ -43,10 +47,12 @@ def spec_hash(spec: Spec) -> str:
 
 
 def to_yaml(spec: Spec) -> str:
-    """The resolved spec, runtime sections and claims included."""
+    """The resolved spec, runtime sections, strength and claims included."""
     data = canonical(spec)
     runtime = {section: getattr(spec, section).model_dump(mode="json") for section in RUNTIME_SECTIONS}
     ordered = {"name": data.pop("name"), "algorithm": data.pop("algorithm"), **data, **runtime}
+    if getattr(spec, STRENGTH_SECTION, None) is not None:
+        ordered[STRENGTH_SECTION] = spec.strength.model_dump(mode="json")
     if spec.claims:
         ordered[CLAIMS_SECTION] = {
             name: claim.model_dump(mode="json", exclude_none=True) for name, claim in spec.claims.items()

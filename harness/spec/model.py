@@ -143,6 +143,9 @@ class _SpecBase(_Model):
 def _spec_model(name: str, registration: algorithms.base.Registration) -> type[_SpecBase]:
     """The spec model of one registered algorithm: the shared sections, its
     name as the `algorithm:` tag, its hyperparameters and its default network."""
+    # An algorithm that measures its final parameters' strength takes a
+    # `strength:` section (not in the hash: it judges what training made).
+    strength = {} if registration.strength is None else {"strength": (registration.strength | None, None)}
     return create_model(
         f"{registration.config.__name__.removesuffix('Config')}Spec",
         __base__=_SpecBase,
@@ -150,6 +153,7 @@ def _spec_model(name: str, registration: algorithms.base.Registration) -> type[_
         algorithm=(Literal[name], ...),
         hyperparameters=(registration.config, registration.config()),
         network=(NetworkSpec, NetworkSpec(kind=registration.default_network)),
+        **strength,
     )
 
 

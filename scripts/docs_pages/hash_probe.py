@@ -46,7 +46,7 @@ def key_paths(data: Any, prefix: str = "") -> set[str]:
 class HashProbe:
     """The hashed keys of one algorithm's spec model."""
 
-    UNHASHED = (*S.RUNTIME_SECTIONS, S.CLAIMS_SECTION)
+    UNHASHED = (*S.RUNTIME_SECTIONS, S.CLAIMS_SECTION, S.STRENGTH_SECTION)
 
     def __init__(self, algorithm: str):
         self.algorithm = algorithm

@@ -153,8 +153,9 @@ def spec_reference() -> tuple[str, list[str]]:
         "`optimizer:`; `[]` is an item of a list and `<name>` a key of your choice.\n\n"
         "**In the hash**: whether the key is part of the spec hash, the sha256 of the resolved spec's "
         "canonical JSON (`harness.spec.canonical`). The sections "
-        f"{codes(HashProbe.UNHASHED)} say where and how a spec runs or what it "
-        "claims, not what it computes, and are left out. *unless at its default*: the key is left out "
+        f"{codes(HashProbe.UNHASHED)} say where and how a spec runs, what it "
+        "claims, or what is measured of the trained parameters afterwards, not what training computes, and are "
+        "left out. *unless at its default*: the key is left out "
         "of the canonical form at its default, so that specs published before it existed keep their hashes; "
         "*for kinds ...*: a network key is hashed only for the kinds that read it.\n\n"
     )

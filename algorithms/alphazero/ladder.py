@@ -1,0 +1,129 @@
+"""AlphaZero's strength on an anchored Elo ladder, where the game is too large
+to solve here: the final network, searching without noise, plays fixed
+anchors (`alphazero.anchors`) whose ratings a committed tournament among
+themselves fixed once (`harness ladder`), both colours, and is rated
+against them by maximum likelihood (Bradley-Terry on the Elo scale, a draw
+half a win), with the likelihood-ratio interval.
+
+Metrics, per seed:
+- `ladder_elo`: the rating, on the ladder's scale (the random player at 0);
+- `ladder_elo_low`, `ladder_elo_high`: its 95% interval, from the agent's
+  games alone (the anchors' ratings held at their committed values);
+- `ladder_score_<anchor>`: the agent's score against each anchor (wins and
+  half the draws, per game).
+
+A score of 0 or 1 against every anchor has no finite maximum-likelihood
+rating: half a game is moved off each all-or-nothing score, the usual
+correction, so the rating then says "beyond the ladder's top (bottom)".
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from algorithms import base
+from algorithms.alphazero.anchors import anchor_player
+from algorithms.alphazero.opponents import by_slices, play
+from algorithms.alphazero.search import Games
+from algorithms.base import Environment
+
+ELO_SPAN = 4000.0  # a rating is searched within this of the anchors' ratings
+CHI2_95 = 3.841458820694124  # the 95% quantile of chi-squared with one degree of freedom
+_LOG_BASE = jnp.log(10.0) / 400.0
+
+
+class Anchor(NamedTuple):
+    """An anchor and its committed rating."""
+
+    name: str
+    rating: float
+
+
+def log_likelihood(rating: jax.Array, scores: jax.Array, games: jax.Array, ratings: jax.Array) -> jax.Array:
+    """The log-likelihood of a rating given `scores` (wins + draws / 2) out of
+    `games` against opponents rated `ratings`."""
+    logit = (rating - ratings) * _LOG_BASE
+    return jnp.sum(scores * jax.nn.log_sigmoid(logit) + (games - scores) * jax.nn.log_sigmoid(-logit))
+
+
+def _bisect(increasing: Callable, low: jax.Array, high: jax.Array) -> jax.Array:
+    """Where `increasing` crosses 0 in [low, high], by bisection."""
+
+    def step(_, bounds):
+        low, high = bounds
+        mid = (low + high) / 2
+        up = increasing(mid) > 0
+        return jnp.where(up, low, mid), jnp.where(up, mid, high)
+
+    low, high = jax.lax.fori_loop(0, 64, step, (low, high))
+    return (low + high) / 2
+
+
+def rate(scores: jax.Array, games: jax.Array, ratings: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """A newcomer's maximum-likelihood rating against fixed opponents, and
+    its 95% likelihood-ratio interval: `(rating, low, high)`. All-or-nothing
+    scores move half a game inward."""
+    scores = jnp.clip(scores, 0.5, games - 0.5)
+    low = jnp.min(ratings) - ELO_SPAN
+    high = jnp.max(ratings) + ELO_SPAN
+
+    def surplus(r):  # the likelihood's slope, up to a positive factor, decreasing in r
+        return jnp.sum(games * jax.nn.sigmoid((r - ratings) * _LOG_BASE) - scores)
+
+    best = _bisect(surplus, low, high)
+    top = log_likelihood(best, scores, games, ratings)
+
+    def drop(r):  # how far below the top, less the interval's threshold
+        return 2 * (top - log_likelihood(r, scores, games, ratings)) - CHI2_95
+
+    below = _bisect(lambda r: -drop(r), low, best)
+    above = _bisect(drop, best, high)
+    return best, below, above
+
+
+def make_ladder(
+    env: Environment, search: Callable, anchors: tuple[Anchor, ...], games: int
+) -> Callable[[Any, jax.Array], base.Metrics]:
+    """`ladder(params, key) -> metrics`: `games` games against each anchor,
+    the agent's side alternating, in one batch of games."""
+    players = tuple(anchor_player(env, anchor.name) for anchor in anchors)
+    ratings = jnp.array([anchor.rating for anchor in anchors], jnp.float32)
+    num_games = games * len(anchors)
+
+    def agent(params, key, games_now: Games):
+        keys = jax.random.split(key, games_now.length.shape[0])
+        return search(params, keys, games_now, jnp.zeros(()), explore=False)[0]
+
+    def ladder(params, key: jax.Array) -> base.Metrics:
+        opponents = by_slices(players, (games,) * len(anchors))
+        totals = play(env, key, num_games, lambda k, g: agent(params, k, g), opponents).reshape(len(anchors), games)
+        scores = ((totals > 0) + 0.5 * (totals == 0)).sum(axis=1)
+        rating, low, high = rate(scores, jnp.full(len(anchors), float(games)), ratings)
+        metrics = {"ladder_elo": rating, "ladder_elo_low": low, "ladder_elo_high": high}
+        for anchor, score in zip(anchors, scores, strict=True):
+            metrics[f"ladder_score_{anchor.name}"] = score / games
+        return metrics
+
+    return ladder
+
+
+def round_robin(env: Environment, names: tuple[str, ...], games: int) -> Callable[[jax.Array], jax.Array]:
+    """`tournament(key) -> totals [pairs, games]`: every pair of anchors
+    `(i, j)`, i < j, in `itertools.combinations` order, plays `games` games,
+    anchor i first in the even ones and second in the odd ones; each game's
+    total is anchor i's (+1 a win, 0 a draw, -1 a loss). One batch of games."""
+    players = [anchor_player(env, name) for name in names]
+    pairs = list(itertools.combinations(range(len(names)), 2))
+    sizes = (games,) * len(pairs)
+    first = by_slices([players[i] for i, _ in pairs], sizes)
+    second = by_slices([players[j] for _, j in pairs], sizes)
+
+    def tournament(key: jax.Array) -> jax.Array:
+        return play(env, key, games * len(pairs), first, second).reshape(len(pairs), games)
+
+    return tournament

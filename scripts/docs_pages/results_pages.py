@@ -11,9 +11,10 @@ from typing import Any
 
 from docs_pages import ROOT
 from docs_pages.common import drawing, header, seconds, short, svg, table, thinned
+from docs_pages.strength import strength_section
 from harness import spec as S
 from harness.judge import claims as claims_judge
-from harness.judge import claims_table, machines, references
+from harness.judge import claims_table, ladder, machines, references
 from harness.judge import verdict as verdict_words
 from harness.record import schema
 from harness.sessions import errors_report
@@ -281,6 +282,9 @@ def spec_page(stem: str, refs: list[Reference]) -> str:
         + table(["Metric", *(device_label(r) for r in refs)], rows, ["l"] + ["r"] * len(refs))
         + "\n"
     )
+
+    env = first.env
+    out.append(strength_section(stem, refs[0].path, ladder.ladder_path(published_spec(stem), env["suite"], env["id"])))
 
     out.append("## Speed and machine\n\n")
     out.append(machine_table(refs))

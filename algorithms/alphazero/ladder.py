@@ -20,6 +20,7 @@ correction, so the rating then says "beyond the ladder's top (bottom)".
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -34,7 +35,7 @@ from algorithms.base import Environment
 
 ELO_SPAN = 4000.0  # a rating is searched within this of the anchors' ratings
 CHI2_95 = 3.841458820694124  # the 95% quantile of chi-squared with one degree of freedom
-_LOG_BASE = jnp.log(10.0) / 400.0
+_LOG_BASE = math.log(10.0) / 400.0
 
 
 class Anchor(NamedTuple):

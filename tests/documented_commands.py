@@ -109,6 +109,8 @@ NOT_RUN = {
     "--axis seeds": "AlphaZero at seven sizes of seeds, a compile each (README.md's envs ladder runs)",
     "--sizes 4,16,64,256,1024": "a second envs ladder of the spec README.md's scale runs, five compiles more",
     "--max-seconds 300": "README.md's ladder of the same spec runs; this one only bounds it",
+    "ladder": "plays the published ladder's tournament, 15 minutes here, and writes results/ladders/"
+    " (tests/test_ladder.py runs the command on a tiny spec's anchors)",
     "run ids": "names runs of a store that is not here",
     "drift": "needs a second environment with another JAX line (tests/test_drift.py runs the command,"
     " this Python on both sides)",

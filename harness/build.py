@@ -5,6 +5,7 @@ reported here as `SpecError`s, before anything is compiled or logged."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import optax
@@ -114,14 +115,16 @@ def _fit_problem(spec: Spec, registration, env) -> tuple[str, str] | None:
     return None
 
 
-def _strength(spec: Spec, env: Any, source: str, lines: dict[str, int] | None) -> dict[str, Any]:
+def _strength(spec: Spec, env: Any, source: str, lines: dict[str, int] | None) -> tuple[dict[str, Any], dict[str, str]]:
     """The factory's `strength` and `anchors` (their committed ratings, from
-    the env's ladder beside the spec's references), or a SpecError naming
-    the key: perfect play asked of a game not solved here, a ladder of a
-    game that is not two players', an anchor the ladder does not rate."""
+    the env's ladder beside the spec's references) and the run's
+    `strength.*` tags, or a SpecError naming the key: perfect play asked of
+    a game not solved here, a ladder of a game that is not two players', an
+    anchor the ladder does not rate."""
     stated = getattr(spec, "strength", None)
     if stated is None:
-        return {}
+        return {}, {}
+    tags = {"strength": json.dumps(stated.model_dump(mode="json"), separators=(",", ":"))}
     where = f"{spec.env.suite}/{spec.env.id}"
     if stated.perfect_play and (env.solution is None or env.positions is None):
         problem = (
@@ -134,11 +137,13 @@ def _strength(spec: Spec, env: Any, source: str, lines: dict[str, int] | None) -
         if env.num_players != 2:
             problem = f"an Elo ladder rates two-player games; {where} has {env.num_players} player(s)"
             raise SpecError(source, [("strength.anchors", problem)], lines)
+        path = ladder.ladder_path(source, spec.env.suite, spec.env.id)
         try:
-            anchors = ladder.anchors_of(ladder.ladder_path(source, spec.env.suite, spec.env.id), stated.anchors, where)
+            anchors = ladder.anchors_of(path, stated.anchors, where)
         except ladder.LadderError as error:
             raise SpecError(source, [("strength.anchors", str(error))], lines) from None
-    return {"strength": stated, "anchors": anchors}
+        tags.update({"strength.ladder": path.name, "strength.ladder_sha256": ladder.digest(path)})
+    return {"strength": stated, "anchors": anchors}, tags
 
 
 def build(
@@ -162,7 +167,7 @@ def build(
     problem = _fit_problem(spec, registration, env)
     if problem is not None:
         raise SpecError(source, [problem], lines)
-    strength = _strength(spec, env, source, lines)
+    strength, strength_tags = _strength(spec, env, source, lines)
     steps_per_iteration = env_steps_per_iteration(spec)
     num_iterations = spec.budget.env_steps // steps_per_iteration
     if num_iterations < 1:
@@ -231,6 +236,7 @@ def build(
         steps_per_iteration,
         layout if use_mesh else None,
         mesh,
+        strength_tags,
     )
 
 

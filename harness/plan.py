@@ -24,6 +24,9 @@ class Plan(NamedTuple):
     env_steps_per_iteration: int  # per seed
     layout: Layout | None = None  # the device mesh's shape; None: one device, plain jit
     mesh: Mesh | None = None
+    # What the spec's `strength:` asks, and the ladder its ratings came from
+    # (MLflow tags `strength.*`): not in the spec hash, so said beside it.
+    strength_tags: dict[str, str] = {}
 
     @property
     def env_steps(self) -> int:

@@ -7,11 +7,13 @@ a user runs it, bad input included."""
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 
 import jax
 import numpy as np
 import pytest
+from mlflow import MlflowClient
 from support import TINY_AZ, new_store, run_cli, write_spec
 
 from algorithms.alphazero.anchors import anchor_player
@@ -112,10 +114,17 @@ def test_a_run_is_rated_on_the_committed_ladder(tmp_path, strength_spec):
     assert "playouts_2 v" in out or "v playouts_2" in out
 
     results = tmp_path / "results.json"
-    args = ("--tracking-uri", new_store(tmp_path), "--no-progress", "--results-out", str(results))
-    code, out, err = run_cli("run", str(path), *args)
+    uri = new_store(tmp_path)
+    code, out, err = run_cli("run", str(path), "--tracking-uri", uri, "--no-progress", "--results-out", str(results))
     assert code == 0, err
-    finals = json.loads(results.read_text())["per_seed_final"]
+    record = json.loads(results.read_text())
+    client = MlflowClient(uri)
+    experiment = client.get_experiment_by_name(strength_spec["name"])
+    runs = client.search_runs([experiment.experiment_id])
+    digest = hashlib.sha256((tmp_path / "results" / "ladders" / "pgx-tic_tac_toe.json").read_bytes()).hexdigest()
+    assert len(runs) == 3 and all(run.data.tags["strength.ladder_sha256"] == digest for run in runs)
+    assert json.loads(runs[0].data.tags["strength"])["anchors"] == ["random", "greedy", "playouts_2"]
+    finals = record["per_seed_final"]
     for seed in ("0", "1"):
         final = finals[seed]
         assert final["ladder_elo_low"] <= final["ladder_elo"] <= final["ladder_elo_high"]

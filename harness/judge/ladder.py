@@ -11,6 +11,7 @@ file (`play_tournament`)."""
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import time
@@ -78,6 +79,11 @@ def load(path: Path) -> LadderRecord:
         raise LadderError(f"no committed ladder {path}: make it with `harness ladder SPEC`") from None
     except ValidationError as error:
         raise LadderError(f"{path} is not a ladder record: {error.errors()[0]['msg']}") from None
+
+
+def digest(path: Path) -> str:
+    """The sha256 of a ladder file: which committed ratings a run was rated against."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def anchors_of(path: Path, names: tuple[str, ...], env: str) -> tuple[Anchor, ...]:

@@ -42,8 +42,8 @@ class WallTime(_Model):
     checkpoint: float  # of the chunks' time, copying and saving checkpoints; and the last save's wait
     metric_writing: float  # after training, until every per-iteration metric was in MLflow
     total: float  # from the command's start to the record (the rest: building, logging the runs)
-    # After training: the algorithm's assessment of the trained policy, compile included (AlphaZero's
-    # games against a perfect player where the game is solved); 0 for the others.
+    # After training: the algorithm's assessment of the trained policy, compile included (what an
+    # AlphaZero spec's strength: asks: perfect play, an Elo ladder); 0 for the others.
     assessment: float = 0.0
 
     def line(self, cache: str | None = None) -> str:

@@ -39,6 +39,7 @@ def run_tags(plan: Plan, fingerprint: dict[str, str], versions: dict[str, str], 
         "harness.version": harness.__version__,
         **plan.env_info.as_tags(),
         **tracking.provenance_tags(fingerprint, versions, git),
+        **plan.strength_tags,
     }
 
 

@@ -72,4 +72,13 @@ def strength_section(stem: str, reference: Path, anchors_file: Path | None) -> s
             "per game) against each anchor.\n\n"
             + table(["record", "seed", "elo (own pool)", "ladder_elo [95%]", *names], rated)
         )
-    return "## Strength\n\n" + "\n".join(out) + "\n" if out else ""
+    if not out:
+        return ""
+    wall = records[0][1].speed.wall_time
+    if wall is not None and wall.assessment:
+        training = wall.first_chunk + wall.steady
+        out.append(
+            f"Its cost in the reference's run: {wall.assessment:.0f} s for all seeds, compile included, beside "
+            f"{training:.0f} s of training ({wall.assessment / training:.0%}).\n"
+        )
+    return "## Strength\n\n" + "\n".join(out) + "\n"

@@ -15,6 +15,7 @@ from harness.judge import claims_table, compare, compare_report, ladder, referen
 from harness.record import tracking
 from harness.run import cluster
 from harness.sessions import drift as drift_session
+from harness.sessions import ladder as ladder_session
 from harness.sessions import reproduce
 
 
@@ -136,7 +137,7 @@ def cmd_ladder(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else ladder.ladder_path(args.spec, loaded.env.suite, loaded.env.id)
     pairs = len(names) * (len(names) - 1) // 2
     err_console.print(f"{where}: {pairs} pairs of anchors x {args.games} games, in one program")
-    record = ladder.play_tournament(tuple(names), env, where, args.games, args.seed)
+    record = ladder_session.play_tournament(tuple(names), env, where, args.games, args.seed)
     ratings = [[f"{rated.rating:.0f}", f"{rated.standard_error:.0f}"] for rated in record.anchors.values()]
     print_table(fitting_table(f"{where}: Elo, random at 0", "anchor", list(names), ["rating", "std. error"], ratings))
     games = [[str(p.wins), str(p.draws), str(p.losses)] for p in record.pairs]

@@ -7,24 +7,20 @@ asks for the ladder is rated against those fixed numbers, so that two runs'
 ratings, on any device, are on one scale.
 
 A run reads the ratings here (`anchors_of`); `harness ladder` makes the
-file (`play_tournament`)."""
+file (harness.sessions.ladder)."""
 
 from __future__ import annotations
 
 import hashlib
 import itertools
 import json
-import time
 from pathlib import Path
-from typing import Any
 
-import jax
 import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from algorithms.alphazero.ladder import Anchor, round_robin
+from algorithms.alphazero.ladder import Anchor
 from harness.judge.references import results_folder
-from harness.run import provenance
 
 FORMAT = 1
 LADDERS = "ladders"
@@ -147,40 +143,6 @@ def _check_connected(names: list[str], score: np.ndarray) -> None:
                 f"{names[i]} never scored, directly or through others, against {names[j]}: no finite ratings;"
                 " add anchors between them or play more games"
             )
-
-
-def play_tournament(names: tuple[str, ...], env: Any, env_name: str, games: int, seed: int) -> LadderRecord:
-    """Every pair of anchors plays `games` games (half with each colour), in
-    one jitted program; their ratings fitted."""
-    if ZERO not in names:
-        raise LadderError(f"the ladder's zero, {ZERO}, is not among the anchors ({', '.join(names)})")
-    if len(names) < 2:
-        raise LadderError("a tournament needs at least two anchors")
-    start = time.perf_counter()
-    totals = np.asarray(jax.jit(round_robin(env, names, games))(jax.random.key(seed)))
-    seconds = time.perf_counter() - start
-    pairs = [
-        PairResult(
-            first=names[i],
-            second=names[j],
-            wins=int((row > 0).sum()),
-            draws=int((row == 0).sum()),
-            losses=int((row < 0).sum()),
-        )
-        for (i, j), row in zip(itertools.combinations(range(len(names)), 2), totals, strict=True)
-    ]
-    return LadderRecord(
-        format=FORMAT,
-        env=env_name,
-        anchors=fit(list(names), pairs),
-        games_per_pair=games,
-        seed=seed,
-        pairs=pairs,
-        seconds=round(seconds, 1),
-        git=provenance.git_state(),
-        versions=provenance.versions(),
-        fingerprint=provenance.fingerprint(),
-    )
 
 
 def write(record: LadderRecord, path: Path) -> None:

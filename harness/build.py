@@ -134,15 +134,15 @@ def _strength(spec: Spec, env: Any, source: str, lines: dict[str, int] | None) -
         raise SpecError(source, [("strength.perfect_play", problem)], lines)
     anchors: tuple[Any, ...] = ()
     if stated.anchors:
-        if env.num_players != 2:
-            problem = f"an Elo ladder rates two-player games; {where} has {env.num_players} player(s)"
+        problem = ladder.two_player_problem(env.num_players, where)
+        if problem is not None:
             raise SpecError(source, [("strength.anchors", problem)], lines)
         path = ladder.ladder_path(source, spec.env.suite, spec.env.id)
         try:
-            anchors = ladder.anchors_of(path, stated.anchors, where)
+            anchors, digest = ladder.anchors_of(path, stated.anchors, where)
         except ladder.LadderError as error:
             raise SpecError(source, [("strength.anchors", str(error))], lines) from None
-        tags.update({"strength.ladder": path.name, "strength.ladder_sha256": ladder.digest(path)})
+        tags.update({"strength.ladder": path.name, "strength.ladder_sha256": digest})
     return {"strength": stated, "anchors": anchors}, tags
 
 

@@ -24,6 +24,7 @@ from algorithms.alphazero.opponents import (
     pool_admit,
     pool_params_count,
     random_player,
+    searching_player,
 )
 from algorithms.alphazero.ranked import ranked_threshold
 from algorithms.alphazero.search import Games
@@ -40,16 +41,6 @@ def make_evaluate(
     single_player = env.num_players == 1
     n = config.evaluation.games  # per opponent
 
-    def searcher(params, threshold: jax.Array | None = None):
-        """Search without noise; single-player tasks rank the tree's
-        outcomes against the current ranked-reward threshold, as in self-play."""
-
-        def act(key, games: Games):
-            keys = jax.random.split(key, games.length.shape[0])
-            return search(params, keys, games, jnp.zeros(()) if threshold is None else threshold, explore=False)[0]
-
-        return act
-
     def pool_searcher(pool_params):
         """Each pool member plays its own `n` consecutive games."""
 
@@ -57,7 +48,7 @@ def make_evaluate(
             size = pool_params_count(pool_params)
             split = jax.tree.map(lambda x: x.reshape(size, n, *x.shape[1:]), games)
             keys = jax.random.split(key, size)
-            actions = jax.vmap(lambda params, k, g: searcher(params)(k, g))(pool_params, keys, split)
+            actions = jax.vmap(lambda params, k, g: searching_player(search, params)(k, g))(pool_params, keys, split)
             return actions.reshape(-1)
 
         return act
@@ -71,7 +62,7 @@ def make_evaluate(
         random, greedy = random_player(env), greedy_player(env)
         if single_player:
             threshold = ranked_threshold(state.ranked, config.ranked_reward.quantile, axis_name)
-            agent = searcher(state.params, threshold)
+            agent = searching_player(search, state.params, threshold)
             players = by_slices((agent, random, greedy), (n, n, n))
             per_game = play(env, play_key, 3 * n, players, None)
             totals = per_game.reshape(3, n).mean(axis=1)
@@ -89,7 +80,7 @@ def make_evaluate(
                 )
             return state._replace(key=key, evaluations=state.evaluations + 1), metrics
 
-        agent = searcher(state.params)
+        agent = searching_player(search, state.params)
         pool = state.pool
         size = pool.rating.shape[0]
         opponents = by_slices((random, greedy, pool_searcher(pool.params)), (n, n, size * n))

@@ -29,13 +29,13 @@ import jax.numpy as jnp
 
 from algorithms import base
 from algorithms.alphazero.anchors import anchor_player
-from algorithms.alphazero.opponents import by_slices, play
-from algorithms.alphazero.search import Games
+from algorithms.alphazero.opponents import bisect, by_slices, play, searching_player
 from algorithms.base import Environment
 
 ELO_SPAN = 4000.0  # a rating is searched within this of the anchors' ratings
 CHI2_95 = 3.841458820694124  # the 95% quantile of chi-squared with one degree of freedom
-_LOG_BASE = math.log(10.0) / 400.0
+LOGIT_PER_ELO = math.log(10.0) / 400.0  # the logistic's argument per Elo point
+BISECTIONS = 64
 
 
 class Anchor(NamedTuple):
@@ -48,21 +48,8 @@ class Anchor(NamedTuple):
 def log_likelihood(rating: jax.Array, scores: jax.Array, games: jax.Array, ratings: jax.Array) -> jax.Array:
     """The log-likelihood of a rating given `scores` (wins + draws / 2) out of
     `games` against opponents rated `ratings`."""
-    logit = (rating - ratings) * _LOG_BASE
+    logit = (rating - ratings) * LOGIT_PER_ELO
     return jnp.sum(scores * jax.nn.log_sigmoid(logit) + (games - scores) * jax.nn.log_sigmoid(-logit))
-
-
-def _bisect(increasing: Callable, low: jax.Array, high: jax.Array) -> jax.Array:
-    """Where `increasing` crosses 0 in [low, high], by bisection."""
-
-    def step(_, bounds):
-        low, high = bounds
-        mid = (low + high) / 2
-        up = increasing(mid) > 0
-        return jnp.where(up, low, mid), jnp.where(up, mid, high)
-
-    low, high = jax.lax.fori_loop(0, 64, step, (low, high))
-    return (low + high) / 2
 
 
 def rate(scores: jax.Array, games: jax.Array, ratings: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
@@ -74,16 +61,16 @@ def rate(scores: jax.Array, games: jax.Array, ratings: jax.Array) -> tuple[jax.A
     high = jnp.max(ratings) + ELO_SPAN
 
     def surplus(r):  # the likelihood's slope, up to a positive factor, decreasing in r
-        return jnp.sum(games * jax.nn.sigmoid((r - ratings) * _LOG_BASE) - scores)
+        return jnp.sum(games * jax.nn.sigmoid((r - ratings) * LOGIT_PER_ELO) - scores)
 
-    best = _bisect(surplus, low, high)
+    best = bisect(surplus, low, high, BISECTIONS)
     top = log_likelihood(best, scores, games, ratings)
 
     def drop(r):  # how far below the top, less the interval's threshold
         return 2 * (top - log_likelihood(r, scores, games, ratings)) - CHI2_95
 
-    below = _bisect(lambda r: -drop(r), low, best)
-    above = _bisect(drop, best, high)
+    below = bisect(lambda r: -drop(r), low, best, BISECTIONS)
+    above = bisect(drop, best, high, BISECTIONS)
     return best, below, above
 
 
@@ -96,13 +83,9 @@ def make_ladder(
     ratings = jnp.array([anchor.rating for anchor in anchors], jnp.float32)
     num_games = games * len(anchors)
 
-    def agent(params, key, games_now: Games):
-        keys = jax.random.split(key, games_now.length.shape[0])
-        return search(params, keys, games_now, jnp.zeros(()), explore=False)[0]
-
     def ladder(params, key: jax.Array) -> base.Metrics:
         opponents = by_slices(players, (games,) * len(anchors))
-        totals = play(env, key, num_games, lambda k, g: agent(params, k, g), opponents).reshape(len(anchors), games)
+        totals = play(env, key, num_games, searching_player(search, params), opponents).reshape(len(anchors), games)
         scores = ((totals > 0) + 0.5 * (totals == 0)).sum(axis=1)
         rating, low, high = rate(scores, jnp.full(len(anchors), float(games)), ratings)
         metrics = {"ladder_elo": rating, "ladder_elo_low": low, "ladder_elo_high": high}

@@ -4,6 +4,7 @@ approximate Elo ratings against a pool of earlier parameters."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
@@ -14,6 +15,19 @@ from algorithms.alphazero.search import Games
 from algorithms.base import Environment, random_legal_action
 
 ELO_RANGE = 100_000.0  # ratings are searched in [-ELO_RANGE, ELO_RANGE]
+
+
+def searching_player(search: Callable, params: Any, threshold: jax.Array | None = None):
+    """The network `params` searching without noise (`search`:
+    `alphazero.search.make_search`), each game under its own key, as a
+    player; single-player tasks rank the tree's outcomes against
+    `threshold`, as in self-play."""
+
+    def act(key, games: Games):
+        keys = jax.random.split(key, games.length.shape[0])
+        return search(params, keys, games, jnp.zeros(()) if threshold is None else threshold, explore=False)[0]
+
+    return act
 
 
 def random_player(env: Environment):
@@ -132,19 +146,29 @@ def elo_expected(difference: jax.Array) -> jax.Array:
     return 1.0 / (1.0 + 10.0 ** (-difference / 400.0))
 
 
+def bisect(increasing: Callable, low: jax.Array, high: jax.Array, steps: int) -> jax.Array:
+    """Where `increasing` crosses 0 in [low, high], after `steps` halvings."""
+
+    def halve(_, bounds):
+        low, high = bounds
+        mid = (low + high) / 2
+        up = increasing(mid) > 0
+        return jnp.where(up, low, mid), jnp.where(up, mid, high)
+
+    low, high = jax.lax.fori_loop(0, steps, halve, (low, high))
+    return (low + high) / 2
+
+
 def elo_rating(scores: jax.Array, ratings: jax.Array, valid: jax.Array) -> jax.Array:
     """The rating R at which the expected score against the valid opponents
     (ratings R_j) equals the score achieved: the maximum-likelihood Elo of a
     newcomer against a fixed pool, found by bisection. 0 with no opponents."""
 
-    def bisect(_, bounds):
-        low, high = bounds
-        mid = (low + high) / 2
-        surplus = jnp.sum(jnp.where(valid, elo_expected(mid - ratings) - scores, 0.0))
-        return jnp.where(surplus > 0, low, mid), jnp.where(surplus > 0, mid, high)
+    def surplus(r):
+        return jnp.sum(jnp.where(valid, elo_expected(r - ratings) - scores, 0.0))
 
-    low, high = jax.lax.fori_loop(0, 60, bisect, (jnp.float32(-ELO_RANGE), jnp.float32(ELO_RANGE)))
-    return jnp.where(valid.any(), (low + high) / 2, 0.0)
+    rating = bisect(surplus, jnp.float32(-ELO_RANGE), jnp.float32(ELO_RANGE), 60)
+    return jnp.where(valid.any(), rating, 0.0)
 
 
 class Pool(NamedTuple):

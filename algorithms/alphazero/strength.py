@@ -21,7 +21,6 @@ of the best value, so that its games differ. Metrics:
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -29,7 +28,7 @@ import jax
 import jax.numpy as jnp
 
 from algorithms import base
-from algorithms.alphazero.opponents import games_of_play, play
+from algorithms.alphazero.opponents import games_of_play, play, searching_player
 from algorithms.alphazero.search import Games
 from algorithms.base import Environment
 
@@ -56,11 +55,8 @@ def make_strength(env: Environment, search: Callable, num_games: int) -> Callabl
     perfect player (the agent's side alternating), and the agent's move at
     each of the env's positions."""
 
-    def agent(params, key, games: Games):
-        keys = jax.random.split(key, games.length.shape[0])
-        return search(params, keys, games, jnp.zeros(()), explore=False)[0]
-
     def strength(params, key: jax.Array) -> base.Metrics:
+        agent = searching_player(search, params)
         games_key, positions_key = jax.random.split(key)
         start, _ = games_of_play(env, games_key, num_games)  # the games `play` starts from
         first = start.timestep.current_player == jnp.arange(num_games) % env.num_players
@@ -68,13 +64,11 @@ def make_strength(env: Environment, search: Callable, num_games: int) -> Callabl
         def keeps_value(games: Games, actions: jax.Array) -> jax.Array:
             return jax.vmap(lambda state, action: kept(env, state, action))(games.env_state, actions)
 
-        total, moves, keeps = play(
-            env, games_key, num_games, functools.partial(agent, params), perfect_player(env), keeps_value
-        )
+        total, moves, keeps = play(env, games_key, num_games, agent, perfect_player(env), keeps_value)
         states, timesteps = env.positions()
         count = timesteps.current_player.shape[0]
         at = Games(states, timesteps, jnp.zeros(count, jnp.float32), jnp.zeros(count, jnp.int32))
-        actions = agent(params, positions_key, at)
+        actions = agent(positions_key, at)
         positions_kept = keeps_value(at, actions).mean()
 
         def share(mask, of):

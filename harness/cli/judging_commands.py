@@ -132,8 +132,9 @@ def cmd_ladder(args: argparse.Namespace) -> int:
         raise OptionError(f"--games {args.games}: an even number of games, at least 2 (half with each colour)")
     env = envs.make(loaded.env.suite, loaded.env.id, loaded.env.kwargs, loaded.env.wrappers)[0]
     where = f"{loaded.env.suite}/{loaded.env.id}"
-    if env.num_players != 2:
-        raise spec.SpecError(args.spec, [("strength.anchors", f"an Elo ladder rates two-player games, not {where}")])
+    problem = ladder.two_player_problem(env.num_players, where)
+    if problem is not None:
+        raise spec.SpecError(args.spec, [("strength.anchors", problem)])
     out = Path(args.out) if args.out else ladder.ladder_path(args.spec, loaded.env.suite, loaded.env.id)
     pairs = len(names) * (len(names) - 1) // 2
     err_console.print(f"{where}: {pairs} pairs of anchors x {args.games} games, in one program")

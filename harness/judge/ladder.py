@@ -19,13 +19,12 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from algorithms.alphazero.ladder import Anchor
+from algorithms.alphazero.ladder import LOGIT_PER_ELO, Anchor
 from harness.judge.references import results_folder
 
 FORMAT = 1
 LADDERS = "ladders"
 ZERO = "random"  # the anchor rated 0 by definition
-ELO = 400.0 / np.log(10.0)  # Elo points per unit of the logistic's argument
 
 
 class LadderError(Exception):
@@ -68,23 +67,33 @@ def ladder_path(spec_path: str | Path, suite: str, env_id: str) -> Path:
     return results_folder(spec_path) / LADDERS / f"{suite}-{env_id}.json"
 
 
-def load(path: Path) -> LadderRecord:
+def _read(path: Path) -> tuple[LadderRecord, str]:
+    """The ladder at `path` and its sha256 (which committed ratings a run
+    was rated against), from one read of the file."""
     try:
-        return LadderRecord.model_validate_json(path.read_text())
+        data = path.read_bytes()
+        return LadderRecord.model_validate_json(data), hashlib.sha256(data).hexdigest()
     except FileNotFoundError:
         raise LadderError(f"no committed ladder {path}: make it with `harness ladder SPEC`") from None
     except ValidationError as error:
         raise LadderError(f"{path} is not a ladder record: {error.errors()[0]['msg']}") from None
 
 
-def digest(path: Path) -> str:
-    """The sha256 of a ladder file: which committed ratings a run was rated against."""
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+def load(path: Path) -> LadderRecord:
+    return _read(path)[0]
 
 
-def anchors_of(path: Path, names: tuple[str, ...], env: str) -> tuple[Anchor, ...]:
-    """`names` with their ratings in the ladder at `path`, or LadderError."""
-    record = load(path)
+def two_player_problem(num_players: int, where: str) -> str | None:
+    """Why an env cannot have an Elo ladder, or None."""
+    if num_players != 2:
+        return f"an Elo ladder rates two-player games; {where} has {num_players} player(s)"
+    return None
+
+
+def anchors_of(path: Path, names: tuple[str, ...], env: str) -> tuple[tuple[Anchor, ...], str]:
+    """`names` with their ratings in the ladder at `path`, and the file's
+    sha256; or LadderError."""
+    record, digest = _read(path)
     if record.env != env:
         raise LadderError(f"{path} rates anchors of {record.env}, not {env}")
     missing = [name for name in names if name not in record.anchors]
@@ -93,7 +102,7 @@ def anchors_of(path: Path, names: tuple[str, ...], env: str) -> tuple[Anchor, ..
             f"{', '.join(missing)} has no rating in {path} (it rates {', '.join(record.anchors)});"
             " add it to strength.anchors and play the tournament again (`harness ladder SPEC`)"
         )
-    return tuple(Anchor(name, record.anchors[name].rating) for name in names)
+    return tuple(Anchor(name, record.anchors[name].rating) for name in names), digest
 
 
 def fit(names: list[str], pairs: list[PairResult]) -> dict[str, RatedAnchor]:
@@ -124,7 +133,7 @@ def fit(names: list[str], pairs: list[PairResult]) -> dict[str, RatedAnchor]:
     errors = np.zeros(k)
     errors[free] = np.sqrt(np.diag(covariance))
     return {
-        name: RatedAnchor(rating=float(x[i] * ELO), standard_error=float(errors[i] * ELO))
+        name: RatedAnchor(rating=float(x[i] / LOGIT_PER_ELO), standard_error=float(errors[i] / LOGIT_PER_ELO))
         for i, name in enumerate(names)
     }
 

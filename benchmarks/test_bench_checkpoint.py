@@ -55,7 +55,7 @@ def _state_bytes(state) -> int:
 @pytest.mark.parametrize("name", list(CASES))
 def test_checkpoint_cost(entry, tmp_path, name):
     plan = _plan(name)
-    algorithm = plan.algorithm._replace(evaluate=None)
+    algorithm = plan.algorithm.training_only()
     state, _ = runner.init_state(algorithm, plan.spec.seeds)
     blocking, total = [], []
     with (
@@ -96,7 +96,7 @@ def test_checkpoint_cost(entry, tmp_path, name):
 @pytest.mark.parametrize("name", list(CASES))
 def test_checkpoint_overhead(entry, tmp_path, name):
     plan = _plan(name)
-    algorithm = plan.algorithm._replace(evaluate=None)
+    algorithm = plan.algorithm.training_only()
     seeds, chunk = plan.spec.seeds, plan.spec.logging.interval
     rounds = CASES[name][4]
     without, with_checkpoints, blocking = [], [], []

@@ -160,7 +160,10 @@ def measure_spec(
     needs at least two chunks (`logging.interval` iterations each) and
     should have several. With `evaluate=False` the algorithm's evaluation
     (AlphaZero's games against fixed opponents) is left out, so the rates are
-    those of training alone. With `profile_dir`, the runner traces its
+    those of training alone. The assessment after the last chunk (a spec's
+    `strength:` games) is always left out: it measures what training made,
+    not how fast, and its games would enter the entry's time unmeasured.
+    With `profile_dir`, the runner traces its
     second chunk there (`harness run --profile`); that chunk is left out of
     the repeats when others remain, since tracing slows it.
 
@@ -170,7 +173,7 @@ def measure_spec(
     from harness.run import runner
     from harness.sessions import results
 
-    algorithm = plan.algorithm if evaluate else plan.algorithm._replace(evaluate=None)
+    algorithm = plan.algorithm._replace(assess=None) if evaluate else plan.algorithm.training_only()
     seeds = plan.spec.seeds
     lengths = chunk_lengths(plan.num_iterations, plan.spec.logging.interval)
     if len(lengths) < 2:

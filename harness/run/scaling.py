@@ -138,8 +138,9 @@ def _program_bytes(programs: Programs) -> int | None:
 
 def measure(plan: Any, chunk_iterations: int, timed_chunks: int, ceiling_gflops: float | None) -> SizePoint:
     """Train `plan` for a warm-up chunk and `timed_chunks` chunks of
-    `chunk_iterations` iterations each (evaluation left out) and measure."""
-    algorithm = plan.algorithm._replace(evaluate=None)
+    `chunk_iterations` iterations each (evaluation and assessment left out)
+    and measure."""
+    algorithm = plan.algorithm.training_only()
     seeds = plan.spec.seeds
     programs = Programs()
     run = runner.run(

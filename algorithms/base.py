@@ -114,7 +114,7 @@ class Algorithm(NamedTuple):
     # kernel is vmapped over seeds becomes a grouped convolution).
     map_seeds: bool = False
 
-    def training_only(self) -> "Algorithm":
+    def training_only(self) -> Algorithm:
         """The pipeline without its evaluation and its assessment: what a
         throughput measurement times, and nothing after it (an assessment
         run after the last chunk would enter the bench's time unmeasured)."""

@@ -20,12 +20,15 @@ games x 64 moves per iteration, 32 Gumbel simulations, ResNet 2 x 32, 4
 updates of 4,096), in frames (moves) per second over self-play and training.
 
 Both are compiled ahead, then timed alternately in one process, the order
-switching every round so that machine noise hits both alike: one timed call
+switching every round so that machine noise hits both alike, round after
+round until the speed test (harness.judge.speed: is the project slower than
+the peer by 10%, or not?) decides or its cap: one timed call
 is a few training iterations of every seed (the peer: its whole jitted
 `train` with that many updates, PureJaxRL's vmapped over the seeds as its
 README does, xland-minigrid's `pmap`ped over the one device; the project:
 one runner chunk of that many iterations). The headline rate is the
-project's; the note gives the ratio of the medians and the peer's rate.
+project's; the note gives the ratio (the median round's, its interval), the
+verdict and the peer's rate.
 """
 
 from __future__ import annotations
@@ -43,10 +46,10 @@ from benchmarks.machinery import measure, peer_runs, peers
 from benchmarks.machinery.paths import BENCH_SPECS, PUBLISHED_SPECS
 from harness import build
 from harness import spec as spec_module
+from harness.judge import speed
 from harness.run import runner
 from harness.run.ceiling import spread
 
-ROUNDS = 5
 # name -> (published spec, PureJaxRL's file and configuration, iterations
 # per timed call: 64 x 512 = 32,768 env steps per seed on CartPole, 8 x
 # 8,192 = 65,536 on MinAtar, 16 x 2,560 = 40,960 on Brax)
@@ -158,12 +161,21 @@ def _side_by_side(
         deadline = max(60.0, HUNG_FACTOR * _within(WARM_UP_DEADLINE, what, fn))
         sides.append((fn, rates, what, deadline))
 
-    def one_round():
-        for fn, rates, what, deadline in sides if len(our_rates) % 2 else reversed(sides):
+    def one_round(index: int) -> tuple[float, float]:
+        # The peer is the baseline: it goes first in even rounds (speed.first).
+        for fn, rates, what, deadline in reversed(sides) if speed.first(index) == "baseline" else sides:
             rates.append(steps / _within(deadline, what, fn))  # the same on both sides: peers.same_work
+        return peer_rates[-1], our_rates[-1]
+
+    test = entry.bench.speed_test()
+    out = {}
+
+    def rounds():
+        out["verdict"], _ = speed.run_rounds(one_round, test, rates=True)
 
     with measure.HostPeak() as memory:
-        entry.benchmark.pedantic(one_round, rounds=ROUNDS, iterations=1, warmup_rounds=0)
+        entry.benchmark.pedantic(rounds, rounds=1, iterations=1, warmup_rounds=0)
+    verdict = out["verdict"]
     ratio = statistics.median(our_rates) / statistics.median(peer_rates)
     entry.record(
         measure.Result(
@@ -176,12 +188,13 @@ def _side_by_side(
             compile_seconds=our_compile,
             peak_host_bytes=memory.bytes,
             peak_host_since_start=memory.since_start,
-            note=f"{ratio:.2f}x {peer_name} ({statistics.median(peer_rates):,.0f} steps/s)",
+            note=f"{verdict.label()} against {peer_name} ({statistics.median(peer_rates):,.0f} steps/s)",
             extra={
                 "peer_rates": peer_rates,
                 "our_rates": our_rates,
                 "ratio": ratio,
                 "peer_compile_seconds": peer_compile,
+                "speed": verdict.as_dict(),
             },
         )
     )

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.machinery import filling, measure
+from benchmarks.machinery import chunk_rounds, filling, measure
 from benchmarks.machinery.paths import BENCH_SPECS, PUBLISHED_SPECS
 from harness.run.ceiling import spread
 
@@ -26,6 +26,9 @@ def test_filled(entry, bench, stem):
 
     fill = bench.fill(stem)
     plan = filling.plan_at(PUBLISHED_SPECS / f"{stem}.yaml", fill.size)
+    if bench.lockstep is not None:  # against a baseline: rounds of its chunk program at that size
+        entry.record(chunk_rounds.measure_chunks(entry, plan, _chunk(plan, fill), {"num_envs": fill.size}))
+        return
     point = fill.point
     ceiling = bench.ceiling.matmul_gflops[0] if bench.ceiling else None
     memory = measure.HostPeak()

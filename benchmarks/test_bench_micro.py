@@ -52,7 +52,8 @@ MIN_ROUNDS = 3
 def timed_rounds(entry, call, rounds: int) -> list[float]:
     """pytest-benchmark's rounds of `call` (after one untimed call): `rounds`,
     or fewer where the calls are long (TIMED_SECONDS); each call ends with
-    `block_until_ready`."""
+    `block_until_ready`. Against a baseline (`--baseline`), the rounds its
+    speed test asks for."""
 
     def waited():
         jax.block_until_ready(call())
@@ -61,8 +62,7 @@ def timed_rounds(entry, call, rounds: int) -> list[float]:
     waited()
     first = time.perf_counter() - start
     rounds = max(MIN_ROUNDS, min(rounds, int(TIMED_SECONDS / max(first, 1e-9))))
-    entry.benchmark.pedantic(waited, rounds=rounds, iterations=1, warmup_rounds=0)
-    return list(entry.benchmark.stats.stats.data)
+    return entry.timed_calls(waited, rounds)
 
 
 # ------------------------------------------------------------------- envs

@@ -19,7 +19,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 from support import TINY_SPEC, background_result, device_env, run_cli, start_harness, write_spec
 
-from harness.judge import compare, drift
+from harness.judge import compare, drift, speed
 from harness.record import schema, store, tracking
 
 # The newer side's flag: XLA's default backend optimisation, where the suite
@@ -133,6 +133,32 @@ def test_the_speed_ratio_is_the_medians_and_its_spread_the_rounds(tiny_record):
     row = drift.compare("tiny", older, newer)
     assert row.speed_ratio == pytest.approx(150.0 / 100.0)
     assert row.speed_spread == pytest.approx((0.9, 1.5))
+
+
+def test_each_figure_is_judged_by_the_speed_test_on_the_rounds_pairs(tiny_record):
+    """Twelve rounds: the newer side 30% slower in steps/s, its compile as
+    fast, its memory the same: SLOWER, not slower, not larger; SLOWER fails
+    the drift."""
+
+    def at(sps: float, compile_seconds: float):
+        record = tiny_record.model_copy(deep=True)
+        record.speed.sps, record.speed.compile_seconds = sps, compile_seconds
+        return record
+
+    noise = [1.0, 1.02, 0.97, 1.01, 0.99, 1.03, 0.98, 1.0, 1.01, 0.99, 1.02, 0.98]
+    older = drift.Side("a", [at(100.0 * n, 2.0 * n) for n in noise])
+    newer = drift.Side("b", [at(70.0 * n, 2.0 * n * 0.99) for n in noise])
+    test = speed.SpeedTest(alpha=speed.alpha_each(3))
+    row = drift.compare("tiny", older, newer, test)
+    assert row.tests["speed"]["outcome"] == speed.SLOWER and row.tests["speed"]["ratio"] == pytest.approx(0.7)
+    assert row.tests["compile"]["outcome"] == speed.NOT_SLOWER
+    if "memory" in row.tests:
+        assert row.tests["memory"]["outcome"] == speed.NOT_SLOWER
+    document = drift.to_dict("a", "b", [row], {"rounds": 12, "budget": "each spec's own budget"})
+    assert "tiny" in drift.failed(document) and drift.slower(document["specs"][0]) == ["speed"]
+    assert "0.70x [0.70-0.70] SLOWER" in drift.to_markdown(document)
+    assert drift.decided(older.records, newer.records, test)
+    assert not drift.decided(older.records[:2], newer.records[:2], test)
 
 
 def test_bits_and_verdicts_compare_the_sides(tiny_record):

@@ -23,10 +23,13 @@ def bench(request: pytest.FixtureRequest) -> BenchSession:
 
 @pytest.fixture(scope="session", autouse=True)
 def device_ceiling(bench: BenchSession):
-    """The device's matmul GFLOP/s and bandwidth, measured once per session."""
+    """The device's matmul GFLOP/s and bandwidth, measured once per session
+    (not by a baseline's bench in lockstep: it would run beside the
+    candidate's first entry)."""
     from harness.run.ceiling import measure_ceiling
 
-    bench.ceiling = measure_ceiling(bench.device)
+    if not bench.following:
+        bench.ceiling = measure_ceiling(bench.device)
     return bench.ceiling
 
 
@@ -38,7 +41,26 @@ class Entry(NamedTuple):
     def record(self, result) -> None:
         self.bench.record(self.benchmark, result)
 
+    def timed_calls(self, call, rounds: int) -> list[float]:
+        """The seconds of `rounds` timed calls of `call` (which waits for the
+        device), as pytest-benchmark's rounds; against a baseline
+        (`--baseline`), of the rounds in lockstep with it that its speed test
+        asks for (benchmarks.machinery.lockstep)."""
+        if self.bench.lockstep is None:
+            self.benchmark.pedantic(call, rounds=rounds, iterations=1, warmup_rounds=0)
+            return list(self.benchmark.stats.stats.data)
+        out: dict = {}
+
+        def lockstep() -> None:
+            out["seconds"] = self.bench.lockstep_rounds(self.name, call, rounds)
+
+        self.benchmark.pedantic(lockstep, rounds=1, iterations=1, warmup_rounds=0)
+        return out["seconds"]
+
 
 @pytest.fixture
 def entry(request: pytest.FixtureRequest, bench: BenchSession, benchmark) -> Entry:
-    return Entry(entry_name(request.node), bench, benchmark)
+    name = entry_name(request.node)
+    if bench.following and not bench.lockstep.arrive(name):
+        pytest.skip("not compared with the candidate's bench")
+    return Entry(name, bench, benchmark)

@@ -10,6 +10,7 @@ from typing import Any
 
 from benchmarks.machinery.history import Change
 from benchmarks.machinery.measure import ENV_STEPS, Result
+from harness.judge import speed
 from harness.record import store, tracking
 from harness.run.ceiling import Ceiling
 
@@ -51,6 +52,10 @@ def entry_metrics(result: Result, change: Change, ceiling: Ceiling | None) -> di
         values["bandwidth_fraction_upper"] = result.gbytes_per_second / ceiling.bandwidth_gbs[0]
     if result.final_metric:
         values[f"final_{result.final_metric}"] = result.final_value
+    if test := result.extra.get("speed"):  # the candidate's speed over the baseline's (or the peer's)
+        values.update(
+            speed_ratio=test["ratio"], speed_ratio_low=test["interval"][0], speed_ratio_high=test["interval"][1]
+        )
     return {k: float(v) for k, v in values.items() if v is not None}
 
 
@@ -82,7 +87,7 @@ def log_to_mlflow(
     try:
         session_metrics = {
             "entries": len(results),
-            "regressions": sum(c.regression for c in changes.values()),
+            "slower": sum(r.extra.get("speed", {}).get("outcome") == speed.SLOWER for r in results),
             "wall_seconds": info.get("wall_seconds"),
         }
         if ceiling:
@@ -108,7 +113,7 @@ def log_to_mlflow(
                     "bench.unit": r.unit,
                     "bench.config_hash": r.config_hash,
                     "bench.change": change.label(),
-                    "bench.regression": str(change.regression).lower(),
+                    **speed_tags(r),
                 },
             ).info.run_id
             open_runs.append(run_id)
@@ -135,6 +140,28 @@ def log_to_mlflow(
             client.log_batch(run_id, tags=[RunTag("error", "the bench run's logging failed")])
             client.set_terminated(run_id, "FAILED")
     return session_id
+
+
+def speed_tags(result: Any) -> dict[str, str]:
+    """An entry's speed test as tags: `bench.verdict` (fail, pass or
+    inconclusive: harness.judge.verdict's words), what it was against, its
+    ratio and interval, and `bench.baseline` (the baseline's commit)."""
+    test = result.extra.get("speed")
+    baseline = result.extra.get("baseline", {})
+    tags = {"bench.baseline": str(baseline["rev"])} if baseline.get("rev") else {}
+    if baseline.get("missing"):
+        tags["bench.baseline_missing"] = baseline["missing"][:500]
+    if test is None:
+        return tags
+    return {
+        **tags,
+        "bench.verdict": test["verdict"],
+        "bench.speed": test["outcome"],
+        "bench.against": "baseline" if baseline else "peer",
+        "bench.ratio": f"{test['ratio']:.4f} [{test['interval'][0]:.4f}, {test['interval'][1]:.4f}]",
+        "bench.rounds": str(test["rounds"]),
+        "bench.slower_by": str(test["slower_by"]),
+    }
 
 
 def document_millis(info: dict[str, Any]) -> int:

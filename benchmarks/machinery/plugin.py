@@ -15,14 +15,23 @@ Options (after `nox -s bench --`):
   --tracking-uri URI    MLflow store (default: MLFLOW_TRACKING_URI, else
                         sqlite:///<bench dir>/mlflow.db)
   --bench-dir DIR       where results go (default: .bench/ in the repository)
-  --fail-on-regression  exit 1 when an entry is more than 10% slower than
-                        its last run on this device
+  --baseline-python PY, --baseline-dir DIR, --baseline-rev REV
+                        compare with REV's bench in lockstep (what
+                        `nox -s bench -- --baseline REV` prepares: REV's
+                        worktree in DIR/tree, its environment's PY):
+                        every entry's rounds interleaved with REV's until
+                        the speed test decides (harness.judge.speed)
+  --fail-on-regression  exit 1 when the speed test finds an entry SLOWER
+                        than the baseline (with --baseline only)
   --against PEER        a peer (purejaxrl, xland-minigrid or pgx, as cloned
                         into .peers/ by `nox -s peers`; `all`: every one of
                         them; or the PATH of a checkout): also run its side-by-side entries
                         (`against_*`), its training and the project's at the
                         same configuration, alternately in one process;
                         repeatable
+  --slower-by X         the slowdown every speed test asks about, as a
+                        share (default 0.1): is the candidate slower, or
+                        not slower by X? (harness.judge.speed)
   --fill-seconds S      the time all probes for the size that fills the
                         device share (`filled[...]` entries of workloads with
                         no record for this machine in results/scale/, or
@@ -55,6 +64,7 @@ import pytest
 from benchmarks.machinery import peer_checkouts, selection
 from benchmarks.machinery.fixtures import bench, device_ceiling, entry, entry_name
 from benchmarks.machinery.session import KEY, BenchSession
+from harness.judge import speed
 
 __all__ = [
     "bench",
@@ -67,6 +77,7 @@ __all__ = [
     "pytest_configure",
     "pytest_generate_tests",
     "pytest_report_header",
+    "pytest_runtest_makereport",
     "pytest_sessionfinish",
     "pytest_terminal_summary",
 ]
@@ -81,6 +92,17 @@ def _positive_seconds(text: str) -> float:
     if not seconds > 0 or seconds == float("inf"):
         raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, not {text}")
     return seconds
+
+
+def _share(text: str) -> float:
+    """--slower-by: a share above 0 (0.1 is 10%)."""
+    try:
+        share = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number (a share: 0.1 is 10%)") from None
+    if not 0 < share < 10:
+        raise argparse.ArgumentTypeError(f"must be a share above 0 (0.1 is 10%), not {text}")
+    return share
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -98,8 +120,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--tracking-uri", default=None, help="MLflow tracking URI (default: sqlite in the bench dir)")
     group.addoption("--bench-dir", default=None, help="where results go (default: .bench/ in the repository)")
     group.addoption(
-        "--fail-on-regression", action="store_true", help="exit 1 when an entry is >10%% slower than its last run"
+        "--fail-on-regression",
+        action="store_true",
+        help="exit 1 when the speed test finds an entry SLOWER than the baseline (--baseline)",
     )
+    group.addoption("--baseline-python", default=None, metavar="PY", help="the baseline's Python (lockstep)")
+    group.addoption("--baseline-dir", default=None, metavar="DIR", help="the baseline's folder: DIR/tree, its worktree")
+    group.addoption("--baseline-rev", default=None, metavar="REV", help="the baseline's commit")
+    group.addoption("--lockstep-follower", default=None, metavar="R,W", help=argparse.SUPPRESS)
     group.addoption(
         "--against",
         action="append",
@@ -107,6 +135,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="PEER",
         help=f"{', '.join(peer_checkouts.CHECKOUTS)} (cloned by `nox -s peers`), all, or a checkout's PATH: "
         "run its side-by-side entries too; repeatable",
+    )
+    group.addoption(
+        "--slower-by",
+        type=_share,
+        default=speed.SLOWER_BY,
+        metavar="X",
+        help="the slowdown the speed tests are asked about, as a share (default 0.1: 10%%)",
     )
     group.addoption(
         "--fill-seconds",
@@ -165,6 +200,15 @@ def pytest_configure(config: pytest.Config) -> None:
     except tracking.TrackingError as error:
         raise pytest.UsageError(str(error)) from None
     config.stash[KEY] = BenchSession(config, device, mode, entries, uri, bench_dir)
+    if value := config.getoption("lockstep_follower"):
+        from benchmarks.machinery import baseline
+
+        config.stash[KEY].lockstep = baseline.follower(value)
+    elif config.getoption("fail_on_regression") and not config.getoption("baseline_python"):
+        raise pytest.UsageError(
+            "--fail-on-regression judges against a baseline: add --baseline REV (a stored run cannot be"
+            " interleaved with this one, so the last run gives a ratio, never a verdict)"
+        )
     if values := config.getoption("against"):
         from benchmarks.machinery import peers
 
@@ -209,6 +253,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return not any(item.get_closest_marker(m) for m in left_out)
 
     kept = [item for item in items if kept_item(item)]
+    # Against a baseline every entry may be a comparison; else only the side-by-side ones.
+    comparing = config.getoption("baseline_python") is not None
+    session.comparisons = sum(1 for item in kept if comparing or item.get_closest_marker("against") is not None)
     session.filled_stems = [item.callspec.params["stem"] for item in kept if item.path.name == "test_bench_filled.py"]
     if len(kept) < len(items):
         config.hook.pytest_deselected(items=[item for item in items if item not in kept])
@@ -223,7 +270,11 @@ def pytest_report_header(config: pytest.Config) -> str | None:
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     bench = session.config.stash.get(KEY, None)
-    if bench is None or session.items or session.config.option.collectonly:
+    if bench is None or session.config.option.collectonly:
+        return
+    if session.items:
+        if python := session.config.getoption("baseline_python"):
+            _start_baseline(session, bench, python)
         return
     keyword = session.config.option.keyword
     what = f"-k {keyword!r} matches no benchmark entry" if keyword else "no benchmark entry selected"
@@ -231,6 +282,31 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     raise pytest.UsageError(
         f"{what}{f' (some run with {only} only)' if only else ''}; the entries are: {', '.join(bench.all_names)}"
     )
+
+
+def _start_baseline(session: pytest.Session, bench: BenchSession, python: str) -> None:
+    """Start the baseline's bench beside this one (benchmarks.machinery.baseline)."""
+    from benchmarks.machinery import baseline
+
+    folder = session.config.getoption("baseline_dir")
+    rev = session.config.getoption("baseline_rev") or "baseline"
+    if not folder or not Path(folder, "tree").is_dir():
+        raise pytest.UsageError("--baseline-python needs --baseline-dir DIR with the baseline's worktree in DIR/tree")
+    order = [entry_name(item) for item in session.items]
+    started = baseline.Baseline(python, Path(folder), rev, session.config.invocation_params.args, order)
+    bench.lockstep = started.leader
+    bench.baseline = {"rev": rev, "folder": str(folder), "log": str(started.log), "process": started}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call):
+    """In the baseline's bench: an entry that fails tells the leader why."""
+    outcome = yield
+    bench = item.config.stash.get(KEY, None)
+    report = outcome.get_result()
+    if bench is not None and bench.following and report.failed:
+        text = str(report.longrepr).strip().splitlines()
+        bench.lockstep.failed(entry_name(item), text[-1] if text else report.when)
 
 
 def pytest_benchmark_update_json(config: pytest.Config, benchmarks, output_json: dict) -> None:

@@ -1,6 +1,7 @@
-"""The benchmark suite's report: the table of a bench run's entries against
-the last run on the same device (benchmarks.machinery.history), its header
-and notes, and the chart of their rates.
+"""The benchmark suite's report: the table of a bench run's entries, their
+speed tests against a baseline or a peer (harness.judge.speed), their ratio
+to the last run on the same device (benchmarks.machinery.history), its
+header and notes, and the chart of their rates.
 """
 
 from __future__ import annotations
@@ -9,9 +10,10 @@ import io
 from pathlib import Path
 from typing import Any
 
-from benchmarks.machinery.history import REGRESSION_THRESHOLD, Change, ceiling_change
+from benchmarks.machinery.history import Change, ceiling_change
 from benchmarks.machinery.measure import ENV_STEPS, SIMULATIONS, UPDATES, VALUES, Result
 from harness.console import megabytes, si
+from harness.judge import speed
 from harness.run.ceiling import Ceiling
 
 # ------------------------------------------------------------------- table
@@ -47,10 +49,32 @@ def wrap_name(name: str, width: int) -> str:
     return "\n".join([*lines, rest])
 
 
+def slower(result: Result) -> bool:
+    """Whether the entry's speed test (against a baseline) found it SLOWER."""
+    return result.extra.get("speed", {}).get("outcome") == speed.SLOWER and "baseline" in result.extra
+
+
+def _tested(r: Result) -> str:
+    """An entry's speed test as its cell: `0.93x [0.90-0.96]`."""
+    test = r.extra.get("speed")
+    if test is None:
+        return r.extra.get("baseline", {}).get("missing", "-")[:38]
+    return f"{test['ratio']:.2f}x [{test['interval'][0]:.2f}-{test['interval'][1]:.2f}]"
+
+
+def _outcome(r: Result) -> str:
+    test = r.extra.get("speed")
+    if test is None:
+        return "-"
+    word = {speed.SLOWER: "SLOWER", speed.NOT_SLOWER: f"not slower by {test['slower_by']:.0%}"}
+    return word.get(test["outcome"], "undecided") + f", {test['rounds']} rounds"
+
+
 def table(results: list[Result], changes: dict[str, Change], ceiling: Ceiling | None, title: str):
-    """The report as rich tables of a row per entry (speed; work; against
-    the device ceiling; memory and the learning figure), each narrow enough
-    for an 80-column terminal."""
+    """The report as rich tables of a row per entry (speed; its test against
+    a baseline or peer, where there is one; work; against the device
+    ceiling; memory and the learning figure), each narrow enough for an
+    80-column terminal."""
     from rich.console import Group
     from rich.table import Table
     from rich.text import Text
@@ -68,6 +92,16 @@ def table(results: list[Result], changes: dict[str, Change], ceiling: Ceiling | 
                 ("min-max", lambda r: f"{si(r.rate[1])}-{si(r.rate[2])}"),
                 ("vs last", lambda r: changes.get(r.name, Change("new")).label()),
             ],
+        ),
+        *(
+            [
+                (
+                    tested_title(results),
+                    [("ratio [95%]", _tested), ("speed test", _outcome)],
+                )
+            ]
+            if any("speed" in r.extra or "baseline" in r.extra for r in results)
+            else []
         ),
         (
             "work",
@@ -121,17 +155,25 @@ def table(results: list[Result], changes: dict[str, Change], ceiling: Ceiling | 
         # separator ("spec[ppo_cartpole-16seeds-" / "cores]"), never cut.
         out.add_column("entry", justify="left", overflow="fold", min_width=name_width)
         for name, _ in columns:
-            # A change's label is read whole ("-20.0% REGRESSION").
-            out.add_column(name, justify="left" if name.startswith("final") else "right", no_wrap=name == "vs last")
+            # A change's label is read whole ("-20.0%").
+            left = name.startswith("final") or name == "speed test"
+            out.add_column(name, justify="left" if left else "right", no_wrap=name == "vs last")
         for r in results:
-            regression = changes.get(r.name, Change("new")).regression
             out.add_row(
                 Text(wrap_name(r.name, name_width)),
                 *[Text(cell(r)) for _, cell in columns],
-                style="bold red" if regression else None,
+                style="bold red" if slower(r) else None,
             )
         tables.append(out)
     return Group(*tables)
+
+
+def tested_title(results: list[Result]) -> str:
+    """The speed tests' table title: against which baseline, or the peers."""
+    revs = {r.extra["baseline"]["rev"] for r in results if "baseline" in r.extra}
+    if revs:
+        return f"speed test against the baseline {', '.join(str(rev)[:10] for rev in sorted(revs))}"
+    return "speed test against the peer"
 
 
 def header(info: dict[str, Any], ceiling: Ceiling | None, previous_ceiling: dict[str, Any] | None) -> list[str]:
@@ -157,26 +199,35 @@ def header(info: dict[str, Any], ceiling: Ceiling | None, previous_ceiling: dict
 
 
 def against_summary(results: list[Result]) -> str | None:
-    """One line above the table for the side-by-side entries (`--against`):
-    the lowest ratio of the project's rate to the peer's, its entry, and
-    whether its range over the rounds (the project's slowest over the
-    peer's fastest, to the other way round) holds 1.0."""
-    ratios = [(r.extra["ratio"], r) for r in results if "ratio" in r.extra and r.extra.get("peer_rates")]
-    if not ratios:
-        return None
-    ratio, lowest = min(ratios, key=lambda pair: pair[0])
-    ours, peer = lowest.extra["our_rates"], lowest.extra["peer_rates"]
-    low, high = min(ours) / max(peer), max(ours) / min(peer)
-    if ratio >= 1.0:
-        verdict = "at least as fast as every peer"
-    elif high >= 1.0:
-        verdict = f"below 1.0x, within its rounds' spread {low:.2f}-{high:.2f}"
-    else:
-        verdict = f"SLOWER than the peer: {low:.2f}-{high:.2f} over its rounds"
-    spread_all = f"{min(r for r, _ in ratios):.2f}x-{max(r for r, _ in ratios):.2f}x"
+    """One line above the table for the side-by-side entries (`--against`)."""
+    judged = [r for r in results if "speed" in r.extra and "baseline" not in r.extra]
+    return speed_summary(judged, "peers") if judged else None
+
+
+def speed_summary(results: list[Result], against: str) -> str:
+    """What the speed tests of a run's entries against a baseline (or the
+    peers) found: how many SLOWER (named), not slower or undecided, how
+    many had no baseline, the lowest ratio, and what the verdicts promise."""
+    judged = [r for r in results if "speed" in r.extra]
+    missing = [r.name for r in results if r.extra.get("baseline", {}).get("missing")]
+    if not judged:
+        return f"against {against}: no entry compared" + (f" ({len(missing)} without a baseline)" if missing else "")
+    counts = {outcome: [r.name for r in judged if r.extra["speed"]["outcome"] == outcome] for outcome in speed.OUTCOMES}
+    test = min((r.extra["speed"] for r in judged), key=lambda t: t["ratio"])
+    lowest = next(r.name for r in judged if r.extra["speed"] is test)
+    parts = [f"{len(counts[speed.NOT_SLOWER])} not slower by {test['slower_by']:.0%}"]
+    if counts[speed.SLOWER]:
+        parts.insert(0, f"{len(counts[speed.SLOWER])} SLOWER ({', '.join(counts[speed.SLOWER])})")
+    if counts[speed.UNDECIDED]:
+        parts.append(f"{len(counts[speed.UNDECIDED])} undecided ({', '.join(counts[speed.UNDECIDED])})")
+    if missing:
+        parts.append(f"{len(missing)} without a baseline")
     return (
-        f"against peers: lowest ratio {ratio:.2f}x, {lowest.name} ({verdict}); "
-        f"{len(ratios)} side-by-side entries, {spread_all}"
+        f"against {against}, {len(judged)} entries tested: {', '.join(parts)}; lowest ratio {test['ratio']:.2f}x"
+        f" [{test['interval'][0]:.2f}-{test['interval'][1]:.2f}] ({lowest}). Any SLOWER in the run is wrong at"
+        f" most {speed.ALPHA:.0%} of the time when nothing is slower; a slowdown of"
+        f" {test['slower_by']:.0%} reads 'not slower' at most {test['beta']:.0%} of the time"
+        " (harness.judge.speed; docs/guides/bench.md)"
     )
 
 
@@ -197,8 +248,8 @@ def notes(results: list[Result], ceiling: Ceiling | None, previous_started: set[
     if previous_started:
         lines.append(
             f"vs last: median against the last run of the entry on this device (key {key}, runs of "
-            f"{', '.join(sorted({s[:16].replace('T', ' ') for s in previous_started}))} UTC); REGRESSION: more than "
-            f"{100 * REGRESSION_THRESHOLD:.0f}% slower"
+            f"{', '.join(sorted({s[:16].replace('T', ' ') for s in previous_started}))} UTC): a ratio to read, not "
+            "a verdict (a stored run meets another machine state: --baseline REV runs both side by side)"
         )
     else:
         lines.append(f"vs last: no earlier run on this device (key {key}); this run is the baseline for the next")
@@ -239,8 +290,8 @@ def render(*renderables: Any, width: int = 80) -> str:
 
 def plot_rates(results: list[Result], changes: dict[str, Change], path: Path, title: str) -> Path:
     """A horizontal bar per entry of its median rate (log scale), min-max as
-    an error bar, the previous run's median as a black tick, regressions in
-    red; one panel per unit. Written as a PNG with the Agg renderer."""
+    an error bar, the previous run's median as a black tick, an entry its
+    speed test found SLOWER than the baseline in red; one panel per unit. Written as a PNG with the Agg renderer."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -255,7 +306,7 @@ def plot_rates(results: list[Result], changes: dict[str, Change], path: Path, ti
         y = list(range(len(group)))
         medians = [r.rate[0] for r in group]
         errors = [[r.rate[0] - r.rate[1] for r in group], [r.rate[2] - r.rate[0] for r in group]]
-        colours = ["tab:red" if changes.get(r.name, Change("new")).regression else "tab:blue" for r in group]
+        colours = ["tab:red" if slower(r) else "tab:blue" for r in group]
         axis.barh(y, medians, xerr=errors, color=colours, capsize=2)
         for i, r in enumerate(group):
             axis.annotate(f"  {si(r.rate[0])}", (r.rate[2], i), va="center", fontsize="x-small")

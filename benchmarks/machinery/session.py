@@ -48,6 +48,37 @@ class BenchSession:
         self.fills: dict = {}  # published spec -> filling.Fill, found once per session
         self.fill_seconds_left = config.getoption("fill_seconds")  # what the probes have left
         self.filled_stems: list[str] = []  # the workloads of the filled[...] entries selected
+        self.comparisons = 0  # the speed tests this run makes: the run's alpha is split over them
+        # --baseline: a lockstep.Leader (this bench drives a baseline's), a lockstep.Follower (this is
+        # the baseline's bench), or None; what each entry's rounds against the baseline gave.
+        self.lockstep = None
+        self.baseline: dict[str, Any] = {}  # the baseline's rev, folder and log (leader)
+        self.compared: dict[str, Any] = {}  # entry name -> lockstep.Compared
+
+    @property
+    def following(self) -> bool:
+        from benchmarks.machinery.lockstep import Follower
+
+        return isinstance(self.lockstep, Follower)
+
+    def lockstep_rounds(self, name: str, call, rounds: int) -> list[float]:
+        """An entry's timed calls in lockstep with the other bench: the
+        candidate's seconds (its comparison kept in `compared`), or the
+        baseline's."""
+        if self.following:
+            return self.lockstep.rounds(name, call)
+        compared = self.lockstep.rounds(name, call, self.speed_test(), alone=rounds)
+        self.compared[name] = compared
+        return compared.own
+
+    def speed_test(self, slower_by: float | None = None):
+        """The speed test of one of this run's comparisons
+        (harness.judge.speed): its share of the run's alpha, x from
+        `--slower-by` unless the entry says otherwise."""
+        from harness.judge import speed
+
+        x = slower_by if slower_by is not None else self.config.getoption("slower_by")
+        return speed.SpeedTest(slower_by=x, alpha=speed.alpha_each(self.comparisons)).check()
 
     def fill(self, stem: str):
         """The size that fills this device for the published spec `stem`
@@ -97,7 +128,14 @@ class BenchSession:
         return self.bench_dir / "profiles" / f"{self.started:%Y%m%dT%H%M%S}" / safe
 
     def record(self, benchmark, result) -> None:
-        """Keep an entry's result: in the report and in pytest-benchmark's JSON."""
+        """Keep an entry's result: in the report and in pytest-benchmark's JSON
+        (with its speed test against the baseline, `extra["speed"]`)."""
+        if (compared := self.compared.get(result.name)) is not None:
+            result.extra["baseline"] = {"rev": self.baseline.get("rev"), "seconds": compared.baseline}
+            if compared.verdict is not None:
+                result.extra["speed"] = compared.verdict.as_dict()
+            else:
+                result.extra["baseline"]["missing"] = compared.why
         benchmark.extra_info["harness"] = result.to_dict()
         self.results.append(result)
 
@@ -128,7 +166,13 @@ class BenchSession:
         runs, notes = history.load_runs(history.history_dir(self.bench_dir, key))
         current = [r.to_dict() for r in self.results]
         changes = history.compare(current, history.previous_entries(runs))
-        self.regressions = [name for name, change in changes.items() if change.regression]
+        ended = self.baseline["process"].finish() if "process" in self.baseline else None
+        self.regressions = [r.name for r in self.results if bench_report.slower(r)]
+        if self.baseline and not any("speed" in r.extra for r in self.results if "baseline" in r.extra):
+            self.errors.append(
+                f"the baseline {self.baseline['rev'][:10]}'s bench ran none of the entries compared: no verdict"
+                f" ({ended})"
+            )
         self.info = {
             "format": history.FORMAT,
             "session": self.session,
@@ -144,6 +188,7 @@ class BenchSession:
             "git": provenance.git_state(),
             "ceiling": self.ceiling.as_dict() if self.ceiling else None,
             "changes": {name: change._asdict() for name, change in changes.items()},
+            **({"baseline": {k: str(v) for k, v in self.baseline.items() if k != "process"}} if self.baseline else {}),
         }
         if document is None:
             document = {
@@ -188,11 +233,10 @@ class BenchSession:
                 f"profiles: {Path(profiles[0]).parent}/ (a trace of one steady-state chunk per spec entry, left out"
                 " of its repeats): xprof --logdir DIR, or a .trace.json.gz in https://ui.perfetto.dev"
             )
-        if self.regressions:
-            lines.append(
-                f"REGRESSION (more than {100 * history.REGRESSION_THRESHOLD:.0f}% slower than the last run "
-                f"on this device): {', '.join(self.regressions)}"
-            )
+        if ended:
+            lines.append(ended)
+        if self.baseline:
+            lines.append(bench_report.speed_summary(self.results, f"the baseline {self.baseline['rev'][:10]}"))
         self.report = "\n".join(lines)
 
 

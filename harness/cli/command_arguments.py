@@ -206,7 +206,19 @@ def drift(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--older", required=True, metavar="PYTHON", help="the older environment's Python")
     p.add_argument("--newer", required=True, metavar="PYTHON", help="the newer environment's Python")
-    p.add_argument("--rounds", type=int, default=2, help="runs of each spec on each side (default 2)")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=12,
+        help="runs of each spec on each side at most: they stop once the speed tests decide (default 12, at least 2)",
+    )
+    p.add_argument(
+        "--slower-by",
+        type=float,
+        default=0.10,
+        metavar="X",
+        help="the slowdown (growth, for compile time and memory) the speed tests ask about, a share (default 0.1)",
+    )
     p.add_argument(
         "--iterations",
         type=int,

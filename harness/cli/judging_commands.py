@@ -102,6 +102,8 @@ def cmd_drift(args: argparse.Namespace) -> int:
         raise OptionError("--rounds must be at least 1 and --iterations at least 4 (a warm-up chunk and timed ones)")
     if args.max_seconds is not None and not args.max_seconds > 0:
         raise OptionError(f"--max-seconds must be positive, not {args.max_seconds}")
+    if not 0 < args.slower_by < 10:
+        raise OptionError(f"--slower-by must be a share above 0 (0.1 is 10%), not {args.slower_by}")
     specs = [Path(p) for p in args.specs] or references.published_specs()
     if args.bench:
         specs += sorted(Path("benchmarks", "specs").glob("*.yaml"))
@@ -118,6 +120,7 @@ def cmd_drift(args: argparse.Namespace) -> int:
         uri=tracking.resolve_uri(args.tracking_uri, None),
         out=Path(args.out),
         max_seconds=args.max_seconds,
+        slower_by=args.slower_by,
     )
     return drift_session.drift_command(options)
 

@@ -1,13 +1,16 @@
 """What moving from one set of package versions to another (a JAX upgrade,
 a new lock file) changes in a spec's runs: bits, the statistical verdict,
 the spec's claims on the newer side, steady-state speed, compile time and
-peak memory (`harness drift`).
+peak memory (`harness drift`), each of the last three judged by the speed
+test (harness.judge.speed) on the rounds' pairs: is the newer side slower
+(larger) by x, or not?
 
 The runs are made by `harness.sessions.drift`, each side's in its own
 environment, in rounds; this module compares their records: the older
 side's first run is the reference, judged as `harness reproduce` judges a
-reproduction (harness.judge.reproduce), and each figure is a ratio of the
-newer side's median over the rounds to the older's.
+reproduction (harness.judge.reproduce). Round i's older and newer runs
+are one pair of the speed test, whose ratio (the median round's, the older's
+figure over the newer's for a time: above 1 is better) is shown.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from __future__ import annotations
 import statistics
 from typing import Any, NamedTuple
 
-from harness.judge import claims, reproduce
+from harness.judge import claims, reproduce, speed
 from harness.judge.xla_flags import numerics_flags
 from harness.record.schema import Results
 
@@ -41,6 +44,40 @@ class Row(NamedTuple):
     # The verdict, typed: its mode ("exact" or "statistical") and outcome (OUTCOMES).
     mode: str | None = None
     outcome: str | None = None
+    # The speed test of each figure (FIGURES), as SpeedVerdict.as_dict(); {} for an unfinished run.
+    tests: dict[str, dict[str, Any]] = {}
+
+
+# The figures the speed test judges, each a round's per side: steady-state speed
+# (higher is better), compile seconds and peak memory (lower is better).
+FIGURES = {"speed": "env steps/s", "compile": "compile seconds", "memory": "peak memory"}
+
+
+def figure_values(records: list[Results], figure: str) -> list[float | None]:
+    """Each round's figure of one side (None where a record lacks it)."""
+    speeds = [r.speed for r in records]
+    if figure == "speed":
+        return [s.sps for s in speeds]
+    if figure == "compile":
+        return [s.compile_seconds for s in speeds]
+    return [s.peak_memory_bytes or None for s in speeds]
+
+
+def tests(older: list[Results], newer: list[Results], test: speed.SpeedTest) -> dict[str, speed.SpeedVerdict]:
+    """The speed test of each figure both sides have in every paired round."""
+    out = {}
+    for figure in FIGURES:
+        pairs = list(zip(figure_values(older, figure), figure_values(newer, figure), strict=False))
+        if not pairs or any(a is None or b is None or not a > 0 or not b > 0 for a, b in pairs):
+            continue
+        baseline, candidate = zip(*pairs, strict=True)
+        out[figure] = speed.decide(speed.log_ratios(baseline, candidate, rates=figure == "speed"), test)
+    return out
+
+
+def decided(older: list[Results], newer: list[Results], test: speed.SpeedTest) -> bool:
+    """Whether every figure's speed test has decided on these rounds."""
+    return all(v.outcome != speed.UNDECIDED for v in tests(older, newer, test).values())
 
 
 # A verdict's outcomes; only "pass" is agreement. Reports written before the outcome was
@@ -94,8 +131,9 @@ def claims_held(older: Results, newer: Results) -> str:
     return out
 
 
-def compare(spec: str, older: Side, newer: Side) -> Row:
-    """The row of one spec: the newer side against the older."""
+def compare(spec: str, older: Side, newer: Side, test: speed.SpeedTest | None = None) -> Row:
+    """The row of one spec: the newer side against the older, its figures
+    judged by `test` (default: the speed test at its defaults)."""
     old, new = older.records, newer.records
     if not all(_same_bits(old[0], r) for r in old[1:]) or not all(_same_bits(new[0], r) for r in new[1:]):
         bits = "differ within a side"
@@ -120,6 +158,7 @@ def compare(spec: str, older: Side, newer: Side) -> Row:
         claims=claims_held(old[0], new[0]),
         mode=verdict.mode,
         outcome=verdict.outcome,
+        tests={k: v.as_dict() for k, v in tests(old, new, test or speed.SpeedTest()).items()},
     )
 
 
@@ -169,7 +208,24 @@ def failed(document: dict[str, Any]) -> list[str]:
         if row["speed_ratio"] is None
         or shown_outcome(row, document["settings"]) == "fail"
         or " fail" in row.get("claims", "-")
+        or slower(row)
     ]
+
+
+def slower(row: dict[str, Any]) -> list[str]:
+    """The figures the speed test found SLOWER (larger) on the newer side."""
+    return [figure for figure, test in row.get("tests", {}).items() if test["outcome"] == speed.SLOWER]
+
+
+def shown_test(row: dict[str, Any], figure: str, ratio_key: str) -> str:
+    """A figure's cell: its test's ratio, interval and word, or the ratio
+    alone for a report from before the tests."""
+    test = row.get("tests", {}).get(figure)
+    if test is None:
+        return _times(row.get(ratio_key), row.get("speed_spread") if figure == "speed" else None)
+    low, high = test["interval"]
+    word = {speed.SLOWER: "SLOWER" if figure != "memory" else "LARGER", speed.UNDECIDED: "undecided"}
+    return f"{test['ratio']:.2f}x [{low:.2f}-{high:.2f}] {word.get(test['outcome'], 'ok')}"
 
 
 def undecided(document: dict[str, Any]) -> list[str]:
@@ -200,17 +256,20 @@ def to_dict(older: str, newer: str, rows: list[Row], settings: dict[str, Any]) -
 def to_markdown(document: dict[str, Any]) -> str:
     """The report as a Markdown table (the MLflow artifact and the docs page)."""
     lines = [
-        f"{document['newer']} against {document['older']}: the newer's figure over the older's, medians over"
-        f" {_rounds(document['settings']['rounds'])} ({document['settings']['budget']}).",
+        f"{document['newer']} against {document['older']}: how much faster (smaller) the newer is, the median"
+        f" round's ratio and its 95% interval, over at most {_rounds(document['settings']['rounds'])}"
+        f" ({document['settings']['budget']}); SLOWER (LARGER), ok (not by"
+        f" {document['settings'].get('slower_by', speed.SLOWER_BY):.0%}) or undecided: harness.judge.speed.",
         "",
         "| spec | iterations | bits | verdict | claims | env steps/s | compile | peak memory |",
         "|---|---:|---|---|---|---:|---:|---:|",
     ]
     for row in document["specs"]:
-        peak = _times(row["peak_memory_ratio"]) + (f" ({row['peak_memory']})" if row["peak_memory"] else "")
         lines.append(
             f"| {row['spec']} | {row['iterations']} | {row['bits']} | {shown_verdict(row, document['settings'])} |"
-            f" {row.get('claims', '-')} | {_times(row['speed_ratio'], row['speed_spread'])} | {_times(row['compile_ratio'])} | {peak} |"
+            f" {row.get('claims', '-')} | {shown_test(row, 'speed', 'speed_ratio')} |"
+            f" {shown_test(row, 'compile', 'compile_ratio')} | {shown_test(row, 'memory', 'peak_memory_ratio')}"
+            f"{' (' + row['peak_memory'] + ')' if row['peak_memory'] else ''} |"
         )
     if pending := document["settings"].get("not run yet"):
         lines += ["", f"Not run yet (the report stopped before them): {', '.join(pending)}."]
@@ -233,14 +292,18 @@ def table(document: dict[str, Any]):
     ]:
         out.add_column(header, justify=justify)
     for row in document["specs"]:
-        speed = _times(row["speed_ratio"], row["speed_spread"]).replace(" (", "\n(")
         out.add_row(
             row["spec"],
             row["bits"],
             shown_verdict(row, document["settings"]),
             row.get("claims", "-"),
-            speed,
-            _times(row["compile_ratio"]),
-            _times(row["peak_memory_ratio"]),
+            *(
+                shown_test(row, figure, key).replace(" [", "\n[").replace("] ", "]\n")
+                for figure, key in (
+                    ("speed", "speed_ratio"),
+                    ("compile", "compile_ratio"),
+                    ("memory", "peak_memory_ratio"),
+                )
+            ),
         )
     return out

@@ -31,7 +31,7 @@ import yaml
 
 from harness import build, spec
 from harness.console import err_console, out_console, print_table
-from harness.judge import drift, machines, verdict
+from harness.judge import drift, machines, speed, verdict
 from harness.record import runs, schema, tracking
 from harness.record.command_run import command_run
 
@@ -48,11 +48,22 @@ class DriftOptions(NamedTuple):
     older: str  # the Python of the older environment
     newer: str
     specs: list[Path]
-    rounds: int
+    rounds: int  # at most: a spec's rounds stop once the speed tests of its figures decide
     iterations: int | None  # None: each spec's own budget
     uri: str
     out: Path
     max_seconds: float | None = None  # a run that takes longer is stopped and reported as not finished
+    slower_by: float = speed.SLOWER_BY  # x of the speed tests
+
+    def speed_test(self) -> speed.SpeedTest:
+        """Each figure's test: its share of the drift's alpha, over every spec's figures."""
+        comparisons = len(self.specs) * len(drift.FIGURES)
+        return speed.SpeedTest(self.slower_by, speed.alpha_each(comparisons), cap=self.rounds).check()
+
+
+# Rounds every spec runs before its speed tests may stop it: a side run twice shows whether its
+# bits repeat.
+MIN_ROUNDS = 2
 
 
 def cut_short(path: Path, iterations: int, folder: Path) -> Path:
@@ -213,6 +224,8 @@ def _log_rows(client, run_id: str, document: dict) -> None:
         tags[f"drift.{key}.outcome"] = drift.shown_outcome(row, document["settings"])
         tags[f"drift.{key}.bits"] = row["bits"]
         tags[f"drift.{key}.claims"] = row.get("claims", "-")
+        for figure, test in row.get("tests", {}).items():
+            tags[f"drift.{key}.{figure}"] = test["outcome"]
         for figure in ("speed_ratio", "compile_ratio", "peak_memory_ratio"):
             value = row.get(figure)
             if value is not None and math.isfinite(value):
@@ -224,10 +237,13 @@ def _log_rows(client, run_id: str, document: dict) -> None:
 
 
 def _spec_rows(options: DriftOptions, path: Path, name: str, number: int, folder: Path, client, parent: str):
-    """One spec's runs, round by round (the order alternating), and its row
-    (`name`) of the report; and the device its older side ran on."""
+    """One spec's runs, round by round (the order alternating) until the
+    speed tests of its figures decide (at least MIN_ROUNDS, at most
+    `options.rounds`), and its row (`name`) of the report; and the device
+    its older side ran on."""
     run_path = cut_short(path, options.iterations, folder) if options.iterations else path
     records: dict[str, list[schema.Results]] = {"older": [], "newer": []}
+    test = options.speed_test()
     for round_ in range(options.rounds):
         for side in ["older", "newer"] if round_ % 2 == 0 else ["newer", "older"]:
             err_console.print(
@@ -241,9 +257,11 @@ def _spec_rows(options: DriftOptions, path: Path, name: str, number: int, folder
             if record is None:
                 return drift.unfinished(name, side, options.max_seconds, records), None
             records[side].append(record)
+        if round_ + 1 >= MIN_ROUNDS and drift.decided(records["older"], records["newer"], test):
+            break
     older = drift.Side(drift.label(records["older"][0]), records["older"])
     newer = drift.Side(drift.label(records["newer"][0]), records["newer"])
-    return drift.compare(name, older, newer), machines.device_label(records["older"][0].fingerprint)
+    return drift.compare(name, older, newer, test), machines.device_label(records["older"][0].fingerprint)
 
 
 def drift_report(options: DriftOptions, sides: dict[str, str], client, parent: str) -> dict:
@@ -251,7 +269,13 @@ def drift_report(options: DriftOptions, sides: dict[str, str], client, parent: s
     run `parent`, and the report of what the newer side changes."""
     rows, machine, names = [], "", row_names(options.specs)
     budget = f"{options.iterations} iterations per spec" if options.iterations else "each spec's own budget"
-    settings = {"rounds": options.rounds, "budget": budget, "iterations": options.iterations}
+    settings = {
+        "rounds": options.rounds,
+        "budget": budget,
+        "iterations": options.iterations,
+        "slower_by": options.slower_by,
+        "alpha_each": options.speed_test().alpha,
+    }
     with tempfile.TemporaryDirectory(prefix="drift-") as tmp:
         for number, (path, name) in enumerate(zip(options.specs, names, strict=True), 1):
             row, device = _spec_rows(options, path, name, number, Path(tmp), client, parent)
@@ -294,7 +318,9 @@ def drift_command(options: DriftOptions) -> int:
     )
     if failed := drift.failed(document):
         err_console.print(
-            f"the newer side fails its verdict, or a run did not finish, on: {', '.join(failed)}", soft_wrap=True
+            f"the newer side fails its verdict or a claim, is SLOWER (LARGER) by the speed test, or a run did not"
+            f" finish, on: {', '.join(failed)}",
+            soft_wrap=True,
         )
         return verdict.EXIT_FAILED
     if undecided := drift.undecided(document):

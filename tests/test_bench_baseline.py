@@ -1,0 +1,151 @@
+"""`nox -s bench -- --baseline REV` (benchmarks.machinery.lockstep,
+baseline): the two benches' protocol, entry by entry, with a real pipe
+between two threads; the baseline bench's arguments; and the bench against
+a baseline end to end, two real pytest processes in lockstep on real
+entries. No speed is asserted: only that rounds pair up, the verdict is
+recorded where users read it, and every way it can go wrong says so."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from support import background_result, new_store
+
+from benchmarks.machinery import baseline, lockstep
+from harness.judge import speed
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _pair() -> tuple[lockstep.Channel, lockstep.Channel]:
+    follower_reads, leader_writes = os.pipe()
+    leader_reads, follower_writes = os.pipe()
+    return lockstep.Channel(leader_reads, leader_writes), lockstep.Channel(follower_reads, follower_writes)
+
+
+def test_the_two_benches_take_turns_entry_by_entry():
+    """The follower runs entries a, b (which fails at the baseline), c and d;
+    the leader compares a, b and d and has no rounds for c."""
+    leader_end, follower_end = _pair()
+    calls: list[str] = []
+    ran: dict[str, list[float] | str] = {}
+
+    def follower():
+        me = lockstep.Follower(follower_end)
+        for name in ("a", "b", "c", "d"):
+            if not me.arrive(name):
+                ran[name] = "skipped"
+                continue
+            if name == "b":  # the baseline lacks something this entry needs
+                me.failed(name, "AttributeError: no training_only")
+                continue
+            ran[name] = me.rounds(name, lambda name=name: calls.append(f"baseline {name}"))
+        follower_end.close()
+
+    thread = threading.Thread(target=follower)
+    thread.start()
+    leader = lockstep.Leader(leader_end, ["a", "b", "c", "d"])
+    test = speed.SpeedTest(alpha=0.01)
+    a = leader.rounds("a", lambda: calls.append("candidate a"), test, alone=3)
+    b = leader.rounds("b", lambda: calls.append("candidate b"), test, alone=3)
+    d = leader.rounds("d", lambda: calls.append("candidate d"), test, alone=3)
+    leader.close()
+    thread.join(timeout=30)
+    assert not thread.is_alive()
+    # a: paired rounds until the test decided, the sides alternating who goes first.
+    assert a.verdict is not None and len(a.own) == len(a.baseline) == a.verdict.rounds == len(ran["a"])
+    entry_a = [c for c in calls if c.endswith(" a")]
+    assert entry_a[:4] == ["baseline a", "candidate a", "candidate a", "baseline a"]
+    # b failed at the baseline: its own rounds only, and why.
+    assert b.verdict is None and len(b.own) == 3 and b.baseline == [] and "no training_only" in b.why
+    # c: the leader had no rounds for it, so the follower skipped it; d was compared.
+    assert ran["c"] == "skipped" and d.verdict is not None and ran["d"] == d.baseline
+
+
+def test_a_follower_that_ends_leaves_the_leader_its_own_rounds():
+    leader_end, follower_end = _pair()
+    follower_end.close()
+    leader = lockstep.Leader(leader_end, ["a"])
+    result = leader.rounds("a", lambda: None, speed.SpeedTest(), alone=4)
+    assert result.verdict is None and len(result.own) == 4 and "ended" in result.why
+
+
+def test_the_baseline_bench_takes_the_candidates_options_but_its_own_results(tmp_path):
+    args = [
+        "benchmarks", "-k", "env_step", "--benchmark-json", ".bench/benchmark.json", "--baseline-python", "/py",
+        "--baseline-dir=/d", "--baseline-rev", "abc", "--fail-on-regression", "--slower-by", "0.2",
+    ]  # fmt: skip
+    out = baseline.follower_args(args, tmp_path / "bench", 7, 9)
+    assert out[:5] == ["benchmarks", "-k", "env_step", "--slower-by", "0.2"]
+    assert out[5:] == [
+        "--bench-dir", str(tmp_path / "bench"), "--benchmark-json", str(tmp_path / "bench" / "benchmark.json"),
+        "--lockstep-follower", "7,9",
+    ]  # fmt: skip
+
+
+def run_against_baseline(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
+    """Two real benches in lockstep: this checkout against a worktree of its
+    own HEAD, in this Python (A/A), on one env-step entry."""
+    tmp = tmp_path_factory.mktemp("baseline")
+    folder = tmp / "baseline"
+    folder.mkdir()
+    subprocess.run(["git", "worktree", "prune"], cwd=ROOT, check=False)
+    subprocess.run(["git", "worktree", "add", "--detach", str(folder / "tree"), "HEAD"], cwd=ROOT, check=True)
+    try:
+        subprocess.run(["rm", "-rf", str(folder / "tree" / "benchmarks")], check=True)
+        subprocess.run(["cp", "-r", str(ROOT / "benchmarks"), str(folder / "tree" / "benchmarks")], check=True)
+        proc = subprocess.run(
+            [
+                sys.executable, "-m", "pytest", "benchmarks", "-p", "no:cacheprovider", "--benchmark-only",
+                "--bench-dir", str(tmp / "bench"), "--tracking-uri", new_store(tmp),
+                "-k", "env_step and CartPole or checkpoint_cost and ppo_cartpole",
+                "--baseline-python", sys.executable, "--baseline-dir", str(folder), "--baseline-rev", "HEAD",
+                "--fail-on-regression",
+            ],
+            cwd=ROOT, capture_output=True, text=True, timeout=900,
+        )  # fmt: skip
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(folder / "tree")], cwd=ROOT, check=False)
+    return proc, tmp
+
+
+BACKGROUND = {"against_baseline": run_against_baseline}
+
+
+@pytest.fixture(scope="module")
+def against_baseline():
+    return background_result("against_baseline")
+
+
+def test_an_entry_against_its_baseline_is_judged_where_users_read_it(against_baseline):
+    proc, tmp = against_baseline
+    assert proc.returncode in (0, 1), proc.stdout[-4000:] + proc.stderr[-2000:]
+    (saved,) = (tmp / "bench" / "history").glob("*/*.json")
+    document = json.loads(saved.read_text())
+    (entry,) = [b["extra_info"]["harness"] for b in document["benchmarks"] if "env_step" in b["name"]]
+    test = entry["extra"]["speed"]
+    assert test["outcome"] in speed.OUTCOMES and test["rounds"] == len(entry["extra"]["baseline"]["seconds"])
+    assert entry["repeats"] == test["rounds"] and entry["extra"]["baseline"]["rev"] == "HEAD"
+    # The checkpoint entry makes no rounds to pair: measured, with no verdict, and the baseline skipped it.
+    (checkpoint,) = [b["extra_info"]["harness"] for b in document["benchmarks"] if "checkpoint" in b["name"]]
+    assert "speed" not in checkpoint["extra"]
+    assert document["harness"]["baseline"]["rev"] == "HEAD"
+    assert "speed test against the baseline HEAD" in proc.stdout
+    assert "against the baseline HEAD, 1 entries tested:" in proc.stdout
+    # --fail-on-regression: exit 1 exactly when the test said SLOWER.
+    assert (proc.returncode == 1) == (test["outcome"] == speed.SLOWER)
+    log = (tmp / "baseline" / "bench.log").read_text()
+    assert "1 passed" in log and "skipped" in log  # the baseline's own bench: the entry, the other skipped
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(new_store(tmp))
+    runs = client.search_runs([client.get_experiment_by_name("bench").experiment_id])
+    (logged,) = [r for r in runs if r.data.tags.get("bench.entry", "").startswith("env_step")]
+    assert logged.data.tags["bench.verdict"] == test["verdict"] and logged.data.tags["bench.baseline"] == "HEAD"
+    assert logged.data.metrics["speed_ratio"] == pytest.approx(test["ratio"])

@@ -140,7 +140,7 @@ def compare(spec: str, older: Side, newer: Side, test: speed.SpeedTest | None = 
     else:
         bits = "identical" if _same_bits(old[0], new[0]) else "differ"
     verdict = reproduce.judge(old[0], new[0], older.label)
-    speed = [_ratio(n.speed.sps, o.speed.sps) for o, n in zip(old, new, strict=False)]
+    ratios = [_ratio(n.speed.sps, o.speed.sps) for o, n in zip(old, new, strict=False)]
     peaks_old = [r.speed.peak_memory_bytes for r in old if r.speed.peak_memory_bytes]
     peaks_new = [r.speed.peak_memory_bytes for r in new if r.speed.peak_memory_bytes]
     return Row(
@@ -149,7 +149,7 @@ def compare(spec: str, older: Side, newer: Side, test: speed.SpeedTest | None = 
         bits=bits,
         verdict=f"{verdict.mode}, {verdict.outcome.upper()}",
         speed_ratio=_ratio(_median([r.speed.sps for r in new]), _median([r.speed.sps for r in old])),
-        speed_spread=(min(speed), max(speed)),
+        speed_spread=(min(ratios), max(ratios)),
         compile_ratio=_ratio(
             _median([r.speed.compile_seconds for r in new]), _median([r.speed.compile_seconds for r in old])
         ),

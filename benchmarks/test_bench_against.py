@@ -46,7 +46,6 @@ from benchmarks.machinery import measure, peer_runs, peers
 from benchmarks.machinery.paths import BENCH_SPECS, PUBLISHED_SPECS
 from harness import build
 from harness import spec as spec_module
-from harness.judge import speed
 from harness.run import runner
 from harness.run.ceiling import spread
 
@@ -149,6 +148,8 @@ def _within(seconds: float, what: str, fn) -> float:
 def _side_by_side(
     entry, plan, ours, our_compile, peer, peer_compile, peer_steps, num_seeds, iterations, peer_name, config
 ):
+    from harness.judge import speed  # here: a baseline's bench (--baseline REV) collects this file too
+
     steps = iterations * plan.env_steps_per_iteration * num_seeds
     peers.same_work(entry.name, peer_name, steps, peer_steps)
     our_rates: list[float] = []

@@ -29,9 +29,10 @@ def _pair() -> tuple[lockstep.Channel, lockstep.Channel]:
     return lockstep.Channel(leader_reads, leader_writes), lockstep.Channel(follower_reads, follower_writes)
 
 
-def test_the_two_benches_take_turns_entry_by_entry():
+def test_the_two_benches_take_turns_entry_by_entry(monkeypatch):
     """The follower runs entries a, b (which fails at the baseline), c and d;
     the leader compares a, b and d and has no rounds for c."""
+    monkeypatch.setattr(lockstep, "ROUND_SECONDS", 0.0)  # a call a round
     leader_end, follower_end = _pair()
     calls: list[str] = []
     ran: dict[str, list[float] | str] = {}
@@ -61,11 +62,21 @@ def test_the_two_benches_take_turns_entry_by_entry():
     # a: paired rounds until the test decided, the sides alternating who goes first.
     assert a.verdict is not None and len(a.own) == len(a.baseline) == a.verdict.rounds == len(ran["a"])
     entry_a = [c for c in calls if c.endswith(" a")]
-    assert entry_a[:4] == ["baseline a", "candidate a", "candidate a", "baseline a"]
+    # One call sizes the rounds, then the side that goes first alternates.
+    assert entry_a[:5] == ["candidate a", "baseline a", "candidate a", "candidate a", "baseline a"]
     # b failed at the baseline: its own rounds only, and why.
     assert b.verdict is None and len(b.own) == 3 and b.baseline == [] and "no training_only" in b.why
+
     # c: the leader had no rounds for it, so the follower skipped it; d was compared.
     assert ran["c"] == "skipped" and d.verdict is not None and ran["d"] == d.baseline
+
+
+def test_rounds_last_long_enough_and_long_calls_get_fewer_of_them():
+    test = speed.SpeedTest(cap=40)
+    calls, short = lockstep.sizing(0.001, test)
+    assert calls == 200 and short.cap == 40
+    calls, long = lockstep.sizing(3.0, test)
+    assert calls == 1 and long.cap == lockstep.MIN_CAP  # 45 s a side would hold 15 rounds of 3 s
 
 
 def test_a_follower_that_ends_leaves_the_leader_its_own_rounds():

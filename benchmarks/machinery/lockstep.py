@@ -12,8 +12,10 @@ processes take turns, never computing at once:
 - the follower then sets its side up (compiles, warms) and says `ready`;
 - the leader asks for rounds one at a time, the side that goes first
   alternating (harness.judge.speed.first): in each round both sides make
-  the same timed call, one after the other, and the speed test on the
-  rounds' time ratios (harness.judge.speed) says when to stop (`done`).
+  the same timed calls (as many as last ROUND_SECONDS, the same number on
+  both sides), one side after the other, and the speed test on the rounds'
+  time ratios (harness.judge.speed) says when to stop (`done`), at most
+  about ENTRY_SECONDS a side.
 
 An entry the follower fails at (REV lacks something it needs) comes back
 as an `at` of the next entry instead of `ready`: that entry is reported as
@@ -23,12 +25,14 @@ having no baseline. Messages are JSON lines on two pipes.
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from harness.judge import speed
+if TYPE_CHECKING:  # the follower, a baseline's bench, runs over a harness that may predate the test
+    from harness.judge import speed
 
 
 class Channel:
@@ -61,17 +65,46 @@ class Channel:
                 pass
 
 
-def timed(call: Callable[[], Any]) -> float:
-    """Seconds of one call (which waits for the device itself)."""
+# A round's calls on each side last at least this long (short calls are
+# repeated, the same number on both sides): a millisecond's call alone would
+# measure the scheduler more than the program.
+ROUND_SECONDS = 0.2
+# The rounds of one entry last at most about this long on each side: the test's
+# cap for entries with long calls, fixed from the candidate's call before any round.
+ENTRY_SECONDS = 45.0
+MIN_CAP = 15  # a cap never below this many rounds: enough to decide on rounds that agree
+
+
+# An instrument for measuring the test's power on real rounds, never set by the bench:
+# the candidate's timed calls made slower by this share (a spin after its calls, so
+# that its counted work stays the same).
+INJECT = "HARNESS_BENCH_INJECT_SLOWDOWN"
+
+
+def timed(call: Callable[[], Any], calls: int = 1, slower: float = 0.0) -> float:
+    """Seconds per call of `calls` calls (each waits for the device itself);
+    `slower`: that share more, spun after them."""
     start = time.perf_counter()
-    call()
-    return time.perf_counter() - start
+    for _ in range(calls):
+        call()
+    took = time.perf_counter() - start
+    while slower and time.perf_counter() - start < took * (1 + slower):
+        pass
+    return (time.perf_counter() - start) / calls
+
+
+def sizing(seconds: float, test: speed.SpeedTest) -> tuple[int, speed.SpeedTest]:
+    """Calls per round for a call of `seconds`, and the test with its cap
+    for such rounds (ROUND_SECONDS, ENTRY_SECONDS, MIN_CAP)."""
+    calls = max(1, math.ceil(ROUND_SECONDS / max(seconds, 1e-6)))
+    fits = int(ENTRY_SECONDS / max(calls * seconds, 1e-6))
+    return calls, test._replace(cap=max(MIN_CAP, min(test.cap, fits)))
 
 
 class Compared(NamedTuple):
     """One entry's lockstep rounds, seen from the leader."""
 
-    own: list[float]  # the candidate's seconds per round
+    own: list[float]  # the candidate's seconds per call, a figure per round
     baseline: list[float]  # the baseline's, paired with them ([] when it has none)
     verdict: speed.SpeedVerdict | None  # None: no baseline for this entry
     why: str = ""  # why there is no baseline
@@ -125,6 +158,9 @@ class Leader:
         """Entry `name`'s rounds against the follower's until the speed test
         decides; `call` makes one timed call (and waits for the device).
         Without a baseline for it, `alone` rounds of its own."""
+        from harness.judge import speed
+
+        calls, test = sizing(timed(call), test)
         why = self.attach(name)
         if why:
             return Compared([timed(call) for _ in range(alone)], [], None, why)
@@ -134,9 +170,9 @@ class Leader:
         def one_round(index: int) -> tuple[float, float]:
             for side in ("baseline", "candidate") if speed.first(index) == "baseline" else ("candidate", "baseline"):
                 if side == "candidate":
-                    own.append(timed(call))
+                    own.append(timed(call, calls, float(os.environ.get(INJECT, 0))))
                     continue
-                self.channel.send(round=index)
+                self.channel.send(round=index, calls=calls)
                 reply = self._next()
                 if reply is None or "seconds" not in reply:
                     raise BaselineLost(reply)
@@ -204,5 +240,5 @@ class Follower:
             if message is None or "round" not in message:
                 self.ended = message is None or bool(message.get("end"))
                 return seconds
-            seconds.append(timed(call))  # a failure is told by the plugin's report hook
+            seconds.append(timed(call, int(message.get("calls", 1))))  # a failure: the report hook tells it
             self.channel.send(seconds=seconds[-1])

@@ -8,9 +8,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from benchmarks.machinery import report
 from benchmarks.machinery.history import Change
 from benchmarks.machinery.measure import ENV_STEPS, Result
-from harness.judge import speed
 from harness.record import store, tracking
 from harness.run.ceiling import Ceiling
 
@@ -87,7 +87,7 @@ def log_to_mlflow(
     try:
         session_metrics = {
             "entries": len(results),
-            "slower": sum(r.extra.get("speed", {}).get("outcome") == speed.SLOWER for r in results),
+            "slower": sum(report.slower(r) for r in results),
             "wall_seconds": info.get("wall_seconds"),
         }
         if ceiling:

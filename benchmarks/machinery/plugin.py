@@ -64,7 +64,6 @@ import pytest
 from benchmarks.machinery import peer_checkouts, selection
 from benchmarks.machinery.fixtures import bench, device_ceiling, entry, entry_name
 from benchmarks.machinery.session import KEY, BenchSession
-from harness.judge import speed
 
 __all__ = [
     "bench",
@@ -139,9 +138,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--slower-by",
         type=_share,
-        default=speed.SLOWER_BY,
+        default=None,
         metavar="X",
-        help="the slowdown the speed tests are asked about, as a share (default 0.1: 10%%)",
+        help="the slowdown the speed tests are asked about, as a share (default 0.1: 10%%, harness.judge.speed)",
     )
     group.addoption(
         "--fill-seconds",

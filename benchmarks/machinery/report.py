@@ -13,10 +13,13 @@ from typing import Any
 from benchmarks.machinery.history import Change, ceiling_change
 from benchmarks.machinery.measure import ENV_STEPS, SIMULATIONS, UPDATES, VALUES, Result
 from harness.console import megabytes, si
-from harness.judge import speed
 from harness.run.ceiling import Ceiling
 
 # ------------------------------------------------------------------- table
+
+# harness.judge.speed's outcomes, as a record holds them. Named here, not imported: a
+# baseline's bench (--baseline REV) runs this module over a harness that may predate the test.
+SLOWER, NOT_SLOWER = "slower", "not slower"
 
 _SHORT_UNITS = {ENV_STEPS: "steps/s", SIMULATIONS: "sims/s", UPDATES: "updates/s", VALUES: "values/s"}
 
@@ -51,7 +54,7 @@ def wrap_name(name: str, width: int) -> str:
 
 def slower(result: Result) -> bool:
     """Whether the entry's speed test (against a baseline) found it SLOWER."""
-    return result.extra.get("speed", {}).get("outcome") == speed.SLOWER and "baseline" in result.extra
+    return result.extra.get("speed", {}).get("outcome") == SLOWER and "baseline" in result.extra
 
 
 def _tested(r: Result) -> str:
@@ -66,7 +69,7 @@ def _outcome(r: Result) -> str:
     test = r.extra.get("speed")
     if test is None:
         return "-"
-    word = {speed.SLOWER: "SLOWER", speed.NOT_SLOWER: f"not slower by {test['slower_by']:.0%}"}
+    word = {SLOWER: "SLOWER", NOT_SLOWER: f"not slower by {test['slower_by']:.0%}"}
     return word.get(test["outcome"], "undecided") + f", {test['rounds']} rounds"
 
 
@@ -208,6 +211,8 @@ def speed_summary(results: list[Result], against: str) -> str:
     """What the speed tests of a run's entries against a baseline (or the
     peers) found: how many SLOWER (named), not slower or undecided, how
     many had no baseline, the lowest ratio, and what the verdicts promise."""
+    from harness.judge import speed
+
     judged = [r for r in results if "speed" in r.extra]
     missing = [r.name for r in results if r.extra.get("baseline", {}).get("missing")]
     if not judged:

@@ -77,7 +77,7 @@ class BenchSession:
         `--slower-by` unless the entry says otherwise."""
         from harness.judge import speed
 
-        x = slower_by if slower_by is not None else self.config.getoption("slower_by")
+        x = slower_by or self.config.getoption("slower_by") or speed.SLOWER_BY
         return speed.SpeedTest(slower_by=x, alpha=speed.alpha_each(self.comparisons)).check()
 
     def fill(self, stem: str):

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from support import TINY_SPEC, background_result, new_store, write_spec
 
-from benchmarks.machinery import history, report
+from benchmarks.machinery import history, planned, report
 from benchmarks.machinery import measure as bench
 from harness.judge import speed
 from harness.run.ceiling import Ceiling
@@ -175,6 +175,21 @@ def record(name: str, median: float, config: str = "a") -> dict:
 
 def run_document(started: str, *records: dict) -> dict:
     return {"harness": {"started": started}, "benchmarks": [{"extra_info": {"harness": r}} for r in records]}
+
+
+def test_the_default_bench_runs_the_work_its_ledger_plans():
+    """benchmarks/planned.json: work entering the default bench (a budget, an
+    evaluation, an assessment after training) fails here until the ledger is
+    written again on purpose."""
+    now = planned.planned()
+    assert planned.changes(now, json.loads(planned.LEDGER.read_text())) == []
+    assert not any(entry["assessment"] for entry in now.values())
+    changed = {**now, "spec[extra]": {"env_steps": 1}}
+    changed["filled[alphazero_connect_four]"] = {**now["filled[alphazero_connect_four]"], "assessment": True}
+    assert planned.changes(changed, now) == [
+        "spec[extra]: new entry",
+        "filled[alphazero_connect_four]: assessment False -> True",
+    ]
 
 
 def test_each_entry_is_compared_with_the_latest_run_that_has_it():

@@ -173,7 +173,7 @@ def measure_spec(
     from harness.run import runner
     from harness.sessions import results
 
-    algorithm = plan.algorithm._replace(assess=None) if evaluate else plan.algorithm.training_only()
+    algorithm = timed_algorithm(plan, evaluate)
     seeds = plan.spec.seeds
     lengths = chunk_lengths(plan.num_iterations, plan.spec.logging.interval)
     if len(lengths) < 2:
@@ -237,6 +237,12 @@ def measure_spec(
         },
     )
     return result, run
+
+
+def timed_algorithm(plan: Any, evaluate: bool) -> Any:
+    """What a spec entry trains: the plan's algorithm without its assessment,
+    and without its evaluation unless `evaluate`."""
+    return plan.algorithm._replace(assess=None) if evaluate else plan.algorithm.training_only()
 
 
 def timed_chunks(lengths: list[int], seconds: list[float], profiled_through: int | None) -> list[tuple[int, float]]:

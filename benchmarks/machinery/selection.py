@@ -85,6 +85,26 @@ def _spread_over_cores(device: Any, seeds: int) -> bool:
     return host_devices.resolve(host_devices.CORES, seeds, devices=len(jax.devices("cpu"))) > 1
 
 
+def default_entries(folder: Path, over_cores) -> list[SpecEntry]:
+    """The default bench's spec entries, from the benchmark specs in
+    `folder`: each at 1 seed, MANY_SEEDS_SPECS at all their seeds too and,
+    where `over_cores(seeds)`, those seeds over the CPU's cores."""
+    from harness import spec as spec_module
+
+    entries = []
+    for path in sorted(p for p in folder.glob("*.yaml") if p.stem not in FILLED_ONLY_SPECS):
+        seeds = spec_module.load(path).seeds
+        for count in sorted({1, len(seeds) if path.stem in MANY_SEEDS_SPECS else 1}):
+            label = "1seed" if count == 1 else f"{count}seeds"
+            # The default bench times training alone: AlphaZero's
+            # evaluation games compile for about a minute on a CPU.
+            entries.append(SpecEntry(f"{path.stem}-{label}", path, tuple(seeds[:count]), False))
+            # On a CPU the many-seed run again, its seeds spread over the cores.
+            if count > 1 and over_cores(count):
+                entries.append(SpecEntry(f"{path.stem}-{label}-cores", path, tuple(seeds), False, cores=True))
+    return entries
+
+
 def spec_entries(config: pytest.Config, device: Any) -> tuple[str, list[SpecEntry]]:
     """The mode and the spec entries the options ask for; bad names and bad
     spec files are usage errors."""
@@ -114,16 +134,7 @@ def spec_entries(config: pytest.Config, device: Any) -> tuple[str, list[SpecEntr
         mode = "full" if full else "spec"
     else:
         mode = "default"
-        for path in sorted(p for p in bench_specs(config).glob("*.yaml") if p.stem not in FILLED_ONLY_SPECS):
-            seeds = spec_module.load(path).seeds
-            for count in sorted({1, len(seeds) if path.stem in MANY_SEEDS_SPECS else 1}):
-                label = "1seed" if count == 1 else f"{count}seeds"
-                # The default bench times training alone: AlphaZero's
-                # evaluation games compile for about a minute on a CPU.
-                entries.append(SpecEntry(f"{path.stem}-{label}", path, tuple(seeds[:count]), False))
-                # On a CPU the many-seed run again, its seeds spread over the cores.
-                if count > 1 and _spread_over_cores(device, count):
-                    entries.append(SpecEntry(f"{path.stem}-{label}-cores", path, tuple(seeds), False, cores=True))
+        entries = default_entries(bench_specs(config), lambda seeds: _spread_over_cores(device, seeds))
     if mode != "default":
         # Files from the command line: build each (no compiling) so that a
         # bad spec or env is a usage error, not a failed entry.

@@ -143,11 +143,13 @@ TABLE = (
         description="Train each spec in two Python environments on this machine (e.g. two JAX versions, each "
         "installed with its constraints file), one process per run, in rounds that alternate the order, and "
         "report for each spec: bits identical or not, the newer side's statistical verdict against the older's "
-        "run, and the newer-over-older ratios of steady-state env steps/s, compile seconds and peak memory. "
-        "Runs use --deterministic and no compilation cache. Written to --out (JSON, and Markdown beside it) and "
-        "logged to MLflow (experiment 'drift'). Exit 1 when a verdict fails.",
+        "run, and steady-state env steps/s, compile seconds and peak memory, each judged by the speed test on "
+        "the rounds' pairs (SLOWER or LARGER, not by --slower-by, or undecided; rounds go on until the tests "
+        "decide, at most --rounds). Runs use --deterministic and no compilation cache. Written to --out (JSON, "
+        "and Markdown beside it) and logged to MLflow (experiment 'drift'). Exit 1 when a verdict fails or a "
+        "figure is SLOWER.",
         exits={
-            1: "the newer side fails a verdict or a claim, or a run did not finish",
+            1: "the newer side fails a verdict or a claim, is SLOWER (LARGER) by the speed test, or a run did not finish",
             4: "no agreement shown: a verdict not judged, or a claim's test undecided",
         },
     ),

@@ -136,11 +136,17 @@ def _program_bytes(programs: Programs) -> int | None:
     return max(sizes) if sizes else None
 
 
+def timed_algorithm(plan: Any) -> Any:
+    """What a size's measurement trains: the plan's algorithm without its
+    evaluation and assessment (benchmarks/planned.json holds the bench to it)."""
+    return plan.algorithm.training_only()
+
+
 def measure(plan: Any, chunk_iterations: int, timed_chunks: int, ceiling_gflops: float | None) -> SizePoint:
     """Train `plan` for a warm-up chunk and `timed_chunks` chunks of
     `chunk_iterations` iterations each (evaluation and assessment left out)
     and measure."""
-    algorithm = plan.algorithm.training_only()
+    algorithm = timed_algorithm(plan)
     seeds = plan.spec.seeds
     programs = Programs()
     run = runner.run(

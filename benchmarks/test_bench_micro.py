@@ -25,7 +25,7 @@ from benchmarks.machinery.paths import BENCH_SPECS, PUBLISHED_SPECS
 from harness import build, envs
 from harness import spec as spec_module
 from harness.run import determinism, runner
-from harness.run.flops import count_flops, xla_flops
+from harness.run.flops import count_flops, count_jaxpr, xla_flops
 
 
 def bench_plan(name: str, seeds=(0,), network: dict | None = None, **hyperparameters) -> build.Plan:
@@ -37,10 +37,15 @@ def bench_plan(name: str, seeds=(0,), network: dict | None = None, **hyperparame
     return build.build(spec_module.parse(data, f"{name} (benchmark)"))
 
 
-def compile_timed(fn, *args):
+def compile_timed(fn, *args, **jit_options):
+    """`fn` jitted and compiled for `args`, the seconds that took (trace,
+    lower and compile), and a function that counts its FLOPs: from the same
+    trace, which jit keeps, rather than tracing `fn` a second time."""
+    jitted = jax.jit(fn, **jit_options)
     start = time.perf_counter()
-    compiled = jax.jit(fn).lower(*args).compile()
-    return compiled, time.perf_counter() - start
+    compiled = jitted.lower(*args).compile()
+    seconds = time.perf_counter() - start
+    return compiled, seconds, lambda: count_jaxpr(jitted.trace(*args).jaxpr)
 
 
 # An entry's timed rounds take about this long at most: a call slower than
@@ -96,10 +101,10 @@ def test_env_step(entry, suite, env_id, kwargs):
 
     with measure.HostPeak() as memory:
         env_state, timestep = jax.jit(jax.vmap(env.reset))(jax.random.split(jax.random.key(0), NUM_ENVS))
-        start = time.perf_counter()
-        compiled = jax.jit(steps, donate_argnums=(0, 1)).lower(env_state, timestep, jax.random.key(1)).compile()
-        compile_seconds = time.perf_counter() - start
-        count = count_flops(steps, env_state, timestep, jax.random.key(1))
+        compiled, compile_seconds, counted = compile_timed(
+            steps, env_state, timestep, jax.random.key(1), donate_argnums=(0, 1)
+        )
+        count = counted()
         holder = {"state": (env_state, timestep), "key": jax.random.key(2)}
 
         def call():
@@ -175,8 +180,8 @@ def test_mcts_search(entry):
     hp = plan.spec.hyperparameters
     with measure.HostPeak() as memory:
         _, params, games, one_search = searching(plan, seeds=None)
-        compiled, compile_seconds = compile_timed(one_search, params, jax.random.key(2), games)
-        count = count_flops(one_search, params, jax.random.key(2), games)
+        compiled, compile_seconds, counted = compile_timed(one_search, params, jax.random.key(2), games)
+        count = counted()
         seconds = timed_rounds(entry, lambda: compiled(params, jax.random.key(2), games), rounds=8)
     simulations = hp.num_envs * hp.num_simulations
     entry.record(
@@ -220,9 +225,9 @@ def test_mcts_search_small_game(entry, tree_search):
     seeds = SMALL_GAME_SEEDS
     with measure.HostPeak() as memory:
         net, params, games, one_search = searching(plan, seeds)
-        compiled, compile_seconds = compile_timed(one_search, params, jax.random.key(2), games)
+        compiled, compile_seconds, _ = compile_timed(one_search, params, jax.random.key(2), games)
         observations = games.timestep.observation
-        network, _ = compile_timed(jax.vmap(net.apply), params, observations)
+        network, _, _ = compile_timed(jax.vmap(net.apply), params, observations)
         jax.block_until_ready(network(params, observations))
         network_seconds = []
         for _ in range(20):
@@ -301,8 +306,8 @@ def test_ppo_update(entry, spec_name, network):
         actor, batch = collected(state, jax.random.key(1))
         keys = jax.random.split(jax.random.key(2))
         args = (state, actor, batch, state.actor.carry, *keys)
-        compiled, compile_seconds = compile_timed(stages.learn, *args)
-        count = count_flops(stages.learn, *args)
+        compiled, compile_seconds, counted = compile_timed(stages.learn, *args)
+        count = counted()
         seconds = timed_rounds(entry, lambda: compiled(*args), rounds=10)
     entry.record(
         measure.micro_result(

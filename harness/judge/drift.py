@@ -255,11 +255,19 @@ def to_dict(older: str, newer: str, rows: list[Row], settings: dict[str, Any]) -
 
 def to_markdown(document: dict[str, Any]) -> str:
     """The report as a Markdown table (the MLflow artifact and the docs page)."""
+    if any(row.get("tests") for row in document["specs"]):
+        what = (
+            "how much faster (smaller) the newer is, the median round's ratio and its 95% interval, over at most"
+            f" {_rounds(document['settings']['rounds'])} ({document['settings']['budget']}); SLOWER (LARGER), ok"
+            f" (not by {document['settings'].get('slower_by', speed.SLOWER_BY):.0%}) or undecided: the speed test"
+        )
+    else:  # a report from before the speed test
+        what = (
+            f"the newer's figure over the older's, medians over {_rounds(document['settings']['rounds'])}"
+            f" ({document['settings']['budget']})"
+        )
     lines = [
-        f"{document['newer']} against {document['older']}: how much faster (smaller) the newer is, the median"
-        f" round's ratio and its 95% interval, over at most {_rounds(document['settings']['rounds'])}"
-        f" ({document['settings']['budget']}); SLOWER (LARGER), ok (not by"
-        f" {document['settings'].get('slower_by', speed.SLOWER_BY):.0%}) or undecided: harness.judge.speed.",
+        f"{document['newer']} against {document['older']}: {what}.",
         "",
         "| spec | iterations | bits | verdict | claims | env steps/s | compile | peak memory |",
         "|---|---:|---|---|---|---:|---:|---:|",

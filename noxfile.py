@@ -179,6 +179,9 @@ def bench(session: nox.Session) -> None:
     # The side-by-side entries import the peers' code, which needs a few
     # packages of its own (the `peers` extra).
     line = session.posargs[session.posargs.index("--jax") + 1] if "--jax" in session.posargs[:-1] else None
+    # One process imports what it needs: compiling every installed package's
+    # bytecode at install (about 20 s here) would cost more than it saves.
+    session.env["UV_COMPILE_BYTECODE"] = "0"
     args = _install(session, "test,peers" if "--against" in session.posargs else "test")
     # Some pytest-benchmark versions open --benchmark-json while parsing options.
     Path(".bench").mkdir(exist_ok=True)
@@ -191,68 +194,22 @@ def bench(session: nox.Session) -> None:
 
 
 def _baseline(session: nox.Session, rev: str, line: str | None) -> list[str]:
-    """`--baseline REV`: REV's worktree in `.bench/baseline/<commit>/tree`
-    with this checkout's `benchmarks/` in it (the same instrument measures
-    both), installed as this session installs the project, in an environment
-    of its own beside it; the bench's options that start REV's bench in
-    lockstep with this one (benchmarks/machinery/baseline.py)."""
-    import subprocess
-
+    """`--baseline REV`: REV's worktree and environment
+    (benchmarks/machinery/baseline_checkout.py), and the bench's options
+    that start REV's bench in lockstep with this one."""
+    checkout = _load("baseline_checkout", "benchmarks", "machinery", "baseline_checkout.py")
     build = _jax_build()
-    found = subprocess.run(
-        ["git", "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"], capture_output=True, text=True
-    )
-    if found.returncode != 0:
-        session.error(f"--baseline {rev}: no such commit in this repository")
-    commit = found.stdout.strip()
-    changed = subprocess.run(
-        ["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True
-    ).stdout.strip()
-    if changed:
-        files = ", ".join(line.split()[-1] for line in changed.splitlines()[:5])
-        session.error(
-            f"--baseline {rev}: this checkout has uncommitted changes ({files}); commit them, so that both sides"
-            " of the comparison are commits"
-        )
-    folder = Path(".bench", "baseline", commit[:12]).resolve()
-    tree, venv = folder / "tree", folder / "venv"
-    if not (tree / ".git").exists():
-        subprocess.run(["git", "worktree", "prune"], check=False)
-        shutil.rmtree(tree, ignore_errors=True)
-        made = subprocess.run(
-            ["git", "worktree", "add", "--detach", "--force", str(tree), commit], capture_output=True, text=True
-        )
-        if made.returncode != 0:
-            session.error(f"--baseline {rev}: cannot check it out: {made.stderr.strip().splitlines()[-1]}")
-    shutil.rmtree(tree / "benchmarks", ignore_errors=True)
-    shutil.copytree("benchmarks", tree / "benchmarks", ignore=shutil.ignore_patterns("__pycache__"))
-    constraints = build.line_constraints(line, sys.version_info[:2])
-    wanted = f"{commit} {constraints} {session.env.get(build.ENV)}"
-    stamp = folder / "installed"
-    python = venv / "bin" / "python"
-    if not (stamp.exists() and stamp.read_text() == wanted and python.exists()):
-        stamp.unlink(missing_ok=True)
-        me = session.run("python", "-c", "import sys; print(sys.executable)", silent=True).strip()
-        requirements = build.requirements(session.env.get(build.ENV, "cpu"))
-        uv = shutil.which("uv")
-        steps = (
-            [[uv, "venv", "--quiet", "--python", me, str(venv)],
-             [uv, "pip", "install", "--quiet", "--python", str(python), "-c", str(tree / constraints),
-              "-e", f"{tree}[test]", *requirements]]
-            if uv
-            else [[me, "-m", "venv", str(venv)],
-                  [str(python), "-m", "pip", "install", "--quiet", "-c", str(tree / constraints), "-e", f"{tree}[test]",
-                   *requirements]]
-        )  # fmt: skip
-        session.log(f"baseline {commit[:10]}: installing it into {venv}")
-        for step in steps:
-            done = subprocess.run(step, capture_output=True, text=True)
-            if done.returncode != 0:
-                why = (done.stderr.strip() or done.stdout.strip() or f"exit {done.returncode}").splitlines()[-1]
-                session.error(f"--baseline {rev}: the baseline {commit[:10]} fails to build: {why}")
-        stamp.write_text(wanted)
-    session.log(f"baseline {commit[:10]}: {tree}, its bench in lockstep with this one")
-    return ["--baseline-python", str(python), "--baseline-dir", str(folder), "--baseline-rev", commit]
+    root = Path(__file__).parent
+    try:
+        commit = checkout.commit_of(root, rev)
+        python = session.run("python", "-c", "import sys; print(sys.executable)", silent=True).strip()
+        constraints = build.line_constraints(line, sys.version_info[:2])
+        extra = build.requirements(session.env.get(build.ENV, "cpu"))
+        folder = checkout.prepare(root, rev, commit, python, constraints, extra, session.log)
+    except checkout.BaselineError as error:
+        session.error(str(error))
+    session.log(f"baseline {commit[:10]}: {folder / 'tree'}, its bench in lockstep with this one")
+    return checkout.options(folder, commit)
 
 
 @nox.session(venv_backend="none")

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from support import background_result, new_store
 
-from benchmarks.machinery import baseline, lockstep
+from benchmarks.machinery import baseline, baseline_checkout, lockstep
 from harness.judge import speed
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -160,3 +160,48 @@ def test_an_entry_against_its_baseline_is_judged_where_users_read_it(against_bas
     (logged,) = [r for r in runs if r.data.tags.get("bench.entry", "").startswith("env_step")]
     assert logged.data.tags["bench.verdict"] == test["verdict"] and logged.data.tags["bench.baseline"] == "HEAD"
     assert logged.data.metrics["speed_ratio"] == pytest.approx(test["ratio"])
+
+
+def _repo(tmp_path: Path, pyproject: str) -> Path:
+    """A git repository of one commit: a project that `pip install -e .` reads."""
+    root = tmp_path / "repo"
+    (root / "benchmarks").mkdir(parents=True)
+    (root / "pyproject.toml").write_text(pyproject)
+    (root / "constraints.txt").write_text("")
+    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.email=a@b", "-c", "user.name=a", "commit", "-qm", "x"]):
+        subprocess.run(["git", *args], cwd=root, check=True)
+    return root
+
+
+def test_every_way_a_baseline_cannot_be_had_is_one_line(tmp_path):
+    root = _repo(tmp_path, "[project]\nname = 'broken'\nversion = 'not a version'\n")
+    with pytest.raises(baseline_checkout.BaselineError, match="--baseline nope: no such commit in this repository"):
+        baseline_checkout.commit_of(root, "nope")
+    commit = baseline_checkout.commit_of(root, "HEAD")
+    with pytest.raises(baseline_checkout.BaselineError, match=f"the baseline {commit[:10]} fails to build: "):
+        baseline_checkout.prepare(root, "HEAD", commit, sys.executable, "constraints.txt", [], lambda _: None)
+    (root / "pyproject.toml").write_text("changed")
+    with pytest.raises(baseline_checkout.BaselineError, match=r"uncommitted changes \(pyproject.toml\)"):
+        baseline_checkout.commit_of(root, "HEAD")
+
+
+def test_a_baseline_bench_that_never_runs_an_entry_is_an_error(tmp_path):
+    """REV's bench that dies at once: the entry is measured alone, and the
+    bench ends with one error line and exit 1, its report and MLflow run written."""
+    (tmp_path / "baseline" / "tree").mkdir(parents=True)
+    dead = tmp_path / "dead-python"
+    dead.write_text("#!/bin/sh\necho 'no pytest here' >&2\nexit 3\n")
+    dead.chmod(0o755)
+    proc = subprocess.run(
+        [
+            sys.executable, "-m", "pytest", "benchmarks", "-p", "no:cacheprovider", "--benchmark-only",
+            "--bench-dir", str(tmp_path / "bench"), "--tracking-uri", new_store(tmp_path),
+            "-k", "env_step and CartPole", "--baseline-python", str(dead),
+            "--baseline-dir", str(tmp_path / "baseline"), "--baseline-rev", "abc123",
+        ],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "error: the baseline abc123's bench ran none of the entries compared: no verdict" in proc.stdout
+    assert "1 without a baseline" in proc.stdout
+    assert "no pytest here" in (tmp_path / "baseline" / "bench.log").read_text()

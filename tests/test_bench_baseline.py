@@ -96,7 +96,7 @@ def test_the_baseline_bench_takes_the_candidates_options_but_its_own_results(tmp
     assert out[:5] == ["benchmarks", "-k", "env_step", "--slower-by", "0.2"]
     assert out[5:] == [
         "--bench-dir", str(tmp_path / "bench"), "--benchmark-json", str(tmp_path / "bench" / "benchmark.json"),
-        "--lockstep-follower", "7,9",
+        "--tracking-uri", f"sqlite:///{tmp_path / 'bench' / 'mlflow.db'}", "--lockstep-follower", "7,9",
     ]  # fmt: skip
 
 
@@ -143,6 +143,7 @@ def test_an_entry_against_its_baseline_is_judged_where_users_read_it(against_bas
     test = entry["extra"]["speed"]
     assert test["outcome"] in speed.OUTCOMES and test["rounds"] == len(entry["extra"]["baseline"]["seconds"])
     assert entry["repeats"] == test["rounds"] and entry["extra"]["baseline"]["rev"] == "HEAD"
+    assert test["alpha"] == pytest.approx(speed.ALPHA / 2)  # the run's alpha over the two entries -k chose
     # The checkpoint entry makes no rounds to pair: measured, with no verdict, and the baseline skipped it.
     (checkpoint,) = [b["extra_info"]["harness"] for b in document["benchmarks"] if "checkpoint" in b["name"]]
     assert "speed" not in checkpoint["extra"]

@@ -48,6 +48,9 @@ def follower_args(args: Sequence[str], bench_dir: Path, read_fd: int, write_fd: 
         str(bench_dir),
         "--benchmark-json",
         str(bench_dir / "benchmark.json"),
+        # Its own store: REV's bench session is no run of this bench's experiment.
+        "--tracking-uri",
+        f"sqlite:///{bench_dir / 'mlflow.db'}",
         FOLLOW,
         f"{read_fd},{write_fd}",
     ]

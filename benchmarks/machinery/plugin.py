@@ -252,9 +252,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return not any(item.get_closest_marker(m) for m in left_out)
 
     kept = [item for item in items if kept_item(item)]
-    # Against a baseline every entry may be a comparison; else only the side-by-side ones.
-    comparing = config.getoption("baseline_python") is not None
-    session.comparisons = sum(1 for item in kept if comparing or item.get_closest_marker("against") is not None)
     session.filled_stems = [item.callspec.params["stem"] for item in kept if item.path.name == "test_bench_filled.py"]
     if len(kept) < len(items):
         config.hook.pytest_deselected(items=[item for item in items if item not in kept])
@@ -272,7 +269,11 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if bench is None or session.config.option.collectonly:
         return
     if session.items:
-        if python := session.config.getoption("baseline_python"):
+        # The comparisons the run's alpha is split over, once -k has chosen: against a baseline
+        # every entry may be one; else only the side-by-side entries.
+        python = session.config.getoption("baseline_python")
+        bench.comparisons = sum(1 for i in session.items if python or i.get_closest_marker("against") is not None)
+        if python:
             _start_baseline(session, bench, python)
         return
     keyword = session.config.option.keyword

@@ -115,7 +115,7 @@ def run_against_baseline(tmp_path_factory) -> tuple[subprocess.CompletedProcess,
             [
                 sys.executable, "-m", "pytest", "benchmarks", "-p", "no:cacheprovider", "--benchmark-only",
                 "--bench-dir", str(tmp / "bench"), "--tracking-uri", new_store(tmp),
-                "-k", "env_step and CartPole or checkpoint_cost and ppo_cartpole",
+                "-k", "env_step and (CartPole or Pendulum) and not brax",
                 "--baseline-python", sys.executable, "--baseline-dir", str(folder), "--baseline-rev", "HEAD",
                 "--fail-on-regression",
             ],
@@ -139,26 +139,24 @@ def test_an_entry_against_its_baseline_is_judged_where_users_read_it(against_bas
     assert proc.returncode in (0, 1), proc.stdout[-4000:] + proc.stderr[-2000:]
     (saved,) = (tmp / "bench" / "history").glob("*/*.json")
     document = json.loads(saved.read_text())
-    (entry,) = [b["extra_info"]["harness"] for b in document["benchmarks"] if "env_step" in b["name"]]
+    (entry,) = [b["extra_info"]["harness"] for b in document["benchmarks"] if "CartPole" in b["name"]]
     test = entry["extra"]["speed"]
     assert test["outcome"] in speed.OUTCOMES and test["rounds"] == len(entry["extra"]["baseline"]["seconds"])
     assert entry["repeats"] == test["rounds"] and entry["extra"]["baseline"]["rev"] == "HEAD"
     assert test["alpha"] == pytest.approx(speed.ALPHA / 2)  # the run's alpha over the two entries -k chose
-    # The checkpoint entry makes no rounds to pair: measured, with no verdict, and the baseline skipped it.
-    (checkpoint,) = [b["extra_info"]["harness"] for b in document["benchmarks"] if "checkpoint" in b["name"]]
-    assert "speed" not in checkpoint["extra"]
     assert document["harness"]["baseline"]["rev"] == "HEAD"
     assert "speed test against the baseline HEAD" in proc.stdout
-    assert "against the baseline HEAD, 1 entries tested:" in proc.stdout
-    # --fail-on-regression: exit 1 exactly when the test said SLOWER.
-    assert (proc.returncode == 1) == (test["outcome"] == speed.SLOWER)
+    assert "against the baseline HEAD, 2 entries tested:" in proc.stdout
+    # --fail-on-regression: exit 1 exactly when a test said SLOWER.
+    outcomes = [b["extra_info"]["harness"]["extra"]["speed"]["outcome"] for b in document["benchmarks"]]
+    assert (proc.returncode == 1) == (speed.SLOWER in outcomes)
     log = (tmp / "baseline" / "bench.log").read_text()
-    assert "1 passed" in log and "skipped" in log  # the baseline's own bench: the entry, the other skipped
+    assert "2 passed" in log  # the baseline's own bench, its report written
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(new_store(tmp))
     runs = client.search_runs([client.get_experiment_by_name("bench").experiment_id])
-    (logged,) = [r for r in runs if r.data.tags.get("bench.entry", "").startswith("env_step")]
+    (logged,) = [r for r in runs if "CartPole" in r.data.tags.get("bench.entry", "")]
     assert logged.data.tags["bench.verdict"] == test["verdict"] and logged.data.tags["bench.baseline"] == "HEAD"
     assert logged.data.metrics["speed_ratio"] == pytest.approx(test["ratio"])
 
@@ -186,23 +184,33 @@ def test_every_way_a_baseline_cannot_be_had_is_one_line(tmp_path):
         baseline_checkout.commit_of(root, "HEAD")
 
 
-def test_a_baseline_bench_that_never_runs_an_entry_is_an_error(tmp_path):
-    """REV's bench that dies at once: the entry is measured alone, and the
-    bench ends with one error line and exit 1, its report and MLflow run written."""
-    (tmp_path / "baseline" / "tree").mkdir(parents=True)
-    dead = tmp_path / "dead-python"
+def run_dead_baseline(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
+    """REV's bench that dies at once (its Python a script that exits 3)."""
+    tmp = tmp_path_factory.mktemp("dead-baseline")
+    (tmp / "baseline" / "tree").mkdir(parents=True)
+    dead = tmp / "dead-python"
     dead.write_text("#!/bin/sh\necho 'no pytest here' >&2\nexit 3\n")
     dead.chmod(0o755)
     proc = subprocess.run(
         [
             sys.executable, "-m", "pytest", "benchmarks", "-p", "no:cacheprovider", "--benchmark-only",
-            "--bench-dir", str(tmp_path / "bench"), "--tracking-uri", new_store(tmp_path),
+            "--bench-dir", str(tmp / "bench"), "--tracking-uri", new_store(tmp),
             "-k", "env_step and CartPole", "--baseline-python", str(dead),
-            "--baseline-dir", str(tmp_path / "baseline"), "--baseline-rev", "abc123",
+            "--baseline-dir", str(tmp / "baseline"), "--baseline-rev", "abc123",
         ],
         cwd=ROOT, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
+    return proc, tmp
+
+
+BACKGROUND["dead_baseline"] = run_dead_baseline
+
+
+def test_a_baseline_bench_that_never_runs_an_entry_is_an_error():
+    """The entry is measured alone, and the bench ends with one error line
+    and exit 1, its report written."""
+    proc, tmp = background_result("dead_baseline")
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "error: the baseline abc123's bench ran none of the entries compared: no verdict" in proc.stdout
     assert "1 without a baseline" in proc.stdout
-    assert "no pytest here" in (tmp_path / "baseline" / "bench.log").read_text()
+    assert "no pytest here" in (tmp / "baseline" / "bench.log").read_text()

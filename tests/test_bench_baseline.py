@@ -206,10 +206,15 @@ def run_dead_baseline(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Pa
 BACKGROUND["dead_baseline"] = run_dead_baseline
 
 
-def test_a_baseline_bench_that_never_runs_an_entry_is_an_error():
+@pytest.fixture(scope="module")
+def dead_baseline():
+    return background_result("dead_baseline")
+
+
+def test_a_baseline_bench_that_never_runs_an_entry_is_an_error(dead_baseline):
     """The entry is measured alone, and the bench ends with one error line
     and exit 1, its report written."""
-    proc, tmp = background_result("dead_baseline")
+    proc, tmp = dead_baseline
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "error: the baseline abc123's bench ran none of the entries compared: no verdict" in proc.stdout
     assert "1 without a baseline" in proc.stdout

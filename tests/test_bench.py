@@ -241,7 +241,7 @@ def test_the_speed_tests_against_the_peers_are_the_line_above_the_table():
     fast = against("against_a", [12.0, 11.0, 13.0, 12.5, 11.5], [10.0, 10.0, 10.0, 10.2, 9.9])
     slow = against("against_c", [8.0] * 12, [10.0] * 12)
     line = report.against_summary([fast])
-    assert line.startswith("against peers, 1 entries tested: 1 not slower by 10%; lowest ratio 1.20x")
+    assert line.startswith("against peers, 1 entry tested: 1 not slower by 10%; lowest ratio 1.20x")
     line = report.against_summary([fast, slow])
     assert "1 SLOWER (against_c), 1 not slower by 10%; lowest ratio 0.80x [0.80-0.80] (against_c)" in line
     # Slower than a peer is a finding, not a regression of the project: no red row.

@@ -228,7 +228,8 @@ def speed_summary(results: list[Result], against: str) -> str:
     if missing:
         parts.append(f"{len(missing)} without a baseline")
     return (
-        f"against {against}, {len(judged)} entries tested: {', '.join(parts)}; lowest ratio {test['ratio']:.2f}x"
+        f"against {against}, {len(judged)} {'entry' if len(judged) == 1 else 'entries'} tested: {', '.join(parts)};"
+        f" lowest ratio {test['ratio']:.2f}x"
         f" [{test['interval'][0]:.2f}-{test['interval'][1]:.2f}] ({lowest}). Any SLOWER in the run is wrong at"
         f" most {speed.ALPHA:.0%} of the time when nothing is slower; a slowdown of"
         f" {test['slower_by']:.0%} reads 'not slower' at most {test['beta']:.0%} of the time"

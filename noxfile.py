@@ -179,9 +179,6 @@ def bench(session: nox.Session) -> None:
     # The side-by-side entries import the peers' code, which needs a few
     # packages of its own (the `peers` extra).
     line = session.posargs[session.posargs.index("--jax") + 1] if "--jax" in session.posargs[:-1] else None
-    # One process imports what it needs: compiling every installed package's
-    # bytecode at install (about 20 s here) would cost more than it saves.
-    session.env["UV_COMPILE_BYTECODE"] = "0"
     args = _install(session, "test,peers" if "--against" in session.posargs else "test")
     # Some pytest-benchmark versions open --benchmark-json while parsing options.
     Path(".bench").mkdir(exist_ok=True)

@@ -47,6 +47,8 @@ def test_the_two_benches_take_turns_entry_by_entry(monkeypatch):
                 me.failed(name, "AttributeError: no training_only")
                 continue
             ran[name] = me.rounds(name, lambda name=name: calls.append(f"baseline {name}"))
+            if name == "a":  # its result then fails at the baseline: told, and nothing answers it
+                me.failed(name, "KeyError: after the rounds")
         follower_end.close()
 
     thread = threading.Thread(target=follower)

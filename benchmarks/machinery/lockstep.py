@@ -137,10 +137,12 @@ class Leader:
             message = self._next()
             if message is None:
                 return "the baseline's bench ended before this entry"
-            at = message.get("at")
+            if "at" not in message:  # an entry's failure told after its rounds: nothing to answer
+                continue
+            at = message["at"]
             if at == name:
                 break
-            if at is not None and self._later(name, at):
+            if self._later(name, at):
                 self.pending = message
                 return "the baseline's bench has no such entry"
             self.channel.send(skip=at)  # an entry the leader compares no rounds of

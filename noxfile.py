@@ -179,6 +179,15 @@ def bench(session: nox.Session) -> None:
     # The side-by-side entries import the peers' code, which needs a few
     # packages of its own (the `peers` extra).
     line = session.posargs[session.posargs.index("--jax") + 1] if "--jax" in session.posargs[:-1] else None
+    # The bench is one Python process (its baseline a second), which imports
+    # a part of what the environment holds: compiled as they are imported,
+    # into the bench's folder where PYTHONDONTWRITEBYTECODE is set (kept for
+    # the next run), those modules cost less than all of them compiled at
+    # install, as the suite's hundred processes need.
+    session.env["UV_COMPILE_BYTECODE"] = "0"
+    if os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        session.env["PYTHONDONTWRITEBYTECODE"] = None
+        session.env["PYTHONPYCACHEPREFIX"] = str(Path(".bench", "pycache").resolve())
     args = _install(session, "test,peers" if "--against" in session.posargs else "test")
     # Some pytest-benchmark versions open --benchmark-json while parsing options.
     Path(".bench").mkdir(exist_ok=True)

@@ -34,3 +34,28 @@ def test_bytes_count_what_each_primitive_reads_and_writes():
     matmul_bytes = (8 * 16 + 16 * 32 + 8 * 32) * 4
     tanh_bytes = 2 * 8 * 32 * 4
     assert count.bytes == matmul_bytes + tanh_bytes
+
+
+def test_a_shard_map_body_counts_once_per_device():
+    from jax.sharding import AbstractMesh
+    from jax.sharding import PartitionSpec as P
+
+    a, b = jnp.ones((8, 16)), jnp.ones((16, 4))
+    mapped = jax.shard_map(lambda x: x @ b, mesh=AbstractMesh((2,), ("x",)), in_specs=P("x"), out_specs=P("x"))
+    assert count_flops(mapped, a).matmul == count_flops(jnp.dot, a, b).matmul == 2 * 8 * 16 * 4
+
+
+def test_an_iteration_counted_from_the_compiled_chunk_is_its_step_over_the_seeds():
+    from harness.run import flops, runner
+    from harness.run.programs import Programs
+
+    w = jnp.ones((16, 16))
+
+    def step(state):
+        return jnp.tanh(state @ w), {"norm": jnp.sum(state)}
+
+    state = jnp.ones((3, 8, 16))  # 3 seeds
+    programs = Programs(keep_traces=True)
+    runner.compile_chunk(step, 5, state, programs=programs)
+    assert list(programs.chunk_traces) == [5]
+    assert flops.per_iteration(programs.chunk_traces[5], 5) == count_flops(jax.vmap(step), state)

@@ -19,6 +19,7 @@ import jax
 
 from benchmarks.machinery import measure
 from harness.run import flops as flops_module
+from harness.run.programs import Programs
 
 # A round of each side: without a baseline for the entry, this many calls of its own.
 ALONE_ROUNDS = 5
@@ -33,10 +34,11 @@ def measure_chunks(entry: Any, plan: Any, iterations: int, config: dict[str, Any
     seeds = plan.spec.seeds
     with measure.HostPeak() as memory:
         state, init_seconds = runner.init_state(algorithm, seeds, plan.mesh)
-        count = flops_module.count_flops(flops_module.over_seeds(algorithm.step, plan.layout), state)
+        programs = Programs(keep_traces=True)
         chunk, chunk_seconds = runner.compile_chunk(
-            algorithm.step, iterations, state, plan.mesh, map_seeds=algorithm.map_seeds
+            algorithm.step, iterations, state, plan.mesh, map_seeds=algorithm.map_seeds, programs=programs
         )
+        count = flops_module.per_iteration(programs.chunk_traces[iterations], iterations)
         holder = {"state": state}
 
         def call():
@@ -54,7 +56,7 @@ def measure_chunks(entry: Any, plan: Any, iterations: int, config: dict[str, Any
         unit=measure.ENV_STEPS,
         iteration="one training iteration of one seed",
         compile_seconds=init_seconds + chunk_seconds,
-        count=count._replace(**{f: getattr(count, f) * iterations for f in ("matmul", "other", "bytes")}),
+        count=count.scaled(iterations),
         memory=memory,
         device=entry.bench.device,
     )

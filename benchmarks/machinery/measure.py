@@ -34,6 +34,7 @@ import jax
 from harness.run import flops as flops_module
 from harness.run.ceiling import spread
 from harness.run.memory import HostPeak, device_peak_bytes
+from harness.run.programs import Programs
 
 ENV_STEPS = "env steps/s"
 SIMULATIONS = "simulations/s"
@@ -181,6 +182,7 @@ def measure_spec(
             f"{plan.spec.name}: {plan.num_iterations} iterations in chunks of {plan.spec.logging.interval} "
             "make one chunk; a benchmark needs a warm-up chunk and at least one timed chunk"
         )
+    programs = Programs(keep_traces=True)  # kept for this run alone: every program is compiled and timed
     with HostPeak() as memory:
         run = runner.run(
             algorithm,
@@ -188,12 +190,13 @@ def measure_spec(
             plan.num_iterations,
             plan.spec.logging.interval,
             mesh=plan.mesh,
+            programs=programs,
             profile_dir=None if profile_dir is None else str(profile_dir),
         )
 
     hp = plan.spec.hyperparameters
     registration = algorithms.registry[plan.spec.algorithm]
-    work = _Work.of(algorithm, plan, run.state)
+    work = _Work.of(algorithm, plan, run.state, programs.chunk_traces[lengths[0]], lengths[0])
     timed = timed_chunks(lengths, run.chunk_seconds, run.profiled_through)
     steps = [n * plan.env_steps_per_iteration * len(seeds) / s for n, s in timed]
     updates = [n * registration.updates_per_step(hp) * len(seeds) / s for n, s in timed]
@@ -262,11 +265,13 @@ class _Work(NamedTuple):
     evaluation: Any  # the same, or None without an evaluation
 
     @classmethod
-    def of(cls, algorithm: Any, plan: Any, state: Any) -> _Work:
-        def count(fn):
-            return flops_module.count_flops(flops_module.over_seeds(fn, plan.layout), state)
-
-        return cls(count(algorithm.step), count(algorithm.evaluate) if algorithm.evaluate else None)
+    def of(cls, algorithm: Any, plan: Any, state: Any, chunk: Any, iterations: int) -> _Work:
+        """From `chunk`, the jaxpr of the chunk program of `iterations`
+        iterations the run compiled, and the evaluation traced apart."""
+        evaluation = None
+        if algorithm.evaluate is not None:
+            evaluation = flops_module.count_flops(flops_module.over_seeds(algorithm.evaluate, plan.layout), state)
+        return cls(flops_module.per_iteration(chunk, iterations), evaluation)
 
     def chunk(self, iterations: int, field: str) -> float:
         """A chunk's `field` (matmul, other or bytes): its steps' and one evaluation's."""

@@ -42,6 +42,10 @@ class FlopCount(NamedTuple):
     def total(self) -> float:
         return self.matmul + self.other
 
+    def scaled(self, factor: float) -> FlopCount:
+        """The FLOPs and bytes of `factor` times this work (the loops as they are)."""
+        return self._replace(matmul=self.matmul * factor, other=self.other * factor, bytes=self.bytes * factor)
+
 
 def _size(aval: Any) -> int:
     shape = getattr(aval, "shape", ())
@@ -82,6 +86,8 @@ def _count(jaxpr: Any, scale: float, acc: list[float]) -> None:
         name = eqn.primitive.name
         if name == "scan":
             _count(eqn.params["jaxpr"].jaxpr, scale * eqn.params["length"], acc)
+        elif name == "shard_map":  # its body runs on every device of the mesh
+            _count(eqn.params["jaxpr"], scale * eqn.params["mesh"].size, acc)
         elif name == "while":
             acc[2] += 1
             _count(eqn.params["body_jaxpr"].jaxpr, scale, acc)
@@ -121,6 +127,14 @@ def count_jaxpr(closed: Any) -> FlopCount:
 def count_flops(fn: Callable, *args: Any) -> FlopCount:
     """FLOPs of one call of `fn(*args)` (traced, not run)."""
     return count_jaxpr(jax.make_jaxpr(fn)(*args))
+
+
+def per_iteration(chunk: Any, iterations: int) -> FlopCount:
+    """One iteration's share of a chunk program of `iterations` iterations,
+    counted from the jaxpr its compile traced (`Programs(keep_traces=True)`):
+    the same count as its step over the run's seeds, without tracing the
+    step a second time."""
+    return count_jaxpr(chunk).scaled(1 / iterations)
 
 
 def xla_cost(compiled: Any) -> dict[str, float]:

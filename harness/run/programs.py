@@ -14,7 +14,9 @@ A program is found again only for the same function object (the same
 built `Algorithm`, not an equal one built anew), the same static settings
 and the same abstract arguments (tree structure, shapes, dtypes,
 shardings). Without a `Programs`, nothing is kept: every run compiles, as
-benchmarks that time compiles need.
+benchmarks that time compiles need. A `Programs(keep_traces=True)` also keeps
+each chunk program's jaxpr, as it was traced for the compile: what a
+benchmark counts the chunk's FLOPs from without tracing it again.
 """
 
 from __future__ import annotations
@@ -35,8 +37,10 @@ def signature(args: Any) -> Hashable:
 class Programs:
     """Compiled programs by (what was compiled, its arguments' signature)."""
 
-    def __init__(self) -> None:
+    def __init__(self, keep_traces: bool = False) -> None:
         self._compiled: dict[Hashable, Any] = {}
+        # The chunk programs' closed jaxprs by chunk length (harness.run.runner.compile_chunk).
+        self.chunk_traces: dict[int, Any] | None = {} if keep_traces else None
 
     def __len__(self) -> int:
         return len(self._compiled)

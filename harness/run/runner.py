@@ -87,11 +87,15 @@ def compile_chunk(
     deterministic pair), and the seconds it took."""
     start = time.perf_counter()
     options = dict(compiler_options or {})
+
+    def make():
+        traced = make_chunk(step, length, mesh, map_seeds, block).trace(state)
+        if programs is not None and programs.chunk_traces is not None:
+            programs.chunk_traces[length] = traced.jaxpr
+        return traced.lower().compile(compiler_options=options or None)
+
     compiled = compile_once(
-        programs,
-        ("chunk", step, length, mesh, map_seeds, block, tuple(sorted(options.items()))),
-        state,
-        lambda: make_chunk(step, length, mesh, map_seeds, block).lower(state).compile(compiler_options=options or None),
+        programs, ("chunk", step, length, mesh, map_seeds, block, tuple(sorted(options.items()))), state, make
     )
     return compiled, time.perf_counter() - start
 

@@ -148,14 +148,14 @@ def measure(plan: Any, chunk_iterations: int, timed_chunks: int, ceiling_gflops:
     and measure."""
     algorithm = timed_algorithm(plan)
     seeds = plan.spec.seeds
-    programs = Programs()
+    programs = Programs(keep_traces=True)
     run = runner.run(
         algorithm, seeds, chunk_iterations * (1 + timed_chunks), chunk_iterations, mesh=plan.mesh, programs=programs
     )
     env_steps = chunk_iterations * plan.env_steps_per_iteration * len(seeds)
     rates = tuple(env_steps / s for s in run.chunk_seconds[1:])
     sps = statistics.median(rates)
-    count = flops.count_flops(flops.over_seeds(algorithm.step, plan.layout), run.state)
+    count = flops.per_iteration(programs.chunk_traces[chunk_iterations], chunk_iterations)
     per_step = count.total / (plan.env_steps_per_iteration * len(seeds))
     return SizePoint(
         size=0,

@@ -25,7 +25,8 @@ from benchmarks.machinery.paths import BENCH_SPECS, PUBLISHED_SPECS
 from harness import build, envs
 from harness import spec as spec_module
 from harness.run import determinism, runner
-from harness.run.flops import count_flops, count_jaxpr, xla_flops
+from harness.run.flops import count_jaxpr, per_iteration, xla_flops
+from harness.run.programs import Programs
 
 
 def bench_plan(name: str, seeds=(0,), network: dict | None = None, **hyperparameters) -> build.Plan:
@@ -281,12 +282,21 @@ UPDATES = [
 ]
 
 
+@pytest.fixture(scope="module")
+def fragments() -> dict:
+    """Fragments collected for the PPO update entries, by spec: a pair's
+    two networks differ in their gradient alone (the same forward, the same
+    parameters), so they update from one fragment, collected once."""
+    return {}
+
+
 @pytest.mark.parametrize("spec_name,network", [pytest.param(*u[1:], id=u[0]) for u in UPDATES])
-def test_ppo_update(entry, spec_name, network):
+def test_ppo_update(entry, fragments, spec_name, network):
     """PPO's learning stage of one iteration (`ppo.make_stages(...).learn`,
     the code `step` runs): `update_epochs` passes, each drawing its shuffled
     minibatches and taking `num_minibatches` gradient steps, on a fragment
-    the initial policy collected, with its GAE advantages (a recurrent
+    the initial policy collected (one for both of a pair, `fragments`), with
+    its GAE advantages (a recurrent
     policy's minibatches are whole env fragments, replayed from the memory
     at their start)."""
     plan = bench_plan(spec_name, network=network)
@@ -296,14 +306,16 @@ def test_ppo_update(entry, spec_name, network):
     optimizer = build.make_optimizer(plan.spec.optimizer, plan.num_iterations * updates)
     _, stages = ppo.make_stages(hp, env, network=plan.spec.network, optimizer=optimizer)
     with measure.HostPeak() as memory:
-        state = jax.jit(plan.algorithm.init)(jax.random.key(0))
+        if spec_name not in fragments:
+            state = jax.jit(plan.algorithm.init)(jax.random.key(0))
 
-        @jax.jit
-        def collected(state, key):
-            actor, fragment = stages.collect(state, key)
-            return actor, stages.targets(state.params, actor, fragment)
+            @jax.jit
+            def collected(state, key):
+                actor, fragment = stages.collect(state, key)
+                return actor, stages.targets(state.params, actor, fragment)
 
-        actor, batch = collected(state, jax.random.key(1))
+            fragments[spec_name] = (state, *collected(state, jax.random.key(1)))
+        state, actor, batch = fragments[spec_name]
         keys = jax.random.split(jax.random.key(2))
         args = (state, actor, batch, state.actor.carry, *keys)
         compiled, compile_seconds, counted = compile_timed(stages.learn, *args)
@@ -355,9 +367,12 @@ def test_iteration(entry, spec_name, rounds, deterministic):
     plan = bench_plan(spec_name)
     with measure.HostPeak() as memory:
         state, init_seconds = runner.init_state(plan.algorithm, plan.spec.seeds)
-        count = count_flops(jax.vmap(plan.algorithm.step), state)
         options = determinism.COMPILER_OPTIONS if deterministic else None
-        compiled, chunk_seconds = runner.compile_chunk(plan.algorithm.step, 1, state, compiler_options=options)
+        programs = Programs(keep_traces=True)
+        compiled, chunk_seconds = runner.compile_chunk(
+            plan.algorithm.step, 1, state, programs=programs, compiler_options=options
+        )
+        count = per_iteration(programs.chunk_traces[1], 1)
         holder = {"state": state}
 
         def call():

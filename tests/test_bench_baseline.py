@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from support import background_result, new_store
 
-from benchmarks.machinery import baseline, baseline_checkout, lockstep
+from benchmarks.machinery import baseline, baseline_checkout, baseline_figures, lockstep
 from harness.judge import speed
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -71,6 +71,43 @@ def test_the_two_benches_take_turns_entry_by_entry(monkeypatch):
 
     # c: the leader had no rounds for it, so the follower skipped it; d was compared.
     assert ran["c"] == "skipped" and d.verdict is not None and ran["d"] == d.baseline
+
+
+def test_the_side_that_compiles_first_alternates_by_entry(monkeypatch):
+    """Entry a (place 0): the baseline compiles first; b (place 1): the
+    candidate; c: the candidate's entry fails after the baseline compiled,
+    and the baseline is released to go on to d."""
+    monkeypatch.setattr(lockstep, "ROUND_SECONDS", 0.0)
+    leader_end, follower_end = _pair()
+    order: list[str] = []
+    ran: dict[str, list[float]] = {}
+
+    def follower():
+        me = lockstep.Follower(follower_end)
+        for name in ("a", "b", "c", "d"):
+            if me.arrive(name):
+                order.append(f"baseline compiles {name}")
+                ran[name] = me.rounds(name, lambda: None)
+        follower_end.close()
+
+    thread = threading.Thread(target=follower)
+    thread.start()
+    leader = lockstep.Leader(leader_end, ["a", "b", "c", "d"])
+    test = speed.SpeedTest(alpha=0.2, cap=6)
+    for name in ("a", "b", "c", "d"):
+        leader.turn(name)
+        order.append(f"candidate compiles {name}")
+        if name != "c":  # c fails before its rounds
+            leader.rounds(name, lambda: None, test, alone=2)
+        leader.release(name)
+    leader.close()
+    thread.join(timeout=30)
+    assert not thread.is_alive()
+    assert order == [
+        "baseline compiles a", "candidate compiles a", "candidate compiles b", "baseline compiles b",
+        "baseline compiles c", "candidate compiles c", "candidate compiles d", "baseline compiles d",
+    ]  # fmt: skip
+    assert ran["c"] == [] and len(ran["a"]) >= 1 and len(ran["d"]) >= 1
 
 
 def test_rounds_last_long_enough_and_long_calls_get_fewer_of_them():
@@ -145,12 +182,21 @@ def test_an_entry_against_its_baseline_is_judged_where_users_read_it(against_bas
     test = entry["extra"]["speed"]
     assert test["outcome"] in speed.OUTCOMES and test["rounds"] == len(entry["extra"]["baseline"]["seconds"])
     assert entry["repeats"] == test["rounds"] and entry["extra"]["baseline"]["rev"] == "HEAD"
-    assert test["alpha"] == pytest.approx(speed.ALPHA / 2)  # the run's alpha over the two entries -k chose
+    # The run's alpha over the two entries -k chose and the compile and memory figures' tests.
+    assert test["alpha"] == pytest.approx(speed.ALPHA / (2 + baseline_figures.TESTS))
     assert document["harness"]["baseline"]["rev"] == "HEAD"
     assert "speed test against the baseline HEAD" in proc.stdout
     assert "against the baseline HEAD, 2 entries tested:" in proc.stdout
-    # --fail-on-regression: exit 1 exactly when a test said SLOWER.
+    # Compile seconds and peak host memory, the two entries as rounds (no device memory on a CPU).
+    figures = {f["figure"]: f for f in document["harness"]["baseline_figures"]}
+    assert set(figures) == {"compile_seconds", "peak_host_bytes"}
+    for figure in figures.values():
+        assert figure["outcome"] in speed.OUTCOMES and figure["rounds"] <= len(figure["entries"]) == 2
+    assert "against the baseline, compile seconds, " in proc.stdout
+    assert "against the baseline, peak host memory, " in proc.stdout
+    # --fail-on-regression: exit 1 exactly when a test said SLOWER (or LARGER).
     outcomes = [b["extra_info"]["harness"]["extra"]["speed"]["outcome"] for b in document["benchmarks"]]
+    outcomes += [f["outcome"] for f in figures.values()]
     assert (proc.returncode == 1) == (speed.SLOWER in outcomes)
     log = (tmp / "baseline" / "bench.log").read_text()
     assert "2 passed" in log  # the baseline's own bench, its report written
@@ -161,6 +207,9 @@ def test_an_entry_against_its_baseline_is_judged_where_users_read_it(against_bas
     (logged,) = [r for r in runs if "CartPole" in r.data.tags.get("bench.entry", "")]
     assert logged.data.tags["bench.verdict"] == test["verdict"] and logged.data.tags["bench.baseline"] == "HEAD"
     assert logged.data.metrics["speed_ratio"] == pytest.approx(test["ratio"])
+    (session,) = [r for r in runs if r.data.tags.get("bench.kind") == "session"]
+    assert session.data.tags["bench.compile_seconds.verdict"] == figures["compile_seconds"]["verdict"]
+    assert session.data.metrics["compile_seconds_ratio"] == pytest.approx(figures["compile_seconds"]["ratio"])
 
 
 def _repo(tmp_path: Path, pyproject: str) -> Path:

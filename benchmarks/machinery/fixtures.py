@@ -59,8 +59,13 @@ class Entry(NamedTuple):
 
 
 @pytest.fixture
-def entry(request: pytest.FixtureRequest, bench: BenchSession, benchmark) -> Entry:
+def entry(request: pytest.FixtureRequest, bench: BenchSession, benchmark):
     name = entry_name(request.node)
     if bench.following and not bench.lockstep.arrive(name):
         pytest.skip("not compared with the candidate's bench")
-    return Entry(name, bench, benchmark)
+    leading = bench.lockstep is not None and not bench.following
+    if leading:
+        bench.lockstep.turn(name)
+    yield Entry(name, bench, benchmark)
+    if leading:
+        bench.lockstep.release(name)

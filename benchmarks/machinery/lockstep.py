@@ -8,7 +8,9 @@ processes take turns, never computing at once:
 
 - the follower announces each entry (`at`) and waits; the leader answers
   `skip` for an entry it makes no comparison of, or `run` once its own side
-  of the entry is compiled and warm;
+  of the entry is compiled and warm, or, in every other entry, before it
+  compiles its own (`Leader.turn`: the side that compiles first alternates,
+  as its compile seconds are compared too, benchmarks.machinery.baseline_figures);
 - the follower then sets its side up (compiles, warms) and says `ready`;
 - the leader asks for rounds one at a time, the side that goes first
   alternating (harness.judge.speed.first): in each round both sides make
@@ -118,6 +120,25 @@ class Leader:
         self.order = list(order)  # the entries' names in the order both sides run them
         self.pending: dict[str, Any] | None = None  # a message read ahead
         self.ended = False
+        self.attached: tuple[str, str] | None = None  # (entry, why not) attached before its rounds
+
+    def turn(self, name: str) -> None:
+        """At entry `name`'s start, before this side compiles it: in the
+        entries where the baseline goes first (`speed.first` of the entry's
+        place), bring the follower to it now, so that it compiles and warms
+        up first; in the others it does so once this side has."""
+        from harness.judge import speed
+
+        if name in self.order and speed.first(self.order.index(name)) == "baseline":
+            self.attached = (name, self.attach(name))
+
+    def release(self, name: str) -> None:
+        """At entry `name`'s end: a follower attached early whose rounds
+        never came (this side's entry failed first) is told it is done."""
+        if self.attached is not None and self.attached[0] == name:
+            if not self.attached[1] and not self.ended:
+                self.channel.send(done=name)
+            self.attached = None
 
     def _next(self) -> dict[str, Any] | None:
         if self.pending is not None:
@@ -163,7 +184,8 @@ class Leader:
         from harness.judge import speed
 
         calls, test = sizing(timed(call), test)
-        why = self.attach(name)
+        early, self.attached = self.attached, None
+        why = early[1] if early is not None and early[0] == name else self.attach(name)
         if why:
             return Compared([timed(call) for _ in range(alone)], [], None, why)
         own: list[float] = []

@@ -80,8 +80,11 @@ def log_to_mlflow(
     info = document["harness"]
     tags = _tags(info)
     now = document_millis(info)
+    figures = info.get("baseline_figures", [])
     session_id = client.create_run(
-        experiment_id, run_name=f"bench {info['mode']} {info['started'][:19]}", tags={**tags, "bench.kind": "session"}
+        experiment_id,
+        run_name=f"bench {info['mode']} {info['started'][:19]}",
+        tags={**tags, "bench.kind": "session", **{k: v for f in figures for k, v in figure_tags(f).items()}},
     ).info.run_id
     open_runs = [session_id]
     try:
@@ -89,6 +92,7 @@ def log_to_mlflow(
             "entries": len(results),
             "slower": sum(report.slower(r) for r in results),
             "wall_seconds": info.get("wall_seconds"),
+            **{f"{f['figure']}_ratio": f["ratio"] for f in figures},
         }
         if ceiling:
             session_metrics.update(
@@ -140,6 +144,20 @@ def log_to_mlflow(
             client.log_batch(run_id, tags=[RunTag("error", "the bench run's logging failed")])
             client.set_terminated(run_id, "FAILED")
     return session_id
+
+
+def figure_tags(figure: dict[str, Any]) -> dict[str, str]:
+    """A figure's test against the baseline, the entries as rounds
+    (benchmarks.machinery.baseline_figures), as the session run's tags:
+    `bench.compile_seconds.verdict` (fail, pass or inconclusive), its
+    outcome, ratio and interval, and the entries it took."""
+    prefix = f"bench.{figure['figure']}"
+    return {
+        f"{prefix}.verdict": figure["verdict"],
+        f"{prefix}.outcome": figure["outcome"],
+        f"{prefix}.ratio": f"{figure['ratio']:.3f} [{figure['interval'][0]:.3f}, {figure['interval'][1]:.3f}]",
+        f"{prefix}.rounds": str(figure["rounds"]),
+    }
 
 
 def speed_tags(result: Any) -> dict[str, str]:

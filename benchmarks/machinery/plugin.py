@@ -273,6 +273,10 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         # every entry may be one; else only the side-by-side entries.
         python = session.config.getoption("baseline_python")
         bench.comparisons = sum(1 for i in session.items if python or i.get_closest_marker("against") is not None)
+        if python:  # and the compile and memory figures' tests, the entries as rounds
+            from benchmarks.machinery.baseline_figures import TESTS
+
+            bench.comparisons += TESTS
         if python:
             _start_baseline(session, bench, python)
         return

@@ -167,7 +167,9 @@ class BenchSession:
         current = [r.to_dict() for r in self.results]
         changes = history.compare(current, history.previous_entries(runs))
         ended = self.baseline["process"].finish() if "process" in self.baseline else None
+        figures = self._baseline_figures() if "process" in self.baseline else []
         self.regressions = [r.name for r in self.results if bench_report.slower(r)]
+        self.regressions += [f.what for f in figures if f.regressed]
         if self.baseline and not any("speed" in r.extra for r in self.results if "baseline" in r.extra):
             self.errors.append(
                 f"the baseline {self.baseline['rev'][:10]}'s bench ran none of the entries compared: no verdict"
@@ -189,6 +191,7 @@ class BenchSession:
             "ceiling": self.ceiling.as_dict() if self.ceiling else None,
             "changes": {name: change._asdict() for name, change in changes.items()},
             **({"baseline": {k: str(v) for k, v in self.baseline.items() if k != "process"}} if self.baseline else {}),
+            **({"baseline_figures": [f.as_dict() for f in figures]} if figures else {}),
         }
         if document is None:
             document = {
@@ -237,7 +240,16 @@ class BenchSession:
             lines.append(ended)
         if self.baseline:
             lines.append(bench_report.speed_summary(self.results, f"the baseline {self.baseline['rev'][:10]}"))
+            lines += [f"against the baseline, {f.line()}" for f in figures]
         self.report = "\n".join(lines)
+
+    def _baseline_figures(self) -> list:
+        """Compile seconds and peak memory against the baseline, the entries
+        as rounds (benchmarks.machinery.baseline_figures), from its bench's JSON."""
+        from benchmarks.machinery import baseline_figures
+
+        theirs = baseline_figures.read_baseline(Path(self.baseline["folder"]) / "bench" / "benchmark.json")
+        return baseline_figures.judge(self.results, theirs, self.speed_test()) if theirs else []
 
 
 def _load_average() -> float:

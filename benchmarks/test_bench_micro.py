@@ -284,9 +284,7 @@ UPDATES = [
 
 @pytest.fixture(scope="module")
 def fragments() -> dict:
-    """Fragments collected for the PPO update entries, by spec: a pair's
-    two networks differ in their gradient alone (the same forward, the same
-    parameters), so they update from one fragment, collected once."""
+    """The update entries' fragments by spec: a pair's networks differ in their gradient alone."""
     return {}
 
 
@@ -295,10 +293,9 @@ def test_ppo_update(entry, fragments, spec_name, network):
     """PPO's learning stage of one iteration (`ppo.make_stages(...).learn`,
     the code `step` runs): `update_epochs` passes, each drawing its shuffled
     minibatches and taking `num_minibatches` gradient steps, on a fragment
-    the initial policy collected (one for both of a pair, `fragments`), with
-    its GAE advantages (a recurrent
-    policy's minibatches are whole env fragments, replayed from the memory
-    at their start)."""
+    the initial policy collected (one for a pair), with its GAE advantages
+    (a recurrent policy's minibatches are whole env fragments, replayed from
+    the memory at their start)."""
     plan = bench_plan(spec_name, network=network)
     hp, env = plan.spec.hyperparameters, plan.env
     updates = hp.update_epochs * hp.num_minibatches

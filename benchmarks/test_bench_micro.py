@@ -20,13 +20,12 @@ import algorithms
 from algorithms import alphazero, ppo
 from algorithms.alphazero.networks import make_az_network
 from algorithms.base import random_step
-from benchmarks.machinery import measure
+from benchmarks.machinery import counting, measure
 from benchmarks.machinery.paths import BENCH_SPECS, PUBLISHED_SPECS
 from harness import build, envs
 from harness import spec as spec_module
 from harness.run import determinism, runner
-from harness.run.flops import count_jaxpr, per_iteration, xla_flops
-from harness.run.programs import Programs
+from harness.run.flops import count_jaxpr, xla_flops
 
 
 def bench_plan(name: str, seeds=(0,), network: dict | None = None, **hyperparameters) -> build.Plan:
@@ -365,11 +364,11 @@ def test_iteration(entry, spec_name, rounds, deterministic):
     with measure.HostPeak() as memory:
         state, init_seconds = runner.init_state(plan.algorithm, plan.spec.seeds)
         options = determinism.COMPILER_OPTIONS if deterministic else None
-        programs = Programs(keep_traces=True)
+        programs = counting.keeping_traces()
         compiled, chunk_seconds = runner.compile_chunk(
             plan.algorithm.step, 1, state, programs=programs, compiler_options=options
         )
-        count = per_iteration(programs.chunk_traces[1], 1)
+        count = counting.per_iteration(programs, 1, plan.algorithm.step, None, state)
         holder = {"state": state}
 
         def call():

@@ -17,9 +17,7 @@ from typing import Any
 
 import jax
 
-from benchmarks.machinery import measure
-from harness.run import flops as flops_module
-from harness.run.programs import Programs
+from benchmarks.machinery import counting, measure
 
 # A round of each side: without a baseline for the entry, this many calls of its own.
 ALONE_ROUNDS = 5
@@ -34,11 +32,11 @@ def measure_chunks(entry: Any, plan: Any, iterations: int, config: dict[str, Any
     seeds = plan.spec.seeds
     with measure.HostPeak() as memory:
         state, init_seconds = runner.init_state(algorithm, seeds, plan.mesh)
-        programs = Programs(keep_traces=True)
+        programs = counting.keeping_traces()
         chunk, chunk_seconds = runner.compile_chunk(
             algorithm.step, iterations, state, plan.mesh, map_seeds=algorithm.map_seeds, programs=programs
         )
-        count = flops_module.per_iteration(programs.chunk_traces[iterations], iterations)
+        count = counting.per_iteration(programs, iterations, algorithm.step, plan.layout, state)
         holder = {"state": state}
 
         def call():
@@ -56,7 +54,7 @@ def measure_chunks(entry: Any, plan: Any, iterations: int, config: dict[str, Any
         unit=measure.ENV_STEPS,
         iteration="one training iteration of one seed",
         compile_seconds=init_seconds + chunk_seconds,
-        count=count.scaled(iterations),
+        count=count._replace(**{f: getattr(count, f) * iterations for f in ("matmul", "other", "bytes")}),
         memory=memory,
         device=entry.bench.device,
     )

@@ -31,10 +31,10 @@ from typing import Any, NamedTuple
 
 import jax
 
+from benchmarks.machinery import counting
 from harness.run import flops as flops_module
 from harness.run.ceiling import spread
 from harness.run.memory import HostPeak, device_peak_bytes
-from harness.run.programs import Programs
 
 ENV_STEPS = "env steps/s"
 SIMULATIONS = "simulations/s"
@@ -182,7 +182,7 @@ def measure_spec(
             f"{plan.spec.name}: {plan.num_iterations} iterations in chunks of {plan.spec.logging.interval} "
             "make one chunk; a benchmark needs a warm-up chunk and at least one timed chunk"
         )
-    programs = Programs(keep_traces=True)  # kept for this run alone: every program is compiled and timed
+    programs = counting.keeping_traces()  # kept for this run alone: every program is compiled and timed
     with HostPeak() as memory:
         run = runner.run(
             algorithm,
@@ -196,7 +196,9 @@ def measure_spec(
 
     hp = plan.spec.hyperparameters
     registration = algorithms.registry[plan.spec.algorithm]
-    work = _Work.of(algorithm, plan, run.state, programs.chunk_traces[lengths[0]], lengths[0])
+    work = _Work.of(
+        algorithm, plan, run.state, counting.per_iteration(programs, lengths[0], algorithm.step, plan.layout, run.state)
+    )
     timed = timed_chunks(lengths, run.chunk_seconds, run.profiled_through)
     steps = [n * plan.env_steps_per_iteration * len(seeds) / s for n, s in timed]
     updates = [n * registration.updates_per_step(hp) * len(seeds) / s for n, s in timed]
@@ -265,13 +267,13 @@ class _Work(NamedTuple):
     evaluation: Any  # the same, or None without an evaluation
 
     @classmethod
-    def of(cls, algorithm: Any, plan: Any, state: Any, chunk: Any, iterations: int) -> _Work:
-        """From `chunk`, the jaxpr of the chunk program of `iterations`
-        iterations the run compiled, and the evaluation traced apart."""
+    def of(cls, algorithm: Any, plan: Any, state: Any, step: Any) -> _Work:
+        """With `step`, the count of one iteration (benchmarks.machinery.counting),
+        and the evaluation's, traced apart."""
         evaluation = None
         if algorithm.evaluate is not None:
             evaluation = flops_module.count_flops(flops_module.over_seeds(algorithm.evaluate, plan.layout), state)
-        return cls(flops_module.per_iteration(chunk, iterations), evaluation)
+        return cls(step, evaluation)
 
     def chunk(self, iterations: int, field: str) -> float:
         """A chunk's `field` (matmul, other or bytes): its steps' and one evaluation's."""

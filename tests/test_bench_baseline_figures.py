@@ -48,6 +48,8 @@ def test_a_commit_that_compiles_a_third_slower_reads_slower_and_its_memory_not_l
     (compile_, memory) = baseline_figures.judge(ours, _theirs(ours, compile_factor=0.75), TEST)
     assert compile_.figure == "compile_seconds" and compile_.regressed
     assert compile_.verdict.ratio == pytest.approx(0.75) and compile_.verdict.rounds < 30
+    assert compile_.as_dict()["ratio"] == pytest.approx(1 / 0.75)  # this commit's seconds over the baseline's
+    assert "1.33x the baseline's" in compile_.line()
     assert "SLOWER" in compile_.line() and "entries as rounds" in compile_.line()
     assert memory.figure == "peak_host_bytes" and memory.verdict.outcome == speed.NOT_SLOWER
     assert "not larger by 10%" in memory.line()

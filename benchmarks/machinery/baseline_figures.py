@@ -48,20 +48,36 @@ class FigureVerdict(NamedTuple):
 
         return self.verdict.outcome == speed.SLOWER
 
+    @property
+    def ratio(self) -> tuple[float, float, float]:
+        """This commit's figure over the baseline's (above 1: more), the
+        median entry's, and its 95% interval (the verdict's speed ratio inverted)."""
+        v = self.verdict
+        return 1 / v.ratio, 1 / v.high, 1 / v.low
+
     def line(self) -> str:
-        """`compile seconds, 12 entries as rounds: 0.98x [0.95-1.01] not slower by 10%`."""
+        """`compile seconds, 9 of 33 entries as rounds: 1.02x the baseline's [0.94-1.09], not slower by 10%`."""
         from harness.judge import speed
 
         v = self.verdict
         words = {speed.SLOWER: self.more, speed.NOT_SLOWER: f"not {self.more.lower()} by {v.test.slower_by:.0%}"}
         said = words.get(v.outcome, f"undecided after {v.rounds} entries")
+        ratio, low, high = self.ratio
         return (
-            f"{self.what}, {v.rounds} of {len(self.entries)} entries as rounds: {v.ratio:.2f}x"
-            f" [{v.low:.2f}-{v.high:.2f}] {said}"
+            f"{self.what}, {v.rounds} of {len(self.entries)} entries as rounds: {ratio:.2f}x the baseline's"
+            f" [{low:.2f}-{high:.2f}], {said}"
         )
 
     def as_dict(self) -> dict[str, Any]:
-        return {"figure": self.figure, "entries": self.entries, **self.verdict.as_dict()}
+        """The verdict's fields, its ratio and interval this commit's figure over the baseline's."""
+        ratio, low, high = self.ratio
+        return {
+            "figure": self.figure,
+            "entries": self.entries,
+            **self.verdict.as_dict(),
+            "ratio": ratio,
+            "interval": [low, high],
+        }
 
 
 def baseline_entries(document: dict[str, Any]) -> dict[str, dict[str, Any]]:

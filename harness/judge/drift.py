@@ -19,6 +19,7 @@ import statistics
 from typing import Any, NamedTuple
 
 from harness.judge import claims, reproduce, speed
+from harness.judge import verdict as verdicts
 from harness.judge.xla_flags import numerics_flags
 from harness.record.schema import Results
 
@@ -80,10 +81,10 @@ def decided(older: list[Results], newer: list[Results], test: speed.SpeedTest) -
     return all(v.outcome != speed.UNDECIDED for v in tests(older, newer, test).values())
 
 
-# A verdict's outcomes; only "pass" is agreement. Reports written before the outcome was
-# recorded keep their verdict as words ("statistical, PASS").
-OUTCOMES = ("pass", "fail", "inconclusive", "not judged")
-AGREES = "pass"
+# A verdict's outcomes (harness.judge.verdict); only a pass is agreement. Reports written before
+# the outcome was recorded keep their verdict as words ("statistical, PASS").
+OUTCOMES = verdicts.OUTCOMES
+AGREES = verdicts.PASS
 
 
 def label(record: Results) -> str:

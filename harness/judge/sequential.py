@@ -69,9 +69,8 @@ from typing import NamedTuple
 import numpy as np
 
 from harness.judge import ranks
+from harness.judge.verdict import FAIL, INCONCLUSIVE, PASS  # a test's verdicts are the verdict's words
 
-PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
-VERDICTS = (PASS, FAIL, INCONCLUSIVE)
 KINDS = ("mean", "rate")
 # The stakes, as multiples of the Kelly stake: one sized right, one for twice the spread, one for half.
 STAKES = (0.5, 1.0, 2.0)

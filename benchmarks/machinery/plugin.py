@@ -277,7 +277,6 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             from benchmarks.machinery.baseline_figures import TESTS
 
             bench.comparisons += TESTS
-        if python:
             _start_baseline(session, bench, python)
         return
     keyword = session.config.option.keyword

@@ -86,7 +86,7 @@ def test_drift_names_each_side_and_measures_the_newer_against_the_older(drift_ru
     assert {"drift.json", "drift.md"} <= {a.path for a in client.list_artifacts(logged.info.run_id)}
     # The drift's run carries the result: tags to sort by, ratios to chart.
     tags, metrics = logged.data.tags, logged.data.metrics
-    assert tags["drift.result"] == "undecided" and tags["drift.tiny.outcome"] == "not judged"
+    assert tags["verdict"] == "not judged" and tags["drift.tiny.outcome"] == "not judged"
     assert tags["drift.tiny.bits"] == "differ" and tags["drift.tiny.verdict"] == "not judged (4 iterations)"
     assert metrics["tiny/speed_ratio"] == pytest.approx(row["speed_ratio"])
     assert metrics["tiny/compile_ratio"] == pytest.approx(row["compile_ratio"])

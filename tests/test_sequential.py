@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from pydantic import ValidationError
-from support import TINY_SPEC
+from support import TINY_SPEC, run_cli
 
 from harness import spec as S
 from harness.judge import errors, levels, sequential, verdict
@@ -362,3 +362,13 @@ def test_a_ranked_verdict_is_a_function_of_its_seeds():
 def test_compare_is_refused_where_there_are_no_faithful_seeds_to_rank_among(fields):
     with pytest.raises(ValidationError, match="compare: .* needs a mean over seeds and a bound of `reference`"):
         _claim(**fields)
+
+
+def test_errors_of_a_published_spec_without_a_test_claim_is_one_user_error():
+    """`harness validate SPEC --errors` on a spec whose claims are all
+    statements (ppo_game2048) says so in one line and exits 2."""
+    path = ROOT / "experiments" / "ppo_game2048.yaml"
+    assert path not in PUBLISHED_TESTS, "ppo_game2048 has a test claim now: pick a spec without one"
+    code, out, err = run_cli("validate", str(path), "--errors")
+    assert code == 2 and "Traceback" not in out + err
+    assert f"{path}: claims: no claim is a test" in " ".join(err.split())

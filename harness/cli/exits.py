@@ -13,13 +13,9 @@ store could not be reached exits 3: its record is in the run directory, for
 from __future__ import annotations
 
 from harness.console import err_console
-from harness.judge import verdict
+from harness.exit_codes import EXIT_FAILED, EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_NOT_JUDGED, EXIT_USER_ERROR
 
-EXIT_USER_ERROR = 2
-EXIT_FAILED = verdict.EXIT_FAILED
-EXIT_INTERRUPTED = 130  # SIGINT; SIGTERM exits 143
-EXIT_INCOMPLETE = 3  # trained to the end; the MLflow record waits for harness sync
-EXIT_NOT_JUDGED = verdict.EXIT_NOT_JUDGED
+__all__ = ["EXIT_FAILED", "EXIT_INCOMPLETE", "EXIT_INTERRUPTED", "EXIT_NOT_JUDGED", "EXIT_USER_ERROR", "user_error"]
 
 
 def user_error(message: str) -> int:

@@ -21,7 +21,8 @@ class Command(NamedTuple):
     help: str  # a line in `harness -h`
     description: str | None = None  # `harness NAME -h`'s text, where the help line is not enough
     exits: dict[int, str] = {}  # the other exit codes it returns, and what each means for it
-    # Whether it trains: a NaN or Inf in a metric then stops it with exit 1 (harness.cli.dispatch).
+    # Whether it trains: a NaN or Inf in a metric then stops it with exit 1 (dispatch.main catches
+    # NonFiniteMetricError for every command); the suite holds `exits` to that and the handler's returns.
     trains: bool = False
 
 
@@ -87,8 +88,7 @@ TABLE = (
         "claims' tests could decide. Statistical otherwise: the spec's claims' tests (at the alpha, power and "
         "delta the spec states, alpha shared by its tests) gate it, each metric's IQM interval shown beside the "
         "reference's. With --adaptive, fresh seeds a batch at a time until the tests decide. Speed is reported, "
-        "never judged. Exit 0 PASS, 1 FAIL, 4 INCONCLUSIVE or NOT JUDGED (a claim untested, or a statistical "
-        "verdict with one seed on a side).",
+        "never judged.",
         exits={
             1: "a claim's test or a gating metric FAILED, or a metric became NaN or infinite",
             3: "judged; the MLflow record waits for `harness sync`",
@@ -146,8 +146,7 @@ TABLE = (
         "run, and steady-state env steps/s, compile seconds and peak memory, each judged by the speed test on "
         "the rounds' pairs (SLOWER or LARGER, not by --slower-by, or undecided; rounds go on until the tests "
         "decide, at most --rounds). Runs use --deterministic and no compilation cache. Written to --out (JSON, "
-        "and Markdown beside it) and logged to MLflow (experiment 'drift'). Exit 1 when a verdict fails or a "
-        "figure is SLOWER.",
+        "and Markdown beside it) and logged to MLflow (experiment 'drift').",
         exits={
             1: "the newer side fails a verdict or a claim, is SLOWER (LARGER) by the speed test, or a run did not finish",
             4: "no agreement shown: a verdict not judged, or a claim's test undecided",
@@ -158,10 +157,18 @@ TABLE = (
 COMMANDS: dict[str, Command] = {command.name: command for command in TABLE}
 
 
+def exits_line(command: Command) -> str:
+    """`harness NAME -h`'s last line: the exit codes the command returns."""
+    codes = sorted({**command.exits, 0: "success", 2: "a user error", 130: "interrupted (143: by SIGTERM)"}.items())
+    return "Exit codes: " + " ".join(f"{code}: {meaning}." for code, meaning in codes)
+
+
 def parser() -> argparse.ArgumentParser:
     """The `harness` parser: a subcommand a row of the table."""
     p = argparse.ArgumentParser(prog="harness", description=DESCRIPTION)
     sub = p.add_subparsers(dest="command", required=True)
     for command in TABLE:
-        command.arguments(sub.add_parser(command.name, help=command.help, description=command.description))
+        command.arguments(
+            sub.add_parser(command.name, help=command.help, description=command.description, epilog=exits_line(command))
+        )
     return p

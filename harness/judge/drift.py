@@ -241,6 +241,12 @@ def undecided(document: dict[str, Any]) -> list[str]:
     ]
 
 
+def outcome(document: dict[str, Any]) -> str:
+    """The drift's verdict (harness.judge.verdict): fail when a spec fails,
+    not judged when one is undecided, else pass."""
+    return verdicts.FAIL if failed(document) else verdicts.NOT_JUDGED if undecided(document) else verdicts.PASS
+
+
 def _rounds(n: int) -> str:
     return "1 round" if n == 1 else f"{n} rounds"
 

@@ -76,7 +76,8 @@ ADDED_LATER = frozenset({"xminigrid"})
 # the evaluation return too.
 LEARNING_METRICS = ("episode_return", "eval_return", "eval_random_win")
 
-RULES = {
+# Each verdict mode's rule, in words (the report's "rule" line; verdict.RULES versions the tests).
+MODE_RULES = {
     "exact": "same fingerprint, numerics versions and seeds as the reference: every curve point and per-seed "
     "final value of every metric must be bit-identical",
     "statistical": "each claim's sequential test (alpha, power and delta stated in the spec) gates; every "

@@ -1,8 +1,10 @@
 """The one place outcomes become a verdict and an exit code.
 
-Every command that judges (`run` and `sweep` on their claims, `reproduce`
-plain and `--adaptive`, `compare`, `drift`) turns what it judged into one
-word here, and the word into the process's exit code:
+Every command that judges (`run` on its claims, `reproduce` plain and
+`--adaptive`, `drift` over its specs) turns what it judged into one word
+here, and the word into the process's exit code and the `verdict` tag of
+its MLflow run (`compare` shows the words it finds and exits 0; `sweep`
+ranks its points and judges no claim):
 
 - **pass**: every test claim PASSED (or, bit for bit, the reproduction is
   identical to its reference; or, for a spec without a test claim, its
@@ -23,18 +25,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from harness.exit_codes import EXIT_FAILED, EXIT_NOT_JUDGED, EXIT_PASS
+
 PASS, FAIL, INCONCLUSIVE, NOT_JUDGED = "pass", "fail", "inconclusive", "not judged"
 OUTCOMES = (PASS, FAIL, INCONCLUSIVE, NOT_JUDGED)
 UNTESTED = "untested"  # a test claim without a level: no seed could decide it
-# The version of the test rules (harness.judge.sequential, levels): betting e-processes against
-# confidence bounds on the faithful level, alpha split over a spec's test claims.
+# The version of the test rules (harness.judge.sequential, ranks, levels): betting e-processes,
+# a run's seeds bet pair by pair (or by rank) against the faithful seeds', alpha split over a
+# spec's test claims.
 RULES = "2"
 
-EXIT_PASS = 0
-EXIT_FAILED = 1
-# Undecided: a test INCONCLUSIVE at its seed cap, an untested claim, or too few seeds for a
-# statistical verdict. Never a failure: more seeds would decide.
-EXIT_NOT_JUDGED = 4
 EXIT_CODES = {PASS: EXIT_PASS, FAIL: EXIT_FAILED, INCONCLUSIVE: EXIT_NOT_JUDGED, NOT_JUDGED: EXIT_NOT_JUDGED}
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from harness.judge.reproduce import RULES, MetricVerdict, Verdict, word
+from harness.judge.reproduce import MODE_RULES, MetricVerdict, Verdict, word
 
 
 def _metric_word(verdict: Verdict, metric: MetricVerdict) -> str:
@@ -20,7 +20,7 @@ def to_dict(verdict: Verdict) -> dict[str, Any]:
     return {
         "verdict": verdict.outcome,
         "mode": verdict.mode,
-        "rule": RULES[verdict.mode],
+        "rule": MODE_RULES[verdict.mode],
         "not_judged": verdict.not_judged or None,
         "not_exact_because": verdict.not_exact_because,
         "spec_name": verdict.spec_name,
@@ -66,7 +66,7 @@ def headline(verdict: Verdict) -> str:
 
 
 def to_markdown(verdict: Verdict) -> str:
-    lines = [f"# Reproduction: {headline(verdict)}", "", f"Rule ({verdict.mode}): {RULES[verdict.mode]}.", ""]
+    lines = [f"# Reproduction: {headline(verdict)}", "", f"Rule ({verdict.mode}): {MODE_RULES[verdict.mode]}.", ""]
     if verdict.not_exact_because:
         lines += ["Not judged bit for bit because:", "", *[f"- {reason}" for reason in verdict.not_exact_because], ""]
     if verdict.not_judged:

@@ -20,8 +20,9 @@ import tempfile
 import threading
 from pathlib import Path
 
+from harness.exit_codes import EXIT_INCOMPLETE
 from harness.record.client import TrackingError
-from harness.record.metric_writer import EXIT_OFFLINE, write_here
+from harness.record.metric_writer import write_here
 
 
 class MetricFeed:
@@ -109,7 +110,7 @@ class MetricFeed:
         self._writer_log.seek(0)
         log = self._writer_log.read().strip()
         self._writer_log.close()
-        if code == EXIT_OFFLINE and journaled:
+        if code == EXIT_INCOMPLETE and journaled:
             return log.splitlines()[-1].removeprefix("offline: ") if log else "the store could not be reached"
         if code != 0 and self._error is None:
             self._error = log.splitlines()[-1] if log else f"exit code {code}"

@@ -48,10 +48,10 @@ import time
 from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 
+from harness.exit_codes import EXIT_INCOMPLETE
 from harness.record.windows import coalesce, steps_of
 
 MAX_METRICS_PER_BATCH = 1000
-EXIT_OFFLINE = 3
 # Writer processes at most: one per core, up to 4 (SQLite takes one writer
 # at a time, and MLflow builds most of a batch's rows while holding it, so
 # more processes than cores only queue for the lock: on 2 cores, 62,464
@@ -309,7 +309,7 @@ def main(uri: str, run_dir: str | None = None, workers: str | None = None) -> in
         uploader.close()
     if offline is not None:
         print(f"offline: {offline}", file=sys.stderr)
-        return EXIT_OFFLINE
+        return EXIT_INCOMPLETE
     return 0
 
 

@@ -214,7 +214,8 @@ def _name_side_runs(client, parent: str, name: str, side: str, round_: int) -> N
 def _log_rows(client, run_id: str, document: dict) -> None:
     """Each spec's verdict, bits and claims as tags of the drift's run, and
     its ratios as metrics (`<spec>/speed_ratio`, ...): sortable and drawn in
-    the UI's runs table; the whole result as `drift.result`."""
+    the UI's runs table; the whole result as the `verdict` tag every judging
+    run has (harness.judge.verdict)."""
     from mlflow.entities import Metric
 
     tags, metrics, now = {}, [], int(time.time() * 1000)
@@ -230,8 +231,7 @@ def _log_rows(client, run_id: str, document: dict) -> None:
             value = row.get(figure)
             if value is not None and math.isfinite(value):
                 metrics.append(Metric(f"{key}/{figure}", float(value), now, 0))
-    tags["drift.result"] = "fail" if drift.failed(document) else "undecided" if drift.undecided(document) else "pass"
-    runs.set_tags(client, run_id, tags)
+    runs.set_tags(client, run_id, {**tags, **verdict.tags(drift.outcome(document))})
     if metrics:
         client.log_batch(run_id, metrics=metrics)
 
@@ -322,10 +322,8 @@ def drift_command(options: DriftOptions) -> int:
             f" finish, on: {', '.join(failed)}",
             soft_wrap=True,
         )
-        return verdict.EXIT_FAILED
-    if undecided := drift.undecided(document):
+    elif undecided := drift.undecided(document):
         err_console.print(
             f"no agreement shown (not judged, or a claim undecided) on: {', '.join(undecided)}", soft_wrap=True
         )
-        return verdict.EXIT_NOT_JUDGED
-    return 0
+    return verdict.exit_code(drift.outcome(document))

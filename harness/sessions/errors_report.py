@@ -164,6 +164,12 @@ def write(record: dict[str, Any], path: str) -> None:
 
 def command(loaded: spec.Spec, spec_path: str, batch: int, cap: int, out: str | None) -> None:
     """`harness validate SPEC --errors [--errors-out PATH]`."""
+    if not claims.test_count(loaded.claims):
+        raise spec.SpecError(
+            spec_path,
+            [("claims", "no claim is a test (one with `delta`): --errors measures the errors of a spec's tests")],
+            spec.key_lines(Path(spec_path).read_text()),
+        )
     record = report(loaded, spec_path, batch, cap)
     show(record)
     if out:

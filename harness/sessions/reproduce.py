@@ -100,7 +100,7 @@ def run_and_judge(reference: Reference, options: RunOptions, seeds: list[int] | 
         out_console.print(f"  not judged bit for bit: {reason}")
     if verdict.not_judged:
         out_console.print(f"  not judged statistically: {verdict.not_judged}", soft_wrap=True)
-    out_console.print(f"rule ({verdict.mode}): {reproduce.RULES[verdict.mode]}", soft_wrap=True)
+    out_console.print(f"rule ({verdict.mode}): {reproduce.MODE_RULES[verdict.mode]}", soft_wrap=True)
     out_console.print(f"speed: {verdict.speed.describe()}", soft_wrap=True)
     verdict_report.log_verdict(logged.client, logged.parent_id, verdict)
     out_console.print(

@@ -119,4 +119,6 @@ def cli_reference() -> str:
                     [[f"`{invocation(a)}`", default_cell(a), help_text(a, parser.prog)] for a in actions],
                 )
             )
+        if parser.epilog:
+            out.append(f"\n{parser.epilog}\n")
     return "".join(out)

@@ -21,7 +21,7 @@ updates of 4,096), in frames (moves) per second over self-play and training.
 
 Both are compiled ahead, then timed alternately in one process, the order
 switching every round so that machine noise hits both alike, round after
-round until the speed test (harness.judge.speed: is the project slower than
+round until the speed test (harness.stats.speed: is the project slower than
 the peer by 10%, or not?) decides or its cap: one timed call
 is a few training iterations of every seed (the peer: its whole jitted
 `train` with that many updates, PureJaxRL's vmapped over the seeds as its
@@ -148,7 +148,7 @@ def _within(seconds: float, what: str, fn) -> float:
 def _side_by_side(
     entry, plan, ours, our_compile, peer, peer_compile, peer_steps, num_seeds, iterations, peer_name, config
 ):
-    from harness.judge import speed  # here: a baseline's bench (--baseline REV) collects this file too
+    from benchmarks.machinery.compat import speed  # here: a baseline's bench (--baseline REV) collects this file too
 
     steps = iterations * plan.env_steps_per_iteration * num_seeds
     peers.same_work(entry.name, peer_name, steps, peer_steps)

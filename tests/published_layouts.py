@@ -8,12 +8,16 @@ kind, the first chunk's program traced and lowered (not compiled).
 Two kinds of work are done once where doing them again checks nothing
 more. The metric names (the claims check) are traced once per spec, exact
 or not, mesh or not: no data axis's size decides them. The first chunk is
-not lowered on `devices_2`: its program is `devices_4`'s with twice the
-envs per device (build checks that the sizes divide). And
-`--host-devices cores` runs the first spec of each algorithm: on a CPU of
-a few cores it is a seed axis over host devices, which `seed_axis_2x2`
-checks for every spec, and what it adds, the split of the host, is the
-same for every spec of an algorithm.
+not lowered on `devices_2` and `devices_4`: their programs are
+`seed_axis_2x2`'s without its seed axis (an axis of one device is no
+axis, algorithms.parallel) and with 2 or 4 data devices instead of 2, the
+same collectives over other per-device sizes (build checks that the sizes
+divide); `seed_axis_2x2` lowers every kind (the suite checks that each
+has a spec it takes). And `--host-devices cores` runs one spec of each
+algorithm, the quickest to trace (`HOST_DEVICES_SPECS`): on a CPU of a few
+cores it is a seed axis over host devices, which `seed_axis_2x2` checks for
+every spec, and what it adds, the split of the host, is the same for every
+spec of an algorithm.
 
 Started by tests/test_published.py in subprocesses: the layouts of several
 devices with 4 simulated CPU devices (XLA_FLAGS set before JAX starts), and
@@ -48,7 +52,12 @@ LAYOUTS = {
 }
 SPEC_KEYS = {"exact_4_shards": {"shards": 4}}
 # The layouts whose first chunk is lowered (see the module's docstring).
-LOWERED = [layout for layout in LAYOUTS if layout != "devices_2"]
+LOWERED = [layout for layout in LAYOUTS if layout not in ("devices_2", "devices_4")]
+# The spec of each algorithm that `--host-devices cores` runs: the first in
+# `on_layout`'s order, except where another traces in a fraction of its
+# time (Connect Four's evaluation plays its ladder: 37 s here, against 6 s
+# for tic-tac-toe's).
+HOST_DEVICES_SPECS = {"alphazero": "alphazero_tic_tac_toe"}
 
 
 # The metric names traced so far, by spec: the names are the keys of the
@@ -90,14 +99,14 @@ def published_specs() -> dict[Path, Any]:
 
 def on_layout(layout: str) -> list[Path]:
     """The published specs checked on `layout`, in the order `main` visits
-    them (gymnax's first): all of them, except on `host_devices_cores` the
-    first spec of each algorithm."""
+    them (gymnax's first): all of them, except on `host_devices_cores` one
+    spec of each algorithm (`HOST_DEVICES_SPECS`, else its first)."""
     loaded = published_specs()
     ordered = sorted(loaded, key=lambda p: (loaded[p].env.suite != "gymnax", p.stem))
     if layout != "host_devices_cores":
         return ordered
     first: dict[str, Path] = {}
-    for path in ordered:
+    for path in sorted(ordered, key=lambda p: p.stem != HOST_DEVICES_SPECS.get(loaded[p].algorithm)):
         first.setdefault(loaded[path].algorithm, path)
     return [p for p in ordered if p in first.values()]
 

@@ -18,8 +18,8 @@ from support import TINY_SPEC, background_result, new_store, write_spec
 
 from benchmarks.machinery import history, planned, report
 from benchmarks.machinery import measure as bench
-from harness.judge import speed
 from harness.run.ceiling import Ceiling
+from harness.stats import speed
 
 ROOT = Path(__file__).resolve().parent.parent
 ENTRY = "spec[tiny_bench]"

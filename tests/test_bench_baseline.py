@@ -18,7 +18,7 @@ import pytest
 from support import background_result, new_store
 
 from benchmarks.machinery import baseline, baseline_checkout, baseline_figures, lockstep
-from harness.judge import speed
+from harness.stats import speed
 
 ROOT = Path(__file__).resolve().parent.parent
 

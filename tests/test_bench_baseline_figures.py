@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from benchmarks.machinery import baseline_figures, measure
-from harness.judge import speed
+from harness.stats import speed
 
 
 def _result(name: str, compile_seconds: float, peak: int, *, compared: bool = True, since_start: bool = False):

@@ -18,10 +18,11 @@ from rich.measure import Measurement
 from support import TINY_SPEC, new_store, run_cli, write_spec
 
 from harness import spec as S
-from harness.judge import claims, claims_table, compare, stats
+from harness.judge import claims, claims_table, compare
 from harness.record import schema
 from harness.record.schema import Curves, Results, Speed
 from harness.spec.claims import Claim
+from harness.stats import intervals
 
 SEEDS = list(range(8))
 RETURNS = [480.0, 490.0, 500.0, 470.0, 300.0, 495.0, 485.0, 476.0]  # per seed, over the final window
@@ -165,8 +166,8 @@ def test_mean_claim_holds_with_its_bootstrap_interval():
     outcome = claims.judge(record(), claim(at_least=400))
     assert outcome.value == pytest.approx(np.mean(RETURNS))
     assert outcome.holds and outcome.consistent is None and outcome.seeds == 8
-    rng = np.random.RandomState(stats.RANDOM_STATE)
-    means = np.array(RETURNS)[rng.randint(0, 8, size=(stats.REPS, 8))].mean(axis=1)
+    rng = np.random.RandomState(intervals.RANDOM_STATE)
+    means = np.array(RETURNS)[rng.randint(0, 8, size=(intervals.REPS, 8))].mean(axis=1)
     assert (outcome.low, outcome.high) == tuple(np.percentile(means, [2.5, 97.5]))
     assert outcome.low < outcome.value < outcome.high
     assert claims.judge(record(), claim(at_least=500)).holds is False
@@ -174,7 +175,7 @@ def test_mean_claim_holds_with_its_bootstrap_interval():
 
 def test_iqm_interval_is_the_stratified_bootstraps():
     outcome = claims.judge(record(), claim(over_seeds="iqm", at_least=0))
-    estimate = stats.stratified_bootstrap_iqm(np.array(RETURNS))
+    estimate = intervals.stratified_bootstrap_iqm(np.array(RETURNS))
     assert (outcome.value, outcome.low, outcome.high) == (estimate.point, estimate.low, estimate.high)
 
 

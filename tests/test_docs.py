@@ -69,15 +69,16 @@ def _is_module(name: str) -> bool:
 
 def _returned_codes(module_name: str, function: str, seen: set | None = None) -> set[int]:
     """The exit codes a function can return, read from its source: `EXIT_*`
-    names and `verdict.EXIT_*` attributes, int literals, `verdict.exit_code(...)`
+    names and `exit_codes.EXIT_*` attributes, int literals, `exit_codes.of_verdict(...)`
     (0, 1 or 4), and, through every call it returns, the codes of the
     function called (this module's own, or one imported by name or module)."""
     import ast
     import importlib
     import inspect
 
+    from harness import exit_codes
     from harness.cli import exits
-    from harness.judge import verdict
+    from harness.stats import verdict
 
     seen = set() if seen is None else seen
     if (module_name, function) in seen:
@@ -103,9 +104,9 @@ def _returned_codes(module_name: str, function: str, seen: set | None = None) ->
             elif isinstance(node, ast.Name) and node.id.startswith("EXIT_"):
                 codes.add(getattr(exits, node.id))
             elif isinstance(node, ast.Attribute) and node.attr.startswith("EXIT_"):
-                codes.add(getattr(verdict, node.attr))
-            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "exit_code":
-                codes |= {verdict.exit_code(word) for word in verdict.OUTCOMES}
+                codes.add(getattr(exit_codes, node.attr))
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "of_verdict":
+                codes |= {exit_codes.of_verdict(word) for word in verdict.OUTCOMES}
             elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
                 if any(isinstance(n, ast.FunctionDef) and n.name == node.func.id for n in tree.body):
                     codes |= _returned_codes(module_name, node.func.id, seen)

@@ -19,8 +19,9 @@ import pytest
 from mlflow.tracking import MlflowClient
 from support import TINY_SPEC, background_result, device_env, run_cli, start_harness, write_spec
 
-from harness.judge import compare, drift, speed
+from harness.judge import compare, drift
 from harness.record import schema, store, tracking
+from harness.stats import speed
 
 # The newer side's flag: XLA's default backend optimisation, where the suite
 # compiles at level 0 (tests/support: TEST_XLA_FLAGS; the last value wins).

@@ -61,3 +61,19 @@ def test_harness_record_imports_no_jax():
     imported, loaded, _ = import_every_module("harness.record")
     assert {"harness.record", "harness.record.tracking", "harness.record.metric_writer"} <= imported
     assert not any(name == "jax" or name.startswith(("jax.", "jaxlib")) for name in loaded)
+
+
+def test_the_statistics_import_nothing_of_the_harness():
+    """harness.stats, the tests on numbers alone, imports no other module of
+    the harness (only the package's own, lazy __init__) and no JAX: the
+    claims, the bench and drift share its tests as algorithms/ is shared."""
+    imported, loaded, _ = import_every_module("harness.stats")
+    assert {
+        "harness.stats.sequential",
+        "harness.stats.ranks",
+        "harness.stats.speed",
+        "harness.stats.verdict",
+    } <= imported
+    others = {name for name in loaded if name.startswith("harness.") and not name.startswith("harness.stats")}
+    assert others == set(), others
+    assert not any(name == "jax" or name.startswith(("jax.", "jaxlib")) for name in loaded)

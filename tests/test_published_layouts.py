@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from published_layouts import LAYOUTS, LOWERED, kind, on_layout, published, published_specs
+from published_layouts import HOST_DEVICES_SPECS, LAYOUTS, LOWERED, kind, on_layout, published, published_specs
 from support import background_result, device_env
 
 from harness import spec as S
@@ -120,3 +120,15 @@ def test_one_spec_of_each_algorithm_and_network_kind_is_lowered_on_every_layout(
         # not by what the run did) is lowered there once.
         expected = {kind(published_specs()[p]) for p in on_layout(layout) if not _refused(p, layout)}
         assert lowered == expected, layout
+    # The layouts not lowered are seed_axis_2x2's program less its seed axis
+    # (published_layouts' docstring): it lowers every kind.
+    every_kind = {kind(loaded) for loaded in published_specs().values()}
+    assert {kind(published_specs()[ROOT / "experiments" / f"{spec}.yaml"]) for (spec, lay), line in outcomes.items()
+            if lay == "seed_axis_2x2" and line.get("lowered")} == every_kind  # fmt: skip
+
+
+def test_host_devices_runs_one_spec_of_each_algorithm_the_chosen_ones_included():
+    chosen = {published_specs()[p].algorithm: p.stem for p in on_layout("host_devices_cores")}
+    assert set(chosen) == {loaded.algorithm for loaded in published_specs().values()}
+    for algorithm, name in HOST_DEVICES_SPECS.items():
+        assert chosen[algorithm] == name, f"HOST_DEVICES_SPECS names {name}, not a published {algorithm} spec"

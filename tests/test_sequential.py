@@ -1,4 +1,4 @@
-"""The claims' sequential tests (harness.judge.sequential, levels, errors)
+"""The claims' sequential tests (harness.stats.sequential, levels, errors)
 as pure numpy on simulated seeds: false-failure rates that hold for seeds of
 any shape, alpha split over a spec's claims, power, the seeds they take, and
 the claims and options they refuse."""
@@ -14,9 +14,10 @@ from pydantic import ValidationError
 from support import TINY_SPEC, run_cli
 
 from harness import spec as S
-from harness.judge import errors, levels, sequential, verdict
+from harness.judge import errors, levels
 from harness.sessions import errors_report
 from harness.spec.claims import Claim
+from harness.stats import sequential, verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,4 +1,4 @@
-"""The speed test (harness.judge.speed): its verdicts on rounds whose
+"""The speed test (harness.stats.speed): its verdicts on rounds whose
 answer is known, and its errors, simulated with the judge's own functions
 at a raised alpha so that a leak would show."""
 
@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from harness.judge import speed, verdict
+from harness.stats import speed, verdict
 
 ROWS = 4000
 

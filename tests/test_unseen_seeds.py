@@ -14,9 +14,10 @@ import pytest
 from support import background_result, run_cli
 
 from harness import spec as S
-from harness.judge import references, verdict
+from harness.judge import references
 from harness.record import schema
 from harness.sessions import errors_report
+from harness.stats import verdict
 
 ROOT = Path(__file__).resolve().parent.parent
 UNSEEN = sorted((ROOT / "results" / "unseen").glob("*.json"))

@@ -1,4 +1,4 @@
-"""The one verdict function (harness.judge.verdict): how outcomes become a
+"""The one verdict function (harness.stats.verdict): how outcomes become a
 verdict and an exit code in every command, the rule for an untested claim,
 and the verdict words; pure, on made-up outcomes."""
 
@@ -8,9 +8,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness.judge import compare, verdict
+from harness import exit_codes
+from harness.judge import compare
+from harness.record import runs
 from harness.record.schema import ClaimOutcome
 from harness.sessions.adaptive import Adaptive
+from harness.stats import verdict
 
 TEST = {"metric": "episode_return", "over_seeds": "mean", "at_least": "reference", "delta": 60, "range": [0, 500]}
 STATEMENT = {"metric": "episode_return", "over_seeds": "mean", "at_least": 400}
@@ -38,7 +41,7 @@ def test_test_claims_words_make_one_verdict(words, expected):
 
 
 def test_exit_codes_follow_the_verdict():
-    assert [verdict.exit_code(v) for v in (None, "pass", "fail", "inconclusive", "not judged")] == [0, 0, 1, 4, 4]
+    assert [exit_codes.of_verdict(v) for v in (None, "pass", "fail", "inconclusive", "not judged")] == [0, 0, 1, 4, 4]
 
 
 def test_an_untested_claim_is_a_word_of_its_own_and_a_statement_has_none():
@@ -50,7 +53,7 @@ def test_an_untested_claim_is_a_word_of_its_own_and_a_statement_has_none():
 def test_an_adaptive_reproduction_with_an_untested_claim_is_not_judged():
     """It was read as a PASS, and `reproduce --adaptive` exited 0."""
     adaptive = Adaptive({"a": _outcome("pass"), "b": _outcome(None)}, [8], None, 1, [])
-    assert adaptive.verdict == "not judged" and verdict.exit_code(adaptive.verdict) == 4
+    assert adaptive.verdict == "not judged" and exit_codes.of_verdict(adaptive.verdict) == 4
 
 
 @pytest.mark.parametrize(
@@ -85,6 +88,6 @@ def test_a_comparison_tags_each_claim_with_its_verdict_across_runs():
 
 
 def test_every_verdict_has_one_tag_and_its_words():
-    assert verdict.tags("fail") == {"verdict": "fail"} and verdict.tags(None) == {}
+    assert runs.verdict_tags("fail") == {"verdict": "fail"} and runs.verdict_tags(None) == {}
     assert verdict.shown("not judged", "plain") == "NOT JUDGED" and verdict.shown("fail", "markdown") == "**FAIL**"
     assert verdict.shown("pass") == "[bold green]PASS[/]" and verdict.shown("untested", "plain") == "untested"

@@ -5,7 +5,7 @@ An entry's rounds against the baseline time its calls; its compile and its
 peak memory happen once a side, so one entry gives one pair of each. The
 bench's question about them is the run's: does this commit compile slower,
 or take more memory, across what the bench compiles? Each entry compared is
-a round (`harness.judge.speed`), in the order the entries ran, the side that
+a round (`harness.stats.speed`), in the order the entries ran, the side that
 compiled first alternating by entry (`speed.first`, the lockstep's
 `Leader.attach` made early for the baseline's turns), so that a commit that
 changed nothing is as likely to read higher as lower in each. The test stops
@@ -39,12 +39,12 @@ class FigureVerdict(NamedTuple):
     what: str  # as the report names it
     more: str  # the word for the candidate's higher figure
     entries: list[str]  # the entries paired, in the order they ran
-    verdict: Any  # harness.judge.speed.SpeedVerdict
+    verdict: Any  # harness.stats.speed.SpeedVerdict
 
     @property
     def regressed(self) -> bool:
         """SLOWER (LARGER): what `--fail-on-regression` exits 1 on."""
-        from harness.judge import speed
+        from benchmarks.machinery.compat import speed
 
         return self.verdict.outcome == speed.SLOWER
 
@@ -57,7 +57,7 @@ class FigureVerdict(NamedTuple):
 
     def line(self) -> str:
         """`compile seconds, 9 of 33 entries as rounds: 1.02x the baseline's [0.94-1.09], not slower by 10%`."""
-        from harness.judge import speed
+        from benchmarks.machinery.compat import speed
 
         v = self.verdict
         words = {speed.SLOWER: self.more, speed.NOT_SLOWER: f"not {self.more.lower()} by {v.test.slower_by:.0%}"}
@@ -107,7 +107,7 @@ def judge(candidate: list[Any], baseline: dict[str, dict[str, Any]], test: Any) 
     `candidate`, this bench's Results in the order they ran (those with a
     speed verdict, i.e. rounds against the baseline); `test`, the speed
     test (its x and its share of the run's alpha), its cap the entries."""
-    from harness.judge import speed
+    from benchmarks.machinery.compat import speed
 
     out = []
     for figure, what, more in FIGURES:

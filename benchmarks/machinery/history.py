@@ -7,7 +7,7 @@ is a ratio to read, never a verdict: two runs of one commit on a shared
 2-core machine moved 23 of 35 entries by more than 10% (+12% to +76%) when
 a neighbour loaded one core during the first. A verdict on speed comes from
 rounds run side by side in one session: `--baseline REV`
-(benchmarks.machinery.lockstep, harness.judge.speed).
+(benchmarks.machinery.lockstep, harness.stats.speed).
 
 A bench run is saved as a pytest-benchmark JSON document (its `benchmarks`
 list, each entry's `benchmarks.machinery.measure.Result` in

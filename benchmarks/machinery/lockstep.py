@@ -13,10 +13,10 @@ processes take turns, never computing at once:
   as its compile seconds are compared too, benchmarks.machinery.baseline_figures);
 - the follower then sets its side up (compiles, warms) and says `ready`;
 - the leader asks for rounds one at a time, the side that goes first
-  alternating (harness.judge.speed.first): in each round both sides make
+  alternating (harness.stats.speed.first): in each round both sides make
   the same timed calls (as many as last ROUND_SECONDS, the same number on
   both sides), one side after the other, and the speed test on the rounds'
-  time ratios (harness.judge.speed) says when to stop (`done`), at most
+  time ratios (harness.stats.speed) says when to stop (`done`), at most
   about ENTRY_SECONDS a side.
 
 An entry the follower fails at (REV lacks something it needs) comes back
@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:  # the follower, a baseline's bench, runs over a harness that may predate the test
-    from harness.judge import speed
+    from benchmarks.machinery.compat import speed
 
 
 class Channel:
@@ -127,7 +127,7 @@ class Leader:
         entries where the baseline goes first (`speed.first` of the entry's
         place), bring the follower to it now, so that it compiles and warms
         up first; in the others it does so once this side has."""
-        from harness.judge import speed
+        from benchmarks.machinery.compat import speed
 
         if name in self.order and speed.first(self.order.index(name)) == "baseline":
             self.attached = (name, self.attach(name))
@@ -181,7 +181,7 @@ class Leader:
         """Entry `name`'s rounds against the follower's until the speed test
         decides; `call` makes one timed call (and waits for the device).
         Without a baseline for it, `alone` rounds of its own."""
-        from harness.judge import speed
+        from benchmarks.machinery.compat import speed
 
         calls, test = sizing(timed(call), test)
         early, self.attached = self.attached, None

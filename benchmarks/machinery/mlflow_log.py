@@ -162,7 +162,7 @@ def figure_tags(figure: dict[str, Any]) -> dict[str, str]:
 
 def speed_tags(result: Any) -> dict[str, str]:
     """An entry's speed test as tags: `bench.verdict` (fail, pass or
-    inconclusive: harness.judge.verdict's words), what it was against, its
+    inconclusive: harness.stats.verdict's words), what it was against, its
     ratio and interval, and `bench.baseline` (the baseline's commit)."""
     test = result.extra.get("speed")
     baseline = result.extra.get("baseline", {})

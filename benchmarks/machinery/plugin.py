@@ -20,7 +20,7 @@ Options (after `nox -s bench --`):
                         `nox -s bench -- --baseline REV` prepares: REV's
                         worktree in DIR/tree, its environment's PY):
                         every entry's rounds interleaved with REV's until
-                        the speed test decides (harness.judge.speed)
+                        the speed test decides (harness.stats.speed)
   --fail-on-regression  exit 1 when the speed test finds an entry SLOWER
                         than the baseline (with --baseline only)
   --against PEER        a peer (purejaxrl, xland-minigrid or pgx, as cloned
@@ -31,7 +31,7 @@ Options (after `nox -s bench --`):
                         repeatable
   --slower-by X         the slowdown every speed test asks about, as a
                         share (default 0.1): is the candidate slower, or
-                        not slower by X? (harness.judge.speed)
+                        not slower by X? (harness.stats.speed)
   --fill-seconds S      the time all probes for the size that fills the
                         device share (`filled[...]` entries of workloads with
                         no record for this machine in results/scale/, or
@@ -140,7 +140,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type=_share,
         default=None,
         metavar="X",
-        help="the slowdown the speed tests are asked about, as a share (default 0.1: 10%%, harness.judge.speed)",
+        help="the slowdown the speed tests are asked about, as a share (default 0.1: 10%%, harness.stats.speed)",
     )
     group.addoption(
         "--fill-seconds",

@@ -1,5 +1,5 @@
 """The benchmark suite's report: the table of a bench run's entries, their
-speed tests against a baseline or a peer (harness.judge.speed), their ratio
+speed tests against a baseline or a peer (harness.stats.speed), their ratio
 to the last run on the same device (benchmarks.machinery.history), its
 header and notes, and the chart of their rates.
 """
@@ -17,7 +17,7 @@ from harness.run.ceiling import Ceiling
 
 # ------------------------------------------------------------------- table
 
-# harness.judge.speed's outcomes, as a record holds them. Named here, not imported: a
+# harness.stats.speed's outcomes, as a record holds them. Named here, not imported: a
 # baseline's bench (--baseline REV) runs this module over a harness that may predate the test.
 SLOWER, NOT_SLOWER = "slower", "not slower"
 
@@ -211,7 +211,7 @@ def speed_summary(results: list[Result], against: str) -> str:
     """What the speed tests of a run's entries against a baseline (or the
     peers) found: how many SLOWER (named), not slower or undecided, how
     many had no baseline, the lowest ratio, and what the verdicts promise."""
-    from harness.judge import speed
+    from benchmarks.machinery.compat import speed
 
     judged = [r for r in results if "speed" in r.extra]
     missing = [r.name for r in results if r.extra.get("baseline", {}).get("missing")]
@@ -233,7 +233,7 @@ def speed_summary(results: list[Result], against: str) -> str:
         f" [{test['interval'][0]:.2f}-{test['interval'][1]:.2f}] ({lowest}). Any SLOWER in the run is wrong at"
         f" most {speed.ALPHA:.0%} of the time when nothing is slower; a slowdown of"
         f" {test['slower_by']:.0%} reads 'not slower' at most {test['beta']:.0%} of the time"
-        " (harness.judge.speed; docs/guides/bench.md)"
+        " (harness.stats.speed; docs/guides/bench.md)"
     )
 
 

@@ -73,9 +73,9 @@ class BenchSession:
 
     def speed_test(self, slower_by: float | None = None):
         """The speed test of one of this run's comparisons
-        (harness.judge.speed): its share of the run's alpha, x from
+        (harness.stats.speed): its share of the run's alpha, x from
         `--slower-by` unless the entry says otherwise."""
-        from harness.judge import speed
+        from benchmarks.machinery.compat import speed
 
         x = slower_by or self.config.getoption("slower_by") or speed.SLOWER_BY
         return speed.SpeedTest(slower_by=x, alpha=speed.alpha_each(self.comparisons)).check()

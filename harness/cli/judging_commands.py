@@ -1,17 +1,17 @@
 """The commands that judge runs: `reproduce` (plain and `--adaptive`),
 `compare` and `drift` (harness.cli.table lists them); their exit codes come
-from the verdict (harness.judge.verdict)."""
+from the verdict (harness.stats.verdict)."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from harness import envs, spec
+from harness import envs, exit_codes, spec
 from harness.cli.exits import EXIT_INCOMPLETE, user_error
 from harness.cli.options import OptionError, load_plan, plan_of, plot_path, run_options, seed_batches
 from harness.console import err_console, fitting_table, out_console, print_table
-from harness.judge import claims_table, compare, compare_report, ladder, references, verdict
+from harness.judge import claims_table, compare, compare_report, ladder, references
 from harness.record import tracking
 from harness.run import cluster
 from harness.sessions import drift as drift_session
@@ -42,7 +42,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     reproduced = reproduce.run_and_judge(reference, run_options(args, faithful=faithful), args.seeds)
     if reproduced is None:  # not process 0 of a multi-process job: it judges
         return 0
-    code = verdict.exit_code(reproduced.verdict.outcome)
+    code = exit_codes.of_verdict(reproduced.verdict.outcome)
     return code or (EXIT_INCOMPLETE if reproduced.logged.offline else 0)
 
 
@@ -67,7 +67,7 @@ def _reproduce_adaptive(args: argparse.Namespace) -> int:
     reference = reproduce.of_spec(plan, args.spec, args.reference, uri)
     options = run_options(args, faithful=references.faithful_of(args.spec, plan.spec))
     out = Path(args.results_out) if args.results_out else None
-    return verdict.exit_code(reproduce.run_adaptive(reference, options, batch, cap, args.set or [], out).verdict)
+    return exit_codes.of_verdict(reproduce.run_adaptive(reference, options, batch, cap, args.set or [], out).verdict)
 
 
 def cmd_compare(args: argparse.Namespace) -> int:

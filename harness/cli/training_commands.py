@@ -7,17 +7,18 @@ import argparse
 import sys
 from pathlib import Path
 
-from harness import spec
+from harness import exit_codes, spec
 from harness.cli.exits import EXIT_INCOMPLETE, user_error
 from harness.cli.options import OptionError, load_plan, load_sweep, plot_path, run_options, seed_batches
 from harness.console import out_console
-from harness.judge import claims_table, publish, references, verdict
+from harness.judge import claims_table, publish, references
 from harness.record import rundir, sync, tracking
 from harness.run import scaling
 from harness.sessions import errors_report, freeze, results
 from harness.sessions import run as run_session
 from harness.sessions import scale as scale_session
 from harness.sessions import sweep as sweep_session
+from harness.stats import verdict
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -78,7 +79,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         Path(args.results_out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.results_out).write_text(logged.record.to_json())
         out_console.print(f"results written to {args.results_out}")
-    return verdict.exit_code(verdict.of_claims(logged.record.claims)) or (EXIT_INCOMPLETE if logged.offline else 0)
+    return exit_codes.of_verdict(verdict.of_claims(logged.record.claims)) or (EXIT_INCOMPLETE if logged.offline else 0)
 
 
 def cmd_sync(args: argparse.Namespace) -> int:

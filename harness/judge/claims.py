@@ -6,13 +6,13 @@ over the final window, the last or first curve point, or the mean of the
 curve's last fraction), brings the seeds' values to one number (mean, IQM,
 median, min, max or the fraction of seeds past a value) and bounds it. The
 run's value is that number, with a 95% percentile bootstrap interval over
-seeds (seeds resampled with replacement, as harness.judge.stats does for the
+seeds (seeds resampled with replacement, as harness.stats.intervals does for the
 IQM, from the same fixed random state, so the same record always gives the
 same interval). An outside figure (someone else's published number) is
 consistent with the run when it lies inside the interval.
 
 A claim with `delta` is a test (harness.judge.levels makes it from the
-faithful seeds, harness.judge.sequential runs it): PASS, FAIL or
+faithful seeds, harness.stats.sequential runs it): PASS, FAIL or
 INCONCLUSIVE, its level learned from faithful runs' seeds (never the run's
 own) or stated. A claim without `delta` is a statement: it holds when its
 value is within the bound.
@@ -31,15 +31,16 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from harness.judge import levels, sequential, stats, verdict
+from harness.judge import levels
 from harness.judge.levels import Faithful
 from harness.record.schema import ClaimOutcome, Results
 from harness.spec.claims import REFERENCE, Claim
+from harness.stats import intervals, sequential, verdict
 
 # Statistics over seeds, each along the last axis of `[..., seeds]`.
 SEED_STATISTICS: dict[str, Callable[[np.ndarray, float | None], np.ndarray]] = {
     "mean": lambda x, _: x.mean(axis=-1),
-    "iqm": lambda x, _: stats.iqm(x, axis=-1),
+    "iqm": lambda x, _: intervals.iqm(x, axis=-1),
     "median": lambda x, _: np.median(x, axis=-1),
     "min": lambda x, _: x.min(axis=-1),
     "max": lambda x, _: x.max(axis=-1),
@@ -92,13 +93,13 @@ def bootstrap(
     values: np.ndarray,
     statistic: Callable[[np.ndarray], np.ndarray],
     *,
-    reps: int = stats.REPS,
-    confidence: float = stats.CONFIDENCE,
-    random_state: int = stats.RANDOM_STATE,
+    reps: int = intervals.REPS,
+    confidence: float = intervals.CONFIDENCE,
+    random_state: int = intervals.RANDOM_STATE,
 ) -> tuple[float, float]:
     """A percentile bootstrap interval of `statistic` over the seeds'
     `values` (`[seeds]`). The resamples are those of
-    `stats.stratified_bootstrap_iqm` on one task: for the IQM the two agree."""
+    `intervals.stratified_bootstrap_iqm` on one task: for the IQM the two agree."""
     seeds = len(values)
     rng = np.random.RandomState(random_state)
     resampled = values[rng.randint(0, seeds, size=(reps, seeds))]  # [reps, seeds]

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from harness.judge import claims, stats, verdict
+from harness.judge import claims
 from harness.judge.machines import device_label
 from harness.judge.reproduce import LEARNING_METRICS
-from harness.record import schema, tracking
+from harness.record import runs, schema, tracking
 from harness.record.schema import ClaimOutcome, Results
 from harness.spec import spec_differences
+from harness.stats import intervals, verdict
 
 # AlphaZero's two-player games plot the win rate against a random player.
 PLOTTED_METRICS = ("episode_return", "eval_return", "eval_random_win", "loss")
@@ -118,8 +119,8 @@ def learning_metrics(runs: list[ComparedRun]) -> list[str]:
     return [name for name in LEARNING_METRICS if name in names]
 
 
-def final_estimate(run: ComparedRun, metric: str) -> stats.Estimate:
-    return stats.stratified_bootstrap_iqm(run.record.finals(metric))
+def final_estimate(run: ComparedRun, metric: str) -> intervals.Estimate:
+    return intervals.stratified_bootstrap_iqm(run.record.finals(metric))
 
 
 def provenance_differences(runs: list[ComparedRun]) -> dict[str, list[str]]:
@@ -188,7 +189,7 @@ def judged_claims(runs: list[ComparedRun]) -> dict[str, dict[str, ClaimOutcome]]
 
 def claim_tags(comparison: Comparison) -> dict[str, str]:
     """`claim.<name>` over the runs judged on it: a test's verdict across them
-    (harness.judge.verdict), a statement's `holds` when it holds on every run;
+    (harness.stats.verdict), a statement's `holds` when it holds on every run;
     and `verdict`, every test's verdict on every run brought to one word."""
     words: dict[str, list] = {}
     holds: dict[str, bool] = {}
@@ -198,7 +199,7 @@ def claim_tags(comparison: Comparison) -> dict[str, str]:
             holds[name] = holds.get(name, True) and outcome.holds
     return {
         f"claim.{name}": verdict.of_words(said) or ("holds" if holds[name] else "fails") for name, said in words.items()
-    } | verdict.tags(verdict.of_words([word for said in words.values() for word in said]))
+    } | runs.verdict_tags(verdict.of_words([word for said in words.values() for word in said]))
 
 
 class Comparison(NamedTuple):

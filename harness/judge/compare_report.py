@@ -13,11 +13,11 @@ from typing import Any
 import numpy as np
 
 from harness.console import megabytes
-from harness.judge import stats, verdict
 from harness.judge.compare import PLOTTED_METRICS, ComparedRun, CompareError, Comparison, claim_tags
 from harness.judge.machines import device_label
 from harness.record import tracking
 from harness.record.schema import EMPTY_CURVES
+from harness.stats import intervals, verdict
 
 
 def _columns(summaries: list[dict[str, Any]], markdown: bool) -> list[tuple[str, str, Any]]:
@@ -39,7 +39,10 @@ def _columns(summaries: list[dict[str, Any]], markdown: bool) -> list[tuple[str,
         ("per seed", "right", lambda s: f"{s['sps_per_seed']:,.0f}"),
         ("compile s", "right", lambda s: f"{s['compile_seconds']:.1f}"),
         ("peak MB", "right", lambda s: _peak(*s["peak_memory"])),
-        *[(f"final {m} IQM [95% CI]", "right", lambda s, m=m: f"{stats.Estimate(**s['final'][m])}") for m in metrics],
+        *[
+            (f"final {m} IQM [95% CI]", "right", lambda s, m=m: f"{intervals.Estimate(**s['final'][m])}")
+            for m in metrics
+        ],
     ]
     if not markdown and any(s["verdict"] for s in summaries):
         columns.append(("verdict", "left", lambda s: s["verdict"] or "-"))
@@ -108,7 +111,7 @@ def plot(runs: list[ComparedRun], path: Path, title: str):
         for index, run in enumerate(runs):
             curves = run.record.curves_of(metric)
             values = np.array([curves.metrics[metric][str(s)] for s in run.record.seeds])  # [seeds, points]
-            mean, low, high = stats.bootstrap_mean_band(values)
+            mean, low, high = intervals.bootstrap_mean_band(values)
             color = f"C{index % 10}"
             ax.plot(curves.env_steps, mean, color=color, label=run_label(run))
             ax.fill_between(curves.env_steps, low, high, color=color, alpha=0.2, linewidth=0)

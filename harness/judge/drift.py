@@ -2,7 +2,7 @@
 a new lock file) changes in a spec's runs: bits, the statistical verdict,
 the spec's claims on the newer side, steady-state speed, compile time and
 peak memory (`harness drift`), each of the last three judged by the speed
-test (harness.judge.speed) on the rounds' pairs: is the newer side slower
+test (harness.stats.speed) on the rounds' pairs: is the newer side slower
 (larger) by x, or not?
 
 The runs are made by `harness.sessions.drift`, each side's in its own
@@ -18,10 +18,11 @@ from __future__ import annotations
 import statistics
 from typing import Any, NamedTuple
 
-from harness.judge import claims, reproduce, speed
-from harness.judge import verdict as verdicts
+from harness.judge import claims, reproduce
 from harness.judge.xla_flags import numerics_flags
 from harness.record.schema import Results
+from harness.stats import speed
+from harness.stats import verdict as verdicts
 
 
 class Side(NamedTuple):
@@ -81,7 +82,7 @@ def decided(older: list[Results], newer: list[Results], test: speed.SpeedTest) -
     return all(v.outcome != speed.UNDECIDED for v in tests(older, newer, test).values())
 
 
-# A verdict's outcomes (harness.judge.verdict); only a pass is agreement. Reports written before
+# A verdict's outcomes (harness.stats.verdict); only a pass is agreement. Reports written before
 # the outcome was recorded keep their verdict as words ("statistical, PASS").
 OUTCOMES = verdicts.OUTCOMES
 AGREES = verdicts.PASS
@@ -242,7 +243,7 @@ def undecided(document: dict[str, Any]) -> list[str]:
 
 
 def outcome(document: dict[str, Any]) -> str:
-    """The drift's verdict (harness.judge.verdict): fail when a spec fails,
+    """The drift's verdict (harness.stats.verdict): fail when a spec fails,
     not judged when one is undecided, else pass."""
     return verdicts.FAIL if failed(document) else verdicts.NOT_JUDGED if undecided(document) else verdicts.PASS
 

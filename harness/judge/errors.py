@@ -49,8 +49,9 @@ from typing import Any
 
 import numpy as np
 
-from harness.judge import levels, sequential
+from harness.judge import levels
 from harness.spec.claims import REFERENCE, Claim
+from harness.stats import sequential
 
 SIMULATIONS = 4000
 SEED = 0

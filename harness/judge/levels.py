@@ -1,5 +1,5 @@
 """A claim's test, made from the claim and the seeds a faithful run is known
-by (harness.judge.sequential runs it).
+by (harness.stats.sequential runs it).
 
 Values move onto the unit scale, higher is better: a mean's per-seed values
 are clipped to the claim's `range` and rescaled (flipped for `at_most` and
@@ -23,8 +23,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from harness.judge.sequential import Test
 from harness.spec.claims import REFERENCE, Claim
+from harness.stats.sequential import Test
 
 # Below this many faithful seeds a reference level is not a test: the seeds cannot show the spread and
 # tails faithful runs have (a spread from 6 seeds can be a third of the true one), nor measure its errors.
@@ -115,7 +115,7 @@ def untested(claim: Claim, faithful: np.ndarray | None) -> str:
 
 def make_test(claim: Claim, faithful: np.ndarray | None, tests: int = 1) -> Test | None:
     """The claim's test, the claim one of `tests` test claims of its spec
-    (harness.judge.sequential): against a number bound (`faithful`
+    (harness.stats.sequential): against a number bound (`faithful`
     unit-scale values, if any, only size its stakes), or, for a `reference`
     bound, against the `faithful` values `[seeds]` (or `[rows, seeds]`, one
     test per row, for simulation) themselves, the run's seeds paired with

@@ -15,11 +15,11 @@ The rules, in the order they are applied:
   when every one passes, FAIL when one fails (a faithful run fails at most
   alpha of the time), INCONCLUSIVE when one is undecided. Every metric's
   interquartile mean over seeds of the per-seed final values, with a
-  stratified-bootstrap 95% confidence interval (`harness.judge.stats`), is
+  stratified-bootstrap 95% confidence interval (`harness.stats.intervals`), is
   reported beside the reference's. A spec without a test claim is gated by
   its learning metrics (`LEARNING_METRICS`) passing when the two intervals
   overlap, a rule without a stated error rate; with fewer than
-  `stats.MIN_SEEDS` seeds on a side there is no spread to compare (a
+  `intervals.MIN_SEEDS` seeds on a side there is no spread to compare (a
   one-seed interval is a point): the verdict is "not judged".
 - **speed**: steady-state env steps per second against the reference's,
   labelled with both devices; reported, never judged.
@@ -33,10 +33,11 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from harness import jax_build
-from harness.judge import differences, stats, verdict
+from harness.judge import differences
 from harness.judge.machines import device_label, same_machine
 from harness.judge.xla_flags import exact_problem, numerics_flags, without_host_device_count
 from harness.record.schema import Results
+from harness.stats import intervals, verdict
 
 # Fingerprint keys that change the bits a run produces. The host name does
 # not; the CPU model and its instruction set do, because XLA compiles CPU
@@ -82,7 +83,7 @@ MODE_RULES = {
     "final value of every metric must be bit-identical",
     "statistical": "each claim's sequential test (alpha, power and delta stated in the spec) gates; every "
     "metric's IQM over seeds with its stratified-bootstrap 95% CI "
-    f"({stats.REPS} resamples, RandomState({stats.RANDOM_STATE})) is reported beside the reference's. A spec "
+    f"({intervals.REPS} resamples, RandomState({intervals.RANDOM_STATE})) is reported beside the reference's. A spec "
     "without a test claim is gated by its learning metrics' intervals overlapping, a rule without a stated "
     "error rate",
 }
@@ -96,8 +97,8 @@ class MetricVerdict(NamedTuple):
     gates: bool  # whether it decides the overall verdict
     passed: bool
     detail: str
-    reference: stats.Estimate
-    reproduction: stats.Estimate | None  # None when the reproduction lacks the metric
+    reference: intervals.Estimate
+    reproduction: intervals.Estimate | None  # None when the reproduction lacks the metric
     first_difference: dict[str, Any] | None  # exact mode: where the curves first differ
 
 
@@ -155,7 +156,7 @@ class Verdict(NamedTuple):
     @property
     def outcome(self) -> str:
         """`pass`, `fail`, `inconclusive` (a claim's test undecided) or `not
-        judged` (an untested claim, or too few seeds): harness.judge.verdict."""
+        judged` (an untested claim, or too few seeds): harness.stats.verdict."""
         metrics = verdict.NOT_JUDGED if self.not_judged else word(all(m.passed for m in self.metrics if m.gates))
         bits = all(m.passed for m in self.metrics)
         return verdict.of_reproduction(self.mode == "exact", bits, verdict.of_words(self.claims.values()), metrics)
@@ -221,15 +222,15 @@ def judge(reference: Results, record: Results, source: str, every: tuple[dict, d
     mode = "statistical" if reasons else "exact"
     tests = {name: w for name, o in (record.claims or {}).items() if (w := verdict.claim_word(o)) is not None}
     claims_gate = mode == "statistical" and bool(tests)
-    few = stats.too_few_seeds(len(reference.seeds), len(record.seeds))
+    few = intervals.too_few_seeds(len(reference.seeds), len(record.seeds))
     not_judged = few if mode == "statistical" and not claims_gate else ""
     names = reference.metric_names()
     learning = [n for n in names if n in LEARNING_METRICS] or names
     verdicts = []
     for name in names:
-        ref_estimate = stats.stratified_bootstrap_iqm(reference.finals(name))
+        ref_estimate = intervals.stratified_bootstrap_iqm(reference.finals(name))
         finals = record.finals(name)
-        new_estimate = None if finals is None else stats.stratified_bootstrap_iqm(finals)
+        new_estimate = None if finals is None else intervals.stratified_bootstrap_iqm(finals)
         overlap = new_estimate is not None and ref_estimate.overlaps(new_estimate)
         if new_estimate is None:
             consistency = "the reproduction does not report this metric"

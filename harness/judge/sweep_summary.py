@@ -10,8 +10,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from harness.judge import stats
 from harness.record.schema import Results
+from harness.stats import intervals
 
 # The metric a sweep is ranked by, when the run has it: evaluation first.
 RANKED_BY = ("eval_return", "episode_return", "eval_random_win", "eval_greedy_win")
@@ -20,7 +20,7 @@ RANKED_BY = ("eval_return", "episode_return", "eval_random_win", "eval_greedy_wi
 class Row(NamedTuple):
     point: int
     values: dict[str, Any]  # swept key -> value
-    estimate: stats.Estimate  # IQM over seeds of the final metric
+    estimate: intervals.Estimate  # IQM over seeds of the final metric
     sps: float  # the point's share of its program's steady-state env steps/s
     run_id: str | None
 
@@ -46,7 +46,7 @@ def rows(
         Row(
             point,
             values[point],
-            stats.stratified_bootstrap_iqm(record.finals(metric), reps=5_000),
+            intervals.stratified_bootstrap_iqm(record.finals(metric), reps=5_000),
             record.speed.sps,
             run_ids.get(point),
         )

@@ -32,6 +32,12 @@ def provenance_tags(fingerprint: dict[str, str], versions: dict[str, str], git: 
 # ---------------------------------------------------------------- writing
 
 
+def verdict_tags(verdict: str | None) -> dict[str, str]:
+    """The MLflow tag every run that carries a verdict has: `verdict`, the
+    word a filter matches (`tags.verdict = 'fail'`; harness.stats.verdict)."""
+    return {} if verdict is None else {"verdict": verdict}
+
+
 def log_texts(client, run_id: str, files: dict[str, str]) -> None:
     """Write each `name -> text` as an artifact of the run."""
     with tempfile.TemporaryDirectory() as tmp:

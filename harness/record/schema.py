@@ -89,7 +89,7 @@ class ClaimOutcome(_Model):
     # A statement: the value is within the claim's bound. A test: its verdict is PASS.
     holds: bool
     consistent: bool | None = None  # the outside figure lies in [low, high]; None: the claim has none
-    # A test's outcome (harness.judge.sequential): pass, fail or inconclusive; None for a statement,
+    # A test's outcome (harness.stats.sequential): pass, fail or inconclusive; None for a statement,
     # or a test with no level to hold the run to (`reference` with no reference seeds).
     verdict: str | None = None
     level: float | None = None  # the level a faithful run reaches, in the claim's units
@@ -100,7 +100,7 @@ class ClaimOutcome(_Model):
     seeds_used: int | None = None  # the seeds the test had looked at when it stopped
     note: str | None = None  # why a test has no verdict
     alpha: float | None = None  # the test's alpha: the claim's, over the spec's test claims
-    # The version of the test rules that judged it (harness.judge.verdict.RULES); None: before versions.
+    # The version of the test rules that judged it (harness.stats.verdict.RULES); None: before versions.
     rules: str | None = None
 
 

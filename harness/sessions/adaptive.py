@@ -9,7 +9,7 @@ one `harness run` of the spec on its seeds, its run in MLflow nested under
 the reproduction's one run (harness.record.command_run), tagged with the
 batch and what it reproduces. After each batch every test
 claim (harness.judge.claims) is judged on all the seeds so far, in the
-order they ran, with looks after every batch (harness.judge.sequential:
+order they ran, with looks after every batch (harness.stats.sequential:
 the false-failure bound holds at whatever batch it stops). It stops when
 every test has a PASS or a FAIL, or at the seed cap (INCONCLUSIVE, never a
 FAIL). The reproduction's run gets the verdict: its name, tags
@@ -29,14 +29,16 @@ import numpy as np
 
 from harness import build, spec
 from harness.console import out_console
-from harness.judge import claims, levels, verdict
+from harness.judge import claims, levels
 from harness.judge.references import ReproduceError
 from harness.plan import Plan
+from harness.record import runs
 from harness.record.schema import ClaimOutcome, Results
 from harness.run.programs import Programs
 from harness.sessions.options import RunOptions
 from harness.sessions.run import Logged, train_and_log
 from harness.spec.claims import Claim
+from harness.stats import verdict
 
 
 class Adaptive(NamedTuple):
@@ -48,7 +50,7 @@ class Adaptive(NamedTuple):
 
     @property
     def verdict(self) -> str:
-        """pass, fail, inconclusive or not judged (harness.judge.verdict)."""
+        """pass, fail, inconclusive or not judged (harness.stats.verdict)."""
         return verdict.of_claims(self.outcomes) or verdict.NOT_JUDGED
 
 
@@ -193,7 +195,7 @@ def log_verdict(client, run_id: str, adaptive: Adaptive, said: str, changed: str
     timestamp = int(time.time() * 1000)
     name = f"reproduce · {verdict.shown(adaptive.verdict, 'plain')}" + (f" · {changed}" if changed else "")
     tags = {
-        **verdict.tags(adaptive.verdict),
+        **runs.verdict_tags(adaptive.verdict),
         "mlflow.runName": name,
         "mlflow.note.content": description(adaptive, said + (f"\n\nChanged: {changed}" if changed else "")),
         "adaptive.verdict": adaptive.verdict,

@@ -29,11 +29,12 @@ from typing import NamedTuple
 
 import yaml
 
-from harness import build, spec
+from harness import build, exit_codes, spec
 from harness.console import err_console, out_console, print_table
-from harness.judge import drift, machines, speed, verdict
+from harness.judge import drift, machines
 from harness.record import runs, schema, tracking
 from harness.record.command_run import command_run
+from harness.stats import speed
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 BENCH_FOLDER = ("benchmarks", "specs")  # where the bench's spec entries are
@@ -215,7 +216,7 @@ def _log_rows(client, run_id: str, document: dict) -> None:
     """Each spec's verdict, bits and claims as tags of the drift's run, and
     its ratios as metrics (`<spec>/speed_ratio`, ...): sortable and drawn in
     the UI's runs table; the whole result as the `verdict` tag every judging
-    run has (harness.judge.verdict)."""
+    run has (harness.stats.verdict)."""
     from mlflow.entities import Metric
 
     tags, metrics, now = {}, [], int(time.time() * 1000)
@@ -231,7 +232,7 @@ def _log_rows(client, run_id: str, document: dict) -> None:
             value = row.get(figure)
             if value is not None and math.isfinite(value):
                 metrics.append(Metric(f"{key}/{figure}", float(value), now, 0))
-    runs.set_tags(client, run_id, {**tags, **verdict.tags(drift.outcome(document))})
+    runs.set_tags(client, run_id, {**tags, **runs.verdict_tags(drift.outcome(document))})
     if metrics:
         client.log_batch(run_id, metrics=metrics)
 
@@ -326,4 +327,4 @@ def drift_command(options: DriftOptions) -> int:
         err_console.print(
             f"no agreement shown (not judged, or a claim undecided) on: {', '.join(undecided)}", soft_wrap=True
         )
-    return verdict.exit_code(drift.outcome(document))
+    return exit_codes.of_verdict(drift.outcome(document))

@@ -10,11 +10,12 @@ from typing import Any
 
 from harness import spec
 from harness.console import out_console, print_table
-from harness.judge import claims, errors, levels, references, verdict
+from harness.judge import claims, errors, levels, references
 from harness.judge.claims_table import number
 from harness.sessions import freeze
 from harness.spec.claims import REFERENCE
 from harness.spec.sections import check_batch_fits
+from harness.stats import verdict
 
 # A reproduction's seeds by default (the spec's `reproduction` section
 # says otherwise): batches of the spec's own seed count, up to four of them.

@@ -22,7 +22,8 @@ from typing import Any
 
 from harness import spec
 from harness.console import out_console
-from harness.judge import claims, references, verdict
+from harness.judge import claims, references
+from harness.stats import verdict
 
 FOLDER = "frozen"
 

@@ -15,7 +15,6 @@ from typing import NamedTuple
 from harness import build, spec
 from harness.console import err_console, out_console, print_table
 from harness.judge import claims, claims_table, differences, publish, references, reproduce, verdict_report
-from harness.judge.verdict import shown
 from harness.plan import Plan
 from harness.record.command_run import command_run
 from harness.record.schema import Results
@@ -23,6 +22,7 @@ from harness.run import provenance
 from harness.sessions import adaptive, results
 from harness.sessions.options import RunOptions
 from harness.sessions.run import Logged, print_claims, train_and_log
+from harness.stats.verdict import shown
 
 
 class Reference(NamedTuple):

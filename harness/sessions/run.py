@@ -22,13 +22,14 @@ import yaml
 import harness
 from harness import spec
 from harness.console import err_console, out_console, print_table
-from harness.judge import claims, claims_table, verdict
+from harness.judge import claims, claims_table
 from harness.plan import Plan
-from harness.record import iterations, journal, rundir, tracking
+from harness.record import iterations, journal, rundir, runs, tracking
 from harness.record.schema import Results
 from harness.run import checkpoint, cluster, determinism, profiling, provenance, runner, tracing
 from harness.sessions.options import RunOptions, system_metrics
 from harness.sessions.training import Program, TrainingSession
+from harness.stats import verdict
 
 
 def run_tags(plan: Plan, fingerprint: dict[str, str], versions: dict[str, str], git: dict[str, str]) -> dict[str, str]:
@@ -190,7 +191,7 @@ def _train_and_log_main(plan: Plan, uri: str, options: RunOptions) -> Logged:
         summary = {"wall_seconds": wall, **wall_time, **claims.metrics(judged)}
         # The run's verdict on its claims; an adaptive reproduction's batch gets its verdict from the
         # reproduction (harness.sessions.adaptive), on the reproduction's run above the batches.
-        said = {} if "adaptive.batch" in options.tags else verdict.tags(verdict.of_claims(judged))
+        said = {} if "adaptive.batch" in options.tags else runs.verdict_tags(verdict.of_claims(judged))
         if said:
             said["mlflow.runName"] = f"{session.run_name} · {verdict.shown(said['verdict'], 'plain')}"
         session.log_results(record, trained.result, None, plan.spec.seeds, summary, claims.tags(judged) | said)

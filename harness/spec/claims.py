@@ -1,6 +1,6 @@
 """A spec's `claims:` (harness.spec): what a run of it must show, each a
 statement judged on its point estimate or, with `delta`, a sequential test
-with stated errors (harness.judge.claims, harness.judge.sequential)."""
+with stated errors (harness.judge.claims, harness.stats.sequential)."""
 
 from __future__ import annotations
 

@@ -15,10 +15,10 @@ from docs_pages.strength import strength_section
 from harness import spec as S
 from harness.judge import claims as claims_judge
 from harness.judge import claims_table, ladder, machines, references
-from harness.judge import verdict as verdict_words
 from harness.record import schema
 from harness.sessions import errors_report
 from harness.spec.claims import REFERENCE
+from harness.stats import verdict as verdict_words
 
 
 class Reference(typing.NamedTuple):

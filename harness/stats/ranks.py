@@ -1,5 +1,5 @@
 """A reference test's bets by rank: each run seed held against every
-faithful seed at once, not against one (harness.judge.sequential pairs
+faithful seed at once, not against one (harness.stats.sequential pairs
 them otherwise).
 
 A run's seed is ranked among the faithful seeds and the run's own earlier

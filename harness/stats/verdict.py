@@ -1,10 +1,11 @@
-"""The one place outcomes become a verdict and an exit code.
+"""The one place outcomes become a verdict.
 
 Every command that judges (`run` on its claims, `reproduce` plain and
 `--adaptive`, `drift` over its specs) turns what it judged into one word
-here, and the word into the process's exit code and the `verdict` tag of
-its MLflow run (`compare` shows the words it finds and exits 0; `sweep`
-ranks its points and judges no claim):
+here; the word becomes the process's exit code
+(`harness.exit_codes.of_verdict`) and the `verdict` tag of its MLflow run
+(`harness.record.runs.verdict_tags`). `compare` shows the words it finds
+and exits 0; `sweep` ranks its points and judges no claim. The words:
 
 - **pass**: every test claim PASSED (or, bit for bit, the reproduction is
   identical to its reference; or, for a spec without a test claim, its
@@ -25,18 +26,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from harness.exit_codes import EXIT_FAILED, EXIT_NOT_JUDGED, EXIT_PASS
-
 PASS, FAIL, INCONCLUSIVE, NOT_JUDGED = "pass", "fail", "inconclusive", "not judged"
 OUTCOMES = (PASS, FAIL, INCONCLUSIVE, NOT_JUDGED)
 UNTESTED = "untested"  # a test claim without a level: no seed could decide it
-# The version of the test rules (harness.judge.sequential, ranks, levels): betting e-processes,
+# The version of the test rules (harness.stats.sequential, ranks, levels): betting e-processes,
 # a run's seeds bet pair by pair (or by rank) against the faithful seeds', alpha split over a
 # spec's test claims.
 RULES = "2"
-
-EXIT_CODES = {PASS: EXIT_PASS, FAIL: EXIT_FAILED, INCONCLUSIVE: EXIT_NOT_JUDGED, NOT_JUDGED: EXIT_NOT_JUDGED}
-
 
 STYLES = {
     PASS: "bold green",
@@ -92,14 +88,3 @@ def of_reproduction(exact: bool, bits_identical: bool, claims: str | None, metri
     if exact:
         return PASS if bits_identical else FAIL
     return claims if claims is not None else metrics
-
-
-def exit_code(verdict: str | None) -> int:
-    """The exit code of a verdict (None, nothing to judge: 0)."""
-    return EXIT_PASS if verdict is None else EXIT_CODES[verdict]
-
-
-def tags(verdict: str | None) -> dict[str, str]:
-    """The MLflow tag every run that carries a verdict has: `verdict`, the
-    word a filter matches (`tags.verdict = 'fail'`)."""
-    return {} if verdict is None else {"verdict": verdict}

@@ -36,7 +36,7 @@ clipped to [-1, 1]:
 
 A run has at most as many pairs as there are faithful seeds; its later
 seeds add no evidence. A claim that compares by `ranks` bets instead on
-each run seed's rank among all the faithful seeds (harness.judge.ranks):
+each run seed's rank among all the faithful seeds (harness.stats.ranks):
 as valid for any shape, and fewer seeds decide when single seeds vary
 widely. Against a stated `level` (no faithful seeds) the
 bets are one-sample and linear, `level - x` and `x - regressed`, fair for
@@ -68,8 +68,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from harness.judge import ranks
-from harness.judge.verdict import FAIL, INCONCLUSIVE, PASS  # a test's verdicts are the verdict's words
+from harness.stats import ranks
+from harness.stats.verdict import FAIL, INCONCLUSIVE, PASS  # a test's verdicts are the verdict's words
 
 KINDS = ("mean", "rate")
 # The stakes, as multiples of the Kelly stake: one sized right, one for twice the spread, one for half.
@@ -91,7 +91,7 @@ class Test(NamedTuple):
     # The faithful seeds a run's seeds are paired with, in order, `[seeds]` or `[rows, seeds]`; None:
     # the level is stated.
     faithful: np.ndarray | None = None
-    ranks: bool = False  # a mean held against the faithful seeds by rank (harness.judge.ranks), not in pairs
+    ranks: bool = False  # a mean held against the faithful seeds by rank (harness.stats.ranks), not in pairs
 
 
 class Decision(NamedTuple):

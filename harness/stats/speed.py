@@ -54,8 +54,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from harness.judge import verdict
-from harness.judge.sequential import log_wealth
+from harness.stats import verdict
+from harness.stats.sequential import log_wealth
 
 SLOWER, NOT_SLOWER, UNDECIDED = "slower", "not slower", "undecided"
 OUTCOMES = (SLOWER, NOT_SLOWER, UNDECIDED)
@@ -124,7 +124,7 @@ class SpeedVerdict(NamedTuple):
 
     @property
     def word(self) -> str:
-        """The verdict word (harness.judge.verdict): fail, pass or inconclusive."""
+        """The verdict word (harness.stats.verdict): fail, pass or inconclusive."""
         return WORDS[self.outcome]
 
     def label(self, what: str = "") -> str:

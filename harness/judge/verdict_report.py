@@ -124,9 +124,9 @@ def table(verdict: Verdict):
 
 
 def verdict_tags(verdict: Verdict) -> dict[str, str]:
-    """Tags for the reproduction's parent run, to filter on in the MLflow UI."""
+    """Tags for the reproduction's parent run, to filter on in the MLflow UI
+    (beside `verdict`, harness.record.runs.log_verdict's)."""
     return {
-        "verdict": verdict.outcome,
         "verdict.mode": verdict.mode,
         **{f"verdict.{m.name}": _metric_word(verdict, m) for m in verdict.metrics},
         **{f"verdict.claim.{name}": outcome for name, outcome in verdict.claims.items()},
@@ -135,13 +135,9 @@ def verdict_tags(verdict: Verdict) -> dict[str, str]:
 
 
 def log_verdict(client, run_id: str, verdict: Verdict) -> None:
-    from harness.record import tracking
+    from harness.record import runs
 
     markdown = to_markdown(verdict)
-    named = {
-        # What the runs table shows, and the run page opens on (MLflow's run description).
-        "mlflow.runName": f"reproduce · {verdict.outcome.upper()} ({verdict.mode})",
-        "mlflow.note.content": markdown,
-    }
-    tracking.set_tags(client, run_id, verdict_tags(verdict) | named)
-    tracking.log_texts(client, run_id, {"verdict.json": to_json(verdict), "verdict.md": markdown})
+    name = f"reproduce · {verdict.outcome.upper()} ({verdict.mode})"
+    texts = {"verdict.json": to_json(verdict), "verdict.md": markdown}
+    runs.log_verdict(client, run_id, verdict.outcome, name, markdown, verdict_tags(verdict), texts)

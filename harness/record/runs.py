@@ -38,6 +38,25 @@ def verdict_tags(verdict: str | None) -> dict[str, str]:
     return {} if verdict is None else {"verdict": verdict}
 
 
+def log_verdict(
+    client,
+    run_id: str,
+    word: str,
+    name: str,
+    description: str,
+    tags: dict[str, str],
+    texts: dict[str, str] | None = None,
+) -> None:
+    """A judged run's verdict, written as every command that judges writes
+    it: the `verdict` tag (`verdict_tags`), the run's name in the runs table
+    (`name`), its description, which the run page opens on (`description`,
+    Markdown), the command's own tags and its text artifacts."""
+    named = {"mlflow.runName": name, "mlflow.note.content": description}
+    set_tags(client, run_id, {**tags, **verdict_tags(word), **named})
+    if texts:
+        log_texts(client, run_id, texts)
+
+
 def log_texts(client, run_id: str, files: dict[str, str]) -> None:
     """Write each `name -> text` as an artifact of the run."""
     with tempfile.TemporaryDirectory() as tmp:

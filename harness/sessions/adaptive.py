@@ -13,7 +13,7 @@ order they ran, with looks after every batch (harness.stats.sequential:
 the false-failure bound holds at whatever batch it stops). It stops when
 every test has a PASS or a FAIL, or at the seed cap (INCONCLUSIVE, never a
 FAIL). The reproduction's run gets the verdict: its name, tags
-`adaptive.verdict`, `adaptive.seeds_used`, `adaptive.compiles`,
+`verdict`, `adaptive.seeds_used`, `adaptive.compiles`,
 `claim.<name>` with its alpha, power and delta, and each claim's evidence
 as metrics over the seeds used.
 """
@@ -190,20 +190,15 @@ def log_verdict(client, run_id: str, adaptive: Adaptive, said: str, changed: str
     `changed` the keys a changed spec set (`key old→new; ...`)."""
     from mlflow.entities import Metric
 
-    from harness.record import tracking
-
     timestamp = int(time.time() * 1000)
     name = f"reproduce · {verdict.shown(adaptive.verdict, 'plain')}" + (f" · {changed}" if changed else "")
+    said = description(adaptive, said + (f"\n\nChanged: {changed}" if changed else ""))
     tags = {
-        **runs.verdict_tags(adaptive.verdict),
-        "mlflow.runName": name,
-        "mlflow.note.content": description(adaptive, said + (f"\n\nChanged: {changed}" if changed else "")),
-        "adaptive.verdict": adaptive.verdict,
         "adaptive.seeds_used": str(len(adaptive.seeds)),
         "adaptive.compiles": str(adaptive.compiles),
         **claims.tags(adaptive.outcomes),
     }
-    tracking.set_tags(client, run_id, tags)
+    runs.log_verdict(client, run_id, adaptive.verdict, name, said, tags)
     # Each claim's evidence over seeds beside the bound it must reach, named by what reaching it does:
     # `..._evidence_to_fail` FAILS the run at `..._fail_bound`, `..._evidence_to_pass` PASSES it at
     # `..._pass_bound` (the `against_*` names are the same evidence, kept for the charts users made).

@@ -26,7 +26,8 @@ LAYERS = (
     ("harness.envs",),
     ("harness.spec", "harness.plan"),
     ("harness.record",),
-    ("harness.types", "harness.console", "harness.deferred_imports", "harness.jax_build"),
+    ("harness.types", "harness.console", "harness.deferred_imports", "harness.jax_build", "harness.exit_codes"),
+    ("harness.stats",),
     ("algorithms",),
 )
 

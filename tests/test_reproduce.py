@@ -223,7 +223,7 @@ def test_statistical_verdict_fails_when_the_learning_rate_is_broken(tiny_record)
     assert "reproduction below the reference" in ret.detail
     tags = verdict_report.verdict_tags(verdict)
     assert (
-        tags["verdict"] == "fail" and tags["verdict.episode_return"] == "fail" and tags["verdict.mode"] == "statistical"
+        verdict.outcome == "fail" and tags["verdict.episode_return"] == "fail" and tags["verdict.mode"] == "statistical"
     )
     markdown = verdict_report.to_markdown(verdict)
     assert "FAIL (episode_return)" in markdown and "| episode_return | yes |" in markdown
@@ -243,7 +243,7 @@ def test_one_seed_on_a_side_gives_no_statistical_verdict(tiny_record):
     assert "NOT JUDGED" in verdict_report.headline(
         verdict
     ) and "Not judged statistically" in verdict_report.to_markdown(verdict)
-    assert verdict_report.to_dict(verdict)["verdict"] == verdict_report.verdict_tags(verdict)["verdict"] == "not judged"
+    assert verdict_report.to_dict(verdict)["verdict"] == verdict.outcome == "not judged"
     assert reproduce.judge(elsewhere, tiny_record, "reference.json").not_judged.startswith("1 seed in the reference:")
     exact = reproduce.judge(one, one, "reference.json")
     assert exact.mode == "exact" and exact.passed and not exact.not_judged

@@ -100,12 +100,14 @@ SPECS = {
         "network": {"kind": "mlp", "hidden_sizes": [16]},
         "hyperparameters": ALPHAZERO,
     },
+    # 4 evaluation games (of the default 32): what its test asks of the
+    # evaluation (finite figures, no packing above the optimum) holds of any number.
     "alphazero_knapsack": {
         "algorithm": "alphazero",
         "env": {"suite": "jumanji", "id": "Knapsack-v1"},
         "budget": {"env_steps": 4 * 8 * 6},
         "network": {"kind": "item_set", "hidden_sizes": [16], "pooling_layers": 1},
-        "hyperparameters": {**ALPHAZERO, "ranked_reward": {"memory": 4}},
+        "hyperparameters": {**ALPHAZERO, "ranked_reward": {"memory": 4}, "evaluation": {"games": 4}},
     },
     # Exact layouts of AlphaZero: self-play, training and evaluation over
     # 32 iterations; Knapsack's returns are real numbers (ranked rewards).

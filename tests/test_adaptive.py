@@ -17,9 +17,11 @@ from support import TINY_SPEC, new_store, run_cli, write_spec
 
 # A delta far below the tiny run's spread across seeds: no batch can decide it, so the
 # reproduction adds its second batch and stops INCONCLUSIVE at the cap the spec states
-# (batches of 2 seeds, up to 4). The reference has the 16 faithful seeds a test needs.
+# (batches of 2 seeds, up to 4). The reference has the 16 faithful seeds a test needs,
+# trained 20 iterations (one chunk, as the tiny spec's): no assertion reads how far.
 UNDECIDABLE = {
     "seeds": list(range(16)),
+    "budget": {"env_steps": 20 * 16 * 32},
     "reproduction": {"batch": 2, "max_seeds": 4},
     "claims": {
         "learns": {

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,15 +19,6 @@ def test_validate_prints_the_resolved_spec_and_its_hash(tmp_path, tiny_spec_data
     assert resolved["hyperparameters"]["gamma"] == 0.99, "defaults are filled in"
     assert f"# spec_hash: {S.spec_hash(S.load(path))}" in out
     assert S.parse(resolved) == S.load(path)
-
-
-def test_module_entry_point_runs(tmp_path, tiny_spec_data):
-    path = write_spec(tmp_path, tiny_spec_data)
-    proc = subprocess.run(
-        [sys.executable, "-m", "harness", "validate", str(path)], capture_output=True, text=True, timeout=120
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert "spec_hash" in proc.stdout
 
 
 def _with(data: dict, dotted: str, value) -> dict:

@@ -100,48 +100,55 @@ def _entries_in(root: Path, name: str) -> int:
     return found[0].read_text().count("\n")
 
 
-def _server_goes_away(tmp: Path, server: MlflowServer, live: bool) -> dict:
-    """A run into `server` that loses it in the middle of training (killed)
-    and goes on to its end; then the server comes back, nothing synced yet.
-    With `live` metrics the server goes once a few chunks reached it (the
-    metric writer process loses it); without, once a few chunks were
-    trained (the run writes its metrics itself when training ends)."""
-    data = copy.deepcopy(TINY_SPEC) | {"name": "server_goes_away" + ("" if live else "_at_end")}
-    data["budget"] = {"env_steps": AWAY_ITERATIONS * AWAY_STEPS}
-    spec = write_spec(tmp, data)
-    root = tmp / "checkpoints"
-    proc = _harness(
-        *("run", str(spec), "--tracking-uri", server.uri, "--no-progress", "--checkpoint-dir", str(root)),
-        *(["--live-metrics"] if live else []),
-        cwd=tmp,
-    )
+def _server_goes_away(tmp: Path, server: MlflowServer) -> dict[str, dict]:
+    """Two runs into `server` that lose it in the middle of training (killed)
+    and go on to their end; then the server comes back, nothing synced yet.
+    With live metrics (`away`) the server goes once a few chunks reached it
+    (the metric writer process loses it); without (`away_at_end`), once a
+    few chunks were trained (the run writes its metrics itself when
+    training ends). Both run at once: one crash, one restart."""
+    runs = {}
+    for key, live in (("away", True), ("away_at_end", False)):
+        folder = tmp / key
+        folder.mkdir()
+        data = copy.deepcopy(TINY_SPEC) | {"name": "server_goes_away" + ("" if live else "_at_end")}
+        data["budget"] = {"env_steps": AWAY_ITERATIONS * AWAY_STEPS}
+        spec, root = write_spec(folder, data), folder / "checkpoints"
+        proc = _harness(
+            *("run", str(spec), "--tracking-uri", server.uri, "--no-progress", "--checkpoint-dir", str(root)),
+            *(["--live-metrics"] if live else []),
+            cwd=folder,
+        )
+        runs[key] = (data["name"], proc, root, "uploaded.json" if live else "journal.jsonl")
+    out = {}
     try:
         deadline = time.monotonic() + 240
-        while _entries_in(root, "uploaded.json" if live else "journal.jsonl") < 3:
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "no metric reached the server" if live else "no chunk was trained"
+        while any(_entries_in(root, reached) < 3 for _, _, root, reached in runs.values()):
+            for key, (_, proc, _, _) in runs.items():
+                assert proc.poll() is None, (key, proc.communicate())
+            assert time.monotonic() < deadline, "no metric reached the server, or no chunk was trained"
             time.sleep(0.1)
         server.stop(crash=True)
-        _, err = proc.communicate(timeout=300)
+        for key, (name, proc, root, _) in runs.items():
+            _, err = proc.communicate(timeout=300)
+            (run_dir,) = [p.parent for p in root.glob("*/run.json")]
+            journal = Journal(run_dir)
+            out[key] = {
+                "name": name,
+                "code": proc.returncode,
+                "err": " ".join(err.split()),
+                "root": root,
+                "run_dir": run_dir,
+                # What the run left before anything is synced.
+                "logged_through": journal.logged_through(),
+                "pending": bool(journal.pending()),
+                "status": json.loads((run_dir / "run.json").read_text())["status"],
+            }
     finally:
-        proc.kill()
-    (run_dir,) = [p.parent for p in root.glob("*/run.json")]
-    journal = Journal(run_dir)
-    # What the run left before anything is synced.
-    left = {
-        "logged_through": journal.logged_through(),
-        "pending": bool(journal.pending()),
-        "status": json.loads((run_dir / "run.json").read_text())["status"],
-    }
+        for _, proc, _, _ in runs.values():
+            proc.kill()
     server.start()  # the same port and store
-    return {
-        "name": data["name"],
-        "code": proc.returncode,
-        "err": " ".join(err.split()),
-        "root": root,
-        "run_dir": run_dir,
-        **left,
-    }
+    return out
 
 
 def run_faults(tmp_path_factory) -> dict:
@@ -150,15 +157,14 @@ def run_faults(tmp_path_factory) -> dict:
     store and into a server of the module's own, then that server going
     away mid-run and coming back. Its tests judge what was left."""
     tmp = tmp_path_factory.mktemp("faults")
-    for folder in ("server", "sqlite", "server-runs", "away", "away-at-end"):
+    for folder in ("server", "sqlite", "server-runs", "away"):
         (tmp / folder).mkdir()
     server = MlflowServer(tmp / "server").start()
     at_session_end(functools.partial(server.stop, crash=True))
     return {
         "sqlite": _concurrent(tmp / "sqlite", f"sqlite:///{tmp / 'sqlite' / 'shared.db'}", "concurrent_sqlite", 3),
         "server": _concurrent(tmp / "server-runs", server.uri, "concurrent_server", 2),
-        "away": _server_goes_away(tmp / "away", server, live=True),
-        "away_at_end": _server_goes_away(tmp / "away-at-end", server, live=False),
+        **_server_goes_away(tmp / "away", server),
         "mlflow_server": server,
     }
 

@@ -22,7 +22,8 @@ import pytest
 from mlflow.tracking import MlflowClient
 from support import TINY_SPEC, new_store, run_cli, write_spec
 
-from harness.cli import training_commands
+from harness.cli.commands import run as run_command
+from harness.cli.commands import sweep as sweep_command
 from harness.record import tracking
 from harness.run import runner, scaling
 from harness.sessions.training import TrainingSession
@@ -47,7 +48,7 @@ def _statuses(uri: str, name: str) -> set[str]:
 
 def _signal_at_chunk(monkeypatch, last_iteration: int, signum: int = signal.SIGINT) -> None:
     """Raise `signum` when the chunk ending at `last_iteration` reaches the sink."""
-    made = training_commands.run_options
+    made = run_command.run_options
 
     def with_hook(args, **extra):
         def on_chunk(chunk):
@@ -56,7 +57,8 @@ def _signal_at_chunk(monkeypatch, last_iteration: int, signum: int = signal.SIGI
 
         return made(args, on_chunk=on_chunk, **extra)
 
-    monkeypatch.setattr(training_commands, "run_options", with_hook)
+    for command in (run_command, sweep_command):  # the options both commands train with
+        monkeypatch.setattr(command, "run_options", with_hook)
 
 
 def _signal_before(monkeypatch, owner, name: str, signum: int = signal.SIGINT) -> None:

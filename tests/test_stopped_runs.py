@@ -72,7 +72,7 @@ def test_a_signal_noted_before_a_nan_stop_is_not_swallowed(tmp_path, monkeypatch
     still exits 130 with its runs KILLED, and says what else failed."""
     from support import run_cli
 
-    from harness.cli import training_commands
+    from harness.cli.commands import run as run_command
 
     def signalled_nan(*args, **kwargs):
         plan = load_plan(*args, **kwargs)
@@ -84,8 +84,8 @@ def test_a_signal_noted_before_a_nan_stop_is_not_swallowed(tmp_path, monkeypatch
 
         return plan._replace(algorithm=algorithm._replace(step=step))
 
-    load_plan = training_commands.load_plan
-    monkeypatch.setattr(training_commands, "load_plan", signalled_nan)
+    load_plan = run_command.load_plan
+    monkeypatch.setattr(run_command, "load_plan", signalled_nan)
     data = copy.deepcopy(TINY_SPEC) | {"logging": {"interval": 5}, "checkpoint": {"every": 5, "keep": 10}}
     data["name"] = "nan_signalled"
     uri = new_store(tmp_path)

@@ -189,18 +189,6 @@ def test_an_unknown_parent_run_is_reported_before_any_compile(tmp_path, capsys, 
     assert client.get_experiment_by_name(tiny_spec_data["name"]) is None  # nothing half-written
 
 
-def test_the_record_package_imports_no_jax():
-    """The metric writer and `harness sync` run from harness.record alone,
-    without starting JAX."""
-    code = (
-        "import sys, pkgutil, importlib, harness.record as r\n"
-        "for m in pkgutil.iter_modules(r.__path__): importlib.import_module(f'harness.record.{m.name}')\n"
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('jax', 'jaxlib', 'flax', 'optax')))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]"
-
-
 def test_mlflow_telemetry_is_off_unless_the_user_turns_it_on():
     """MLflow imported after the harness has set it up starts no telemetry
     thread (one that gives up deletes an environment variable under the

@@ -60,7 +60,7 @@ def rate(scores: jax.Array, games: jax.Array, ratings: jax.Array) -> tuple[jax.A
     low = jnp.min(ratings) - ELO_SPAN
     high = jnp.max(ratings) + ELO_SPAN
 
-    def surplus(r):  # the likelihood's slope, up to a positive factor, decreasing in r
+    def surplus(r):  # expected less achieved score: increasing in r, 0 at the maximum (minus the slope, scaled)
         return jnp.sum(games * jax.nn.sigmoid((r - ratings) * LOGIT_PER_ELO) - scores)
 
     best = bisect(surplus, low, high, BISECTIONS)

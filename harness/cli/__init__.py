@@ -1,7 +1,10 @@
 """The `harness` command. Its commands are one table (`table`: each
 command's name, handler, arguments, help and exit codes), run by
-`dispatch.main`; `launch.console` is the installed entry point.
-The exit codes, and what each means, are in `exits`.
+`dispatch.main`; each command's arguments and handler are one module of
+`commands` (`commands.publish` is `harness publish`), the option groups
+they share are `arguments`, and what those options make (a plan, run
+options) is `options`. `launch.console` is the installed entry point. The
+exit codes, and what each means, are in `exits`.
 """
 
 import importlib

@@ -9,8 +9,8 @@ import argparse
 from collections.abc import Callable
 from typing import NamedTuple
 
-from harness.cli import command_arguments, judging_commands, training_commands
 from harness.cli.arguments import DESCRIPTION
+from harness.cli.commands import compare, drift, ladder, publish, reproduce, run, scale, sweep, sync, validate
 from harness.run import scaling
 
 
@@ -29,15 +29,15 @@ class Command(NamedTuple):
 TABLE = (
     Command(
         "validate",
-        training_commands.cmd_validate,
-        command_arguments.validate,
+        validate.handle,
+        validate.arguments,
         help="check a spec and print it resolved, with its hash (and a sweep's points)",
         exits={},
     ),
     Command(
         "run",
-        training_commands.cmd_run,
-        command_arguments.run,
+        run.handle,
+        run.arguments,
         help="train a spec over all its seeds and log it to MLflow",
         exits={
             1: "a metric became NaN or infinite, or a claim's test FAILED",
@@ -48,8 +48,8 @@ TABLE = (
     ),
     Command(
         "sweep",
-        training_commands.cmd_sweep,
-        command_arguments.sweep,
+        sweep.handle,
+        sweep.arguments,
         help="train a grid or random draws of hyperparameters, numeric ones in one program, and rank them",
         description="Train every point of the spec's sweep: section (and --set): a grid of its lists, or "
         "--samples N random draws from its lists and ranges. Points that differ only in numbers (learning rate, "
@@ -61,8 +61,8 @@ TABLE = (
     ),
     Command(
         "sync",
-        training_commands.cmd_sync,
-        command_arguments.sync,
+        sync.handle,
+        sync.arguments,
         help="upload the metrics and end-of-run records that an unreachable MLflow store did not get",
         description="Upload, from run directories, the journaled metrics past what reached the store and the "
         "end-of-run calls (summary metrics, artifacts, tags, statuses) it refused. Without RUN_IDs: every run "
@@ -72,15 +72,15 @@ TABLE = (
     ),
     Command(
         "publish",
-        training_commands.cmd_publish,
-        command_arguments.publish,
+        publish.handle,
+        publish.arguments,
         help="write results/<spec>.json from a finished MLflow run of the spec",
         exits={},
     ),
     Command(
         "reproduce",
-        judging_commands.cmd_reproduce,
-        command_arguments.reproduce,
+        reproduce.handle,
+        reproduce.arguments,
         help="run a published spec (or a logged run's spec) again and judge it against its reference",
         description="Run SPEC again and judge it against its reference results/<spec>.json, or re-run the spec "
         "logged with --run-id and judge it against that run. Exact (bit-identical curves) when device "
@@ -99,8 +99,8 @@ TABLE = (
     ),
     Command(
         "compare",
-        judging_commands.cmd_compare,
-        command_arguments.compare,
+        compare.handle,
+        compare.arguments,
         help="a table and a curve plot across finished runs, logged to MLflow",
         description="Compare finished runs (all of an experiment's, or the given run ids): a table of device, "
         "versions, env steps/s, compile seconds, peak memory and final metrics (IQM, 95% CI) and a PNG of the loss and "
@@ -110,8 +110,8 @@ TABLE = (
     ),
     Command(
         "scale",
-        training_commands.cmd_scale,
-        command_arguments.scale,
+        scale.handle,
+        scale.arguments,
         help="throughput against batch size: where a device saturates for a spec",
         description="Train the spec at a ladder of sizes (powers of two) of one number, each seed's envs or the "
         "seeds side by side, and measure at each: steady-state env steps/s, the share of the device's matmul "
@@ -124,8 +124,8 @@ TABLE = (
     ),
     Command(
         "ladder",
-        judging_commands.cmd_ladder,
-        command_arguments.ladder,
+        ladder.handle,
+        ladder.arguments,
         help="play an Elo ladder's anchors against each other and commit their ratings",
         description="Play every pair of the anchors the spec's strength.anchors names (random, greedy, "
         "playouts_N: search with N random playouts and no network) against each other, --games games a pair, "
@@ -137,8 +137,8 @@ TABLE = (
     ),
     Command(
         "drift",
-        judging_commands.cmd_drift,
-        command_arguments.drift,
+        drift.handle,
+        drift.arguments,
         help="what another set of package versions (a JAX upgrade) changes: bits, verdict, speed, compile, memory",
         description="Train each spec in two Python environments on this machine (e.g. two JAX versions, each "
         "installed with its constraints file), one process per run, in rounds that alternate the order, and "

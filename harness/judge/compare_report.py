@@ -16,6 +16,7 @@ from harness.console import megabytes
 from harness.judge.compare import PLOTTED_METRICS, ComparedRun, CompareError, Comparison, claim_tags
 from harness.judge.machines import device_label
 from harness.record import tracking
+from harness.record.command_run import command_run
 from harness.record.schema import EMPTY_CURVES
 from harness.stats import intervals, verdict
 
@@ -129,36 +130,31 @@ def plot(runs: list[ComparedRun], path: Path, title: str):
 # -------------------------------------------------------------------- logging
 
 
-def log(client, runs: list[ComparedRun], files: dict[str, str], png: Path, tags: dict[str, str] | None = None) -> str:
-    """Record the comparison as a finished run of its own, in the experiment
-    of the first compared run, with `tags` added; returns its id."""
+def log(uri: str, runs: list[ComparedRun], files: dict[str, str], png: Path, tags: dict[str, str] | None = None) -> str:
+    """Record the comparison as a run of its own (harness.record.command_run:
+    FINISHED, or FAILED or KILLED), in the experiment of the first compared
+    run, with `tags` added; returns its id."""
     said = (tags or {}).get("verdict")
-    run = client.create_run(
-        runs[0].experiment_id,
-        run_name=f"compare · {len(runs)} run{'s' if len(runs) > 1 else ''}"
-        + (f" · {verdict.shown(said, 'plain')}" if said else ""),
-        tags={
-            "harness.kind": "compare",
-            "compare.run_ids": ",".join(r.run_id for r in runs),
-            "compare.spec_hashes": ",".join(sorted({r.record.spec_hash for r in runs})),
-            **(tags or {}),
-        },
+    name = f"compare · {len(runs)} run{'s' if len(runs) > 1 else ''}" + (
+        f" · {verdict.shown(said, 'plain')}" if said else ""
     )
-    run_id = run.info.run_id
-    status = "FAILED"
-    try:
+    experiment = tracking.open_client(uri).get_experiment(runs[0].experiment_id).name
+    tags = {
+        "harness.kind": "compare",
+        "compare.run_ids": ",".join(r.run_id for r in runs),
+        "compare.spec_hashes": ",".join(sorted({r.record.spec_hash for r in runs})),
+        **(tags or {}),
+    }
+    with command_run(uri, experiment, name, tags) as (client, run_id):
         with tempfile.TemporaryDirectory() as tmp:
             # Under one name whatever --out was, so every comparison looks alike.
             shutil.copyfile(png, Path(tmp) / "compare.png")
             client.log_artifact(run_id, str(Path(tmp) / "compare.png"))
         tracking.log_texts(client, run_id, files)
-        status = "FINISHED"
-    finally:
-        client.set_terminated(run_id, status)
     return run_id
 
 
-def record(client, runs: list[ComparedRun], comparison: Comparison, png: Path) -> str:
+def record(uri: str, runs: list[ComparedRun], comparison: Comparison, png: Path) -> str:
     """Plot the curves into `png` and log the comparison (plot, table,
     numbers) as an MLflow run of its own; returns its id."""
     plot(runs, png, comparison.title)
@@ -184,4 +180,4 @@ def record(client, runs: list[ComparedRun], comparison: Comparison, png: Path) -
         )
         + "\n",
     }
-    return log(client, runs, files, png, claim_tags(comparison))
+    return log(uri, runs, files, png, claim_tags(comparison))

@@ -107,10 +107,12 @@ def _column(x, rows: int) -> np.ndarray:
     return np.broadcast_to(np.asarray(x, dtype=np.float64), (rows,))
 
 
-def kelly(payoffs: np.ndarray) -> np.ndarray:
+def second_order_kelly(payoffs: np.ndarray) -> np.ndarray:
     """The stakes, `[rows, stakes]`, for payoffs in [-1, 1] sampled
     `[rows, samples]` under the alternative: multiples of the payoff's mean
-    over its second moment (Kelly's stake, to second order), at most MAX_LOSS."""
+    over its second moment (Kelly's stake, to second order), at most MAX_LOSS.
+    The rank test bets the exact stake (ranks.kelly, by bisection): these
+    stakes are the paired tests' as their errors were measured."""
     mean = np.maximum(payoffs.mean(axis=1), 1e-6)
     kelly_stake = mean / np.maximum((payoffs**2).mean(axis=1), 1e-12)
     return np.clip(kelly_stake[:, None] * np.asarray(STAKES), 0.0, MAX_LOSS)
@@ -151,8 +153,8 @@ def evidence(test: Test, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         pass_unit = np.maximum(regressed, 1 - regressed)
         fail_payoff, pass_payoff = (level - values) / fail_unit, (values - regressed) / pass_unit
         z = _normal()[None, :] * spread
-        fail_lam = kelly(np.clip((delta + z) / fail_unit, -1, 1))
-        pass_lam = kelly(np.clip((delta + z) / pass_unit, -1, 1))
+        fail_lam = second_order_kelly(np.clip((delta + z) / fail_unit, -1, 1))
+        pass_lam = second_order_kelly(np.clip((delta + z) / pass_unit, -1, 1))
         return log_wealth((fail_payoff, fail_lam)), log_wealth((pass_payoff, pass_lam))
     faithful = np.atleast_2d(np.asarray(test.faithful, dtype=np.float64))
     faithful = np.broadcast_to(faithful, (rows, faithful.shape[1]))
@@ -169,22 +171,22 @@ def evidence(test: Test, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         rate = _column(test.level, rows)[:, None]
         # Under the alternative: the faithful rate against it less delta (a fail), and the faithful rate
         # against itself (a pass), each pair's difference -1, 0 or 1 with its chance.
-        fail_lam = kelly(_pair_outcomes(rate, np.clip(rate - delta, 0, 1)))
-        pass_lam = kelly((delta - _pair_outcomes(rate, rate)) / (1 + delta))
+        fail_lam = second_order_kelly(_pair_outcomes(rate, np.clip(rate - delta, 0, 1)))
+        pass_lam = second_order_kelly((delta - _pair_outcomes(rate, rate)) / (1 + delta))
     else:
         # Two payoffs a side: the difference scaled by a faithful difference's spread and clipped (a shift
         # of every seed), and the difference itself (a few seeds collapsing far).
         scale = np.sqrt(2) * spread
         z = scale * _normal()[None, :]
         fail_bets = [
-            (np.clip(difference / scale, -1, 1), kelly(np.clip((delta + z) / scale, -1, 1))),
-            (difference, kelly(np.clip(delta + z, -1, 1))),
+            (np.clip(difference / scale, -1, 1), second_order_kelly(np.clip((delta + z) / scale, -1, 1))),
+            (difference, second_order_kelly(np.clip(delta + z, -1, 1))),
         ]
         pass_bets = [
             (np.where(paired, np.clip((delta - difference) / scale, -1, 1), 0.0), fail_bets[0][1]),
             (
                 np.where(paired, (delta - difference) / (1 + delta), 0.0),
-                kelly(np.clip((delta + z) / (1 + delta), -1, 1)),
+                second_order_kelly(np.clip((delta + z) / (1 + delta), -1, 1)),
             ),
         ]
         return log_wealth(*fail_bets), log_wealth(*pass_bets)

@@ -206,3 +206,19 @@ def test_frozen_claims_are_confirmed_by_the_seeds_recorded_after(published, tmp_
     row = json.loads(out_file.read_text())["claims"]["learns"]
     assert code == 0 and row["design_seeds"] == "0-15" and row["confirming_seeds"].startswith("16-"), row
     assert "designed on seeds 0-15, confirmed on 16-" in " ".join(out.split())
+
+
+def test_a_freeze_holds_under_rules_that_design_alike_and_not_under_others(published):
+    """A freeze made under an earlier version of the test rules that designs
+    claims alike (verdict.SAME_DESIGNS: 3 changed only how ranks break
+    ties) still holds; under any other version the claims start again."""
+    from harness import spec as S
+    from harness.sessions import freeze
+    from harness.stats import verdict
+
+    root, spec, _ = published
+    loaded = S.load(spec)
+    made = freeze.record(loaded, spec)
+    assert freeze.current(made, loaded) and made["rules"] == verdict.RULES
+    assert all(freeze.current({**made, "rules": rules}, loaded) for rules in verdict.SAME_DESIGNS)
+    assert not freeze.current({**made, "rules": "1"}, loaded)

@@ -17,7 +17,7 @@ from harness import spec as S
 from harness.judge import errors, levels
 from harness.sessions import errors_report
 from harness.spec.claims import Claim
-from harness.stats import sequential, verdict
+from harness.stats import ranks, sequential, verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -308,7 +308,7 @@ def test_a_test_by_ranks_fails_faithful_runs_at_most_alpha_for_any_shape(draw, f
     rng = np.random.default_rng(batch * 100 + faithful)
     test = levels.make_test(RANKED, draw(rng, (ROWS // 4, faithful)))
     assert test.ranks
-    measured = sequential.decide(test, draw(rng, (ROWS // 4, cap)), batch)
+    measured = sequential.decide(test, draw(rng, (ROWS // 4, cap)), batch, rng.random((ROWS // 4, cap)))
     assert _share(measured, sequential.FAIL) <= RANKED.alpha
 
 
@@ -329,10 +329,11 @@ def test_ranks_decide_two_cluster_seeds_in_fewer_seeds_than_pairs():
         "pairs": RANKED.model_copy(update={"delta": 0.127, "compare": None}),
         "ranks": RANKED.model_copy(update={"delta": 0.127}),
     }
+    ties = rng.random(shifted.shape)  # fresh draws for each simulated run (the pairs never read them)
     decided = {
         name: (
-            sequential.decide(levels.make_test(c, faithful), shifted, 8),
-            sequential.decide(levels.make_test(c, faithful), same, 8),
+            sequential.decide(levels.make_test(c, faithful), shifted, 8, ties),
+            sequential.decide(levels.make_test(c, faithful), same, 8, ties),
         )
         for name, c in claims.items()
     }
@@ -343,12 +344,39 @@ def test_ranks_decide_two_cluster_seeds_in_fewer_seeds_than_pairs():
     assert _share(ranks_same, sequential.FAIL) <= RANKED.alpha
 
 
-def test_a_ranked_verdict_is_a_function_of_its_seeds():
-    """Ties are broken by fixed draws: the same seeds, the same evidence."""
+def test_a_ranked_verdict_is_a_function_of_its_seeds_and_other_seeds_break_ties_apart():
+    """Ties are broken by each run seed's own draw (ranks.tie_breaks): the
+    same seeds, the same evidence; the same values on other seeds, other
+    draws. Shared draws (ties broken by one fixed generator for every
+    reproduction, as before) made this fail."""
     rng = np.random.default_rng(3)
     test = levels.make_test(RANKED, np.round(rng.random(32), 1))
-    run = np.round(rng.random(16), 1)
-    assert np.array_equal(sequential.evidence(test, run[None, :])[0], sequential.evidence(test, run[None, :])[0])
+    run = np.round(rng.random(16), 1)[None, :]
+    seeds, others = ranks.tie_breaks(range(16)), ranks.tie_breaks(range(16, 32))
+    assert np.array_equal(ranks.tie_breaks(range(16)), seeds) and not np.allclose(seeds, others)
+    assert np.array_equal(sequential.evidence(test, run, seeds)[0], sequential.evidence(test, run, seeds)[0])
+    assert not np.array_equal(sequential.evidence(test, run, seeds)[0], sequential.evidence(test, run, others)[0])
+    with pytest.raises(ValueError, match="breaks ties by draws of the run's own"):
+        sequential.evidence(test, run)
+
+
+def test_tie_breaks_drawn_from_each_runs_seeds_keep_alpha_on_a_pool_of_two_values():
+    """A pool with two distinct values judged by rank (ties everywhere), at
+    alpha raised to 10% so a leak shows: reproductions on fresh seeds,
+    their ties broken by their own seeds' draws as the judge breaks them
+    (claims.run_test), fail no more often than with fresh draws for each.
+    One generator's draws shared by every reproduction (the judge's before)
+    failed 3.4% of these against 0.55% with fresh draws, and fail this test."""
+    claim = RANKED.model_copy(update={"alpha": 0.1, "delta": 0.2})
+    rng = np.random.default_rng(11)
+    rows, cap = 2000, 32
+    faithful = (rng.random(24) < 0.5).astype(float)
+    test = levels.make_test(claim, faithful)
+    run = (rng.random((rows, cap)) < 0.5).astype(float)
+    judged = np.stack([ranks.tie_breaks(range(1000 + r * cap, 1000 + (r + 1) * cap)) for r in range(rows)])
+    by_seed = _share(sequential.decide(test, run, 8, judged), sequential.FAIL)
+    fresh = _share(sequential.decide(test, run, 8, rng.random((rows, cap))), sequential.FAIL)
+    assert by_seed <= claim.alpha and by_seed <= 2 * fresh + 0.01, (by_seed, fresh)
 
 
 @pytest.mark.parametrize(

@@ -35,7 +35,7 @@ from harness.judge import levels
 from harness.judge.levels import Faithful
 from harness.record.schema import ClaimOutcome, Results
 from harness.spec.claims import REFERENCE, Claim
-from harness.stats import intervals, sequential, verdict
+from harness.stats import intervals, ranks, sequential, verdict
 
 # Statistics over seeds, each along the last axis of `[..., seeds]`.
 SEED_STATISTICS: dict[str, Callable[[np.ndarray, float | None], np.ndarray]] = {
@@ -114,20 +114,26 @@ def judge(record: Results, claim: Claim, faithful: Faithful | None = None, tests
     A test (a claim with `delta`, one of `tests` test claims of its spec) is
     run over the record's seeds at once, its level the claim's number or
     learned from `faithful` seeds."""
-    return judge_values(claim, seed_values(record, claim), faithful, tests=tests)
+    return judge_values(claim, seed_values(record, claim), record.seeds, faithful, tests=tests)
 
 
 def judge_values(
-    claim: Claim, values: np.ndarray, faithful: Faithful | None = None, batch: int | None = None, tests: int = 1
+    claim: Claim,
+    values: np.ndarray,
+    seeds: Sequence[int],
+    faithful: Faithful | None = None,
+    batch: int | None = None,
+    tests: int = 1,
 ) -> ClaimOutcome:
     """`judge` on per-seed values `[seeds]` (of one run, or of a
-    reproduction's batches in the order they ran), a test looked at after
+    reproduction's batches in the order they ran) of the run seeds `seeds`
+    (which break a test by ranks' ties), a test looked at after
     every `batch` of them (default: all at once; the evidence is valid at
     any look), the claim one of `tests` test claims sharing the spec's alpha."""
-    seeds = claim.over_seeds
+    over = claim.over_seeds
 
     def statistic(x: np.ndarray) -> np.ndarray:
-        return SEED_STATISTICS[seeds.name](x, seeds.value)
+        return SEED_STATISTICS[over.name](x, over.value)
 
     value = float(statistic(values))
     low, high = bootstrap(values, statistic)
@@ -143,17 +149,20 @@ def judge_values(
     }
     if not claim.is_test:
         return ClaimOutcome(**outcome, holds=CHECKS[bound](value, limit))
-    return ClaimOutcome(**outcome, **run_test(claim, values, faithful, batch or len(values), tests))
+    return ClaimOutcome(**outcome, **run_test(claim, values, seeds, faithful, batch or len(values), tests))
 
 
-def run_test(claim: Claim, values: np.ndarray, faithful: Faithful | None, batch: int, tests: int) -> dict:
-    """A test claim's verdict fields (ClaimOutcome's) on per-seed `values`."""
+def run_test(
+    claim: Claim, values: np.ndarray, seeds: Sequence[int], faithful: Faithful | None, batch: int, tests: int
+) -> dict:
+    """A test claim's verdict fields (ClaimOutcome's) on per-seed `values`
+    of the run seeds `seeds`."""
     reference = faithful is not None and claim.bound[1] == REFERENCE
     pool = levels.unit(claim, faithful.values) if faithful is not None else None
     test = levels.make_test(claim, pool, tests)
     if test is None:
         return {"holds": False, "rules": verdict.RULES, "note": levels.untested(claim, pool)}
-    decision = sequential.decide(test, levels.unit(claim, values), batch)
+    decision = sequential.decide(test, levels.unit(claim, values), batch, ranks.tie_breaks(seeds))
     return {
         "holds": bool(decision.verdict == sequential.PASS),
         "verdict": str(decision.verdict),
@@ -203,8 +212,9 @@ def judge_pooled(
                 continue
             values |= {seed: float(value) for seed, value in kept if seed not in values}
         if values:
+            order = sorted(values)
             outcomes[name] = judge_values(
-                claim, np.array([values[seed] for seed in sorted(values)]), faithful.get(name), batch, tests
+                claim, np.array([values[seed] for seed in order]), order, faithful.get(name), batch, tests
             )
     return outcomes
 

@@ -51,7 +51,7 @@ import numpy as np
 
 from harness.judge import levels
 from harness.spec.claims import REFERENCE, Claim
-from harness.stats import sequential
+from harness.stats import ranks, sequential
 
 SIMULATIONS = 4000
 SEED = 0
@@ -155,9 +155,11 @@ def simulate(
     alpha, beta = levels.split(claim, tests)
     reference_size = len(held_to) if claim.bound[1] == REFERENCE else 0
 
+    ties = np.random.default_rng([seed, ranks.TIE_KEY])  # each simulated run's own draws, as a real run's seeds give
+
     def reproduce(reference: np.ndarray, run: np.ndarray) -> sequential.Decision:
         test = levels.make_test(claim, levels.unit(claim, reference) if reference_size else None, tests)
-        return sequential.decide(test, run, batch)
+        return sequential.decide(test, run, batch, ties.random(run.shape) if test.ranks else None)
 
     out: dict[str, Any] = {
         "faithful_seeds": seeds,

@@ -131,7 +131,9 @@ def run(
             out_console.print(f"results written to {written}")
         for name, claim in tests.items():
             values[name] += [float(v) for v in claims.seed_values(logged.record, claim)]
-            outcomes[name] = claims.judge_values(claim, np.array(values[name]), faithful.get(name), batch, len(tests))
+            outcomes[name] = claims.judge_values(
+                claim, np.array(values[name]), seeds, faithful.get(name), batch, len(tests)
+            )
             evidence.append((len(seeds), name, outcomes[name]))
         out_console.print(progress_line(number, len(seeds), outcomes), soft_wrap=True)
         if verdict.of_claims(outcomes) != verdict.INCONCLUSIVE:

@@ -3,7 +3,8 @@ faithful seed at once, not against one (harness.stats.sequential pairs
 them otherwise).
 
 A run's seed is ranked among the faithful seeds and the run's own earlier
-seeds (itself included, ties broken at random): its **conformal p-value**,
+seeds (itself included, ties broken by a draw of its own seed's,
+`tie_breaks`): its **conformal p-value**,
 the share of those values below it. If the run is faithful, the faithful
 seeds and the run's seeds are one exchangeable sequence, and each new
 seed's p-value is uniform on [0, 1] and independent of the ones before it
@@ -44,8 +45,17 @@ import numpy as np
 TAILS = (0.03, 0.1, 0.2)
 PASS_TAIL = 0.15
 PASS_LINEAR = 0.5
-# The random draws that break ties between equal values: fixed, so that a verdict is a function of its seeds.
-TIE_SEED = 0
+# The key of the draws that break a run seed's ties (`tie_breaks`): each seed's own draw.
+TIE_KEY = 0x7469
+
+
+def tie_breaks(seeds) -> np.ndarray:
+    """The draws `[seeds]` (uniform on [0, 1)) that break the ties of a run's
+    seeds, in the order given: each a function of its seed number alone, so
+    a verdict is a function of its seeds, two reproductions of other seeds
+    get other draws, and no draw depends on a value (the conformal p-values
+    stay uniform under a faithful run whatever its ties)."""
+    return np.array([np.random.default_rng([TIE_KEY, int(seed)]).random() for seed in seeds], dtype=np.float64)
 
 
 def _counts(faithful: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -106,12 +116,18 @@ def _against(faithful: np.ndarray, shifted: np.ndarray) -> np.ndarray:
 
 
 def bets(
-    faithful: np.ndarray, values: np.ndarray, delta: float, multiples: tuple[float, ...], max_loss: float
+    faithful: np.ndarray,
+    values: np.ndarray,
+    delta: float,
+    multiples: tuple[float, ...],
+    max_loss: float,
+    ties: np.ndarray,
 ) -> tuple[list[tuple[np.ndarray, np.ndarray]], list[tuple[np.ndarray, np.ndarray]]]:
     """The `(payoff, stakes)` bets against H0 and against H1 of run `values`
     `[rows, seeds]` held against `faithful` seeds `[rows, faithful]`, all
-    on the unit scale."""
-    ties = np.random.default_rng(TIE_SEED).random(values.shape)
+    on the unit scale, the run seeds' ties broken by `ties` (`[rows, seeds]`
+    uniform draws independent of the values: `tie_breaks` of a real run's
+    seeds, fresh draws in a simulation)."""
     grid = (np.arange(256) + 0.5) / 256
     share = np.clip(delta / np.maximum(faithful.mean(axis=1, keepdims=True), 1e-9), 0.0, 1.0)
     collapsed = np.where(grid[None, :] < share, 0.0, (grid[None, :] - share) / np.maximum(1 - share, 1e-9))

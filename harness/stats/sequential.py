@@ -139,9 +139,10 @@ def _normal() -> np.ndarray:
     return special.ndtri((np.arange(256) + 0.5) / 256)
 
 
-def evidence(test: Test, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def evidence(test: Test, values: np.ndarray, ties: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The log-evidence against H0 and against H1 after each seed, each
-    `[rows, seeds]`, of values `[rows, seeds]`."""
+    `[rows, seeds]`, of values `[rows, seeds]` (a test by ranks breaks their
+    ties by `ties`, `[rows, seeds]`: see `decide`)."""
     rows, seeds = values.shape
     spread = _column(test.spread, rows)[:, None]
     delta = test.delta
@@ -159,7 +160,13 @@ def evidence(test: Test, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     faithful = np.atleast_2d(np.asarray(test.faithful, dtype=np.float64))
     faithful = np.broadcast_to(faithful, (rows, faithful.shape[1]))
     if test.ranks and test.kind == "mean":
-        fail_bets, pass_bets = ranks.bets(faithful, values, delta, STAKES, MAX_LOSS)
+        if ties is None:
+            raise ValueError(
+                "a test by ranks breaks ties by draws of the run's own: ranks.tie_breaks(seeds) for a run,"
+                " fresh uniform draws for a simulated one"
+            )
+        ties = np.broadcast_to(np.asarray(ties, dtype=np.float64), values.shape)
+        fail_bets, pass_bets = ranks.bets(faithful, values, delta, STAKES, MAX_LOSS, ties)
         return log_wealth(*fail_bets), log_wealth(*pass_bets)
     pairs = min(seeds, faithful.shape[1])
     difference = np.zeros_like(values)
@@ -202,11 +209,13 @@ def _pair_outcomes(faithful_rate: np.ndarray, run_rate: np.ndarray) -> np.ndarra
     return np.where(grid < plus, 1.0, np.where(grid > 1 - minus, -1.0, 0.0))
 
 
-def decide(test: Test, values: np.ndarray, batch: int) -> Decision:
+def decide(test: Test, values: np.ndarray, batch: int, ties: np.ndarray | None = None) -> Decision:
     """The test run over `values` (`[seeds]` or `[rows, seeds]`, unit scale,
     in the order the seeds were run), looked at after every `batch` seeds
     and after the last: the first look where either bound is reached
-    decides; none reached by the last seed is INCONCLUSIVE."""
+    decides; none reached by the last seed is INCONCLUSIVE. A test by ranks
+    needs `ties` (the shape of `values`): `ranks.tie_breaks` of the run's
+    seeds, or, simulating runs, fresh uniform draws for each."""
     values = np.asarray(values, dtype=np.float64)
     single = values.ndim == 1
     values = np.atleast_2d(values)
@@ -218,7 +227,8 @@ def decide(test: Test, values: np.ndarray, batch: int) -> Decision:
     if np.any((values < 0) | (values > 1)):
         raise ValueError("a sequential test takes values on the unit scale, in [0, 1]")
     at = np.unique(np.r_[np.arange(batch, seeds + 1, batch), seeds]) - 1  # the last seed of each look
-    against_h0, against_h1 = (side[:, at] for side in evidence(test, values))
+    ties = None if ties is None else np.atleast_2d(np.asarray(ties, dtype=np.float64))
+    against_h0, against_h1 = (side[:, at] for side in evidence(test, values, ties))
     fail = against_h0 >= np.log(1 / test.alpha)
     passed = against_h1 >= np.log(1 / test.beta)
     decided = fail | passed

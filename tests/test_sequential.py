@@ -345,10 +345,8 @@ def test_ranks_decide_two_cluster_seeds_in_fewer_seeds_than_pairs():
 
 
 def test_a_ranked_verdict_is_a_function_of_its_seeds_and_other_seeds_break_ties_apart():
-    """Ties are broken by each run seed's own draw (ranks.tie_breaks): the
-    same seeds, the same evidence; the same values on other seeds, other
-    draws. Shared draws (ties broken by one fixed generator for every
-    reproduction, as before) made this fail."""
+    """Ties are broken by each run seed's own draw (ranks.tie_breaks): the same seeds, the same
+    evidence; other seeds, other draws (one generator's draws for every reproduction failed this)."""
     rng = np.random.default_rng(3)
     test = levels.make_test(RANKED, np.round(rng.random(32), 1))
     run = np.round(rng.random(16), 1)[None, :]
@@ -370,8 +368,7 @@ def test_tie_breaks_drawn_from_each_runs_seeds_keep_alpha_on_a_pool_of_two_value
     claim = RANKED.model_copy(update={"alpha": 0.1, "delta": 0.2})
     rng = np.random.default_rng(11)
     rows, cap = 2000, 32
-    faithful = (rng.random(24) < 0.5).astype(float)
-    test = levels.make_test(claim, faithful)
+    test = levels.make_test(claim, (rng.random(24) < 0.5).astype(float))
     run = (rng.random((rows, cap)) < 0.5).astype(float)
     judged = np.stack([ranks.tie_breaks(range(1000 + r * cap, 1000 + (r + 1) * cap)) for r in range(rows)])
     by_seed = _share(sequential.decide(test, run, 8, judged), sequential.FAIL)

@@ -10,9 +10,9 @@ import pytest
 
 from harness import exit_codes
 from harness.judge import compare
+from harness.judge.adaptive_report import Adaptive
 from harness.record import runs
 from harness.record.schema import ClaimOutcome
-from harness.sessions.adaptive import Adaptive
 from harness.stats import verdict
 
 TEST = {"metric": "episode_return", "over_seeds": "mean", "at_least": "reference", "delta": 60, "range": [0, 500]}

@@ -12,7 +12,7 @@ claim (harness.judge.claims) is judged on all the seeds so far, in the
 order they ran, with looks after every batch (harness.stats.sequential:
 the false-failure bound holds at whatever batch it stops). It stops when
 every test has a PASS or a FAIL, or at the seed cap (INCONCLUSIVE, never a
-FAIL). The reproduction's run gets the verdict: its name, tags
+FAIL). The reproduction's run gets the verdict (harness.judge.adaptive_report): its name, tags
 `verdict`, `adaptive.seeds_used`, `adaptive.compiles`,
 `claim.<name>` with its alpha, power and delta, and each claim's evidence
 as metrics over the seeds used.
@@ -21,37 +21,22 @@ as metrics over the seeds used.
 from __future__ import annotations
 
 import dataclasses
-import time
 from pathlib import Path
-from typing import NamedTuple
 
 import numpy as np
 
 from harness import build, spec
 from harness.console import out_console
-from harness.judge import claims, levels
+from harness.judge import claims
+from harness.judge.adaptive_report import Adaptive, progress_line
 from harness.judge.references import ReproduceError
 from harness.plan import Plan
-from harness.record import runs
 from harness.record.schema import ClaimOutcome, Results
 from harness.run.programs import Programs
 from harness.sessions.options import RunOptions
-from harness.sessions.run import Logged, train_and_log
+from harness.sessions.run import train_and_log
 from harness.spec.claims import Claim
 from harness.stats import verdict
-
-
-class Adaptive(NamedTuple):
-    outcomes: dict[str, ClaimOutcome]  # each test claim on every seed run
-    seeds: list[int]  # the seeds run, in order
-    logged: Logged  # the last batch's run
-    compiles: int  # programs compiled over all batches
-    evidence: list[tuple[int, str, ClaimOutcome]]  # (seeds so far, claim, its outcome) after each batch
-
-    @property
-    def verdict(self) -> str:
-        """pass, fail, inconclusive or not judged (harness.stats.verdict)."""
-        return verdict.of_claims(self.outcomes) or verdict.NOT_JUDGED
 
 
 def first_fresh_seed(records: list[tuple[str, Results]], reference: Results) -> int:
@@ -139,83 +124,3 @@ def run(
         if verdict.of_claims(outcomes) != verdict.INCONCLUSIVE:
             break  # a FAIL decides; an untested claim no seed can decide
     return Adaptive(outcomes, seeds, logged, len(programs), evidence)
-
-
-def progress_line(number: int, seeds: int, outcomes: dict[str, ClaimOutcome]) -> str:
-    """After a batch: the seeds so far, then a line a test: its verdict so
-    far and its log-evidence for each side beside the bound that decides it."""
-    verdicts = {name: verdict.claim_word(outcome).upper() for name, outcome in outcomes.items()}
-    name_width, verdict_width = (max(map(len, texts), default=0) for texts in (verdicts, verdicts.values()))
-    lines = [f"batch {number}, {seeds} seeds (each log-evidence of the bound that decides it):"]
-    for name, outcome in outcomes.items():
-        fail_at, pass_at = levels.bounds(Claim.model_validate(outcome.claim), len(outcomes))
-        lines.append(
-            f"  {name:<{name_width}} {verdicts[name]:<{verdict_width}}"
-            f"  pass {outcome.against_regressed or 0:.2f} of {pass_at:.2f}"
-            f"  fail {outcome.against_faithful or 0:.2f} of {fail_at:.2f}"
-        )
-    return "\n".join(lines)
-
-
-def description(adaptive: Adaptive, said: str) -> str:
-    """The verdict as the run page opens on it (MLflow's run description):
-    `said` (the verdict line), then a row a claim."""
-    rows = [
-        "| claim | value [95% CI] | level (faithful seeds) | fails at | α | power | Δ | evidence to FAIL | "
-        "evidence to PASS | verdict |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for name, outcome in adaptive.outcomes.items():
-        claim = Claim.model_validate(outcome.claim)
-        fail_at, pass_at = levels.bounds(claim, len(adaptive.outcomes))
-        cells = [f"`{name}` ({claim.metric})", f"{outcome.value:.4g} [{outcome.low:.4g}, {outcome.high:.4g}]"]
-        if outcome.verdict is None:
-            cells += [outcome.note or "untested", "", "", "", "", "", "", "untested"]
-        else:
-            cells += [
-                f"{outcome.level:.4g} ({outcome.faithful_seeds or 'stated'})",
-                f"{outcome.fails_at:.4g}",
-                f"{outcome.alpha or claim.alpha:.2g}",
-                f"{claim.power:g}",
-                f"{claim.delta:g}",
-                f"{outcome.against_faithful:.2f} of {fail_at:.2f}",
-                f"{outcome.against_regressed:.2f} of {pass_at:.2f}",
-                verdict.shown(outcome.verdict, "markdown"),
-            ]
-        rows.append("| " + " | ".join(cells) + " |")
-    return f"{said}\n\n" + "\n".join(rows) + "\n"
-
-
-def log_verdict(client, run_id: str, adaptive: Adaptive, said: str, changed: str = "") -> None:
-    """The verdict's tags, its name and description, and the evidence over
-    seeds on the reproduction's run `run_id`: `said` is the verdict line,
-    `changed` the keys a changed spec set (`key old→new; ...`)."""
-    from mlflow.entities import Metric
-
-    timestamp = int(time.time() * 1000)
-    name = f"reproduce · {verdict.shown(adaptive.verdict, 'plain')}" + (f" · {changed}" if changed else "")
-    said = description(adaptive, said + (f"\n\nChanged: {changed}" if changed else ""))
-    tags = {
-        "adaptive.seeds_used": str(len(adaptive.seeds)),
-        "adaptive.compiles": str(adaptive.compiles),
-        **claims.tags(adaptive.outcomes),
-    }
-    runs.log_verdict(client, run_id, adaptive.verdict, name, said, tags)
-    # Each claim's evidence over seeds beside the bound it must reach, named by what reaching it does:
-    # `..._evidence_to_fail` FAILS the run at `..._fail_bound`, `..._evidence_to_pass` PASSES it at
-    # `..._pass_bound` (the `against_*` names are the same evidence, kept for the charts users made).
-    metrics = []
-    for seeds, name, outcome in adaptive.evidence:
-        if outcome.against_faithful is None:
-            continue
-        fail_at, pass_at = levels.bounds(Claim.model_validate(outcome.claim), len(adaptive.outcomes))
-        for key, value in (
-            ("against_faithful", outcome.against_faithful),
-            ("against_regressed", outcome.against_regressed),
-            ("evidence_to_fail", outcome.against_faithful),
-            ("fail_bound", fail_at),
-            ("evidence_to_pass", outcome.against_regressed),
-            ("pass_bound", pass_at),
-        ):
-            metrics.append(Metric(f"adaptive_{name}_{key}", value, timestamp, seeds))
-    client.log_batch(run_id, metrics=metrics)

@@ -14,7 +14,16 @@ from typing import NamedTuple
 
 from harness import build, spec
 from harness.console import err_console, out_console, print_table
-from harness.judge import claims, claims_table, differences, publish, references, reproduce, verdict_report
+from harness.judge import (
+    adaptive_report,
+    claims,
+    claims_table,
+    differences,
+    publish,
+    references,
+    reproduce,
+    verdict_report,
+)
 from harness.plan import Plan
 from harness.record.command_run import command_run
 from harness.record.schema import Results
@@ -135,7 +144,7 @@ def override_values(sets: list[str], where: str) -> dict:
 
 def run_adaptive(
     reference: Reference, options: RunOptions, batch: int, cap: int, sets: list[str], results_out: Path | None = None
-) -> adaptive.Adaptive:
+) -> adaptive_report.Adaptive:
     """`reference.plan` (changed by `sets`, if any) on fresh seeds, a batch
     at a time, until its tests decide: the claims table and the verdict
     printed, the verdict logged on the reproduction's one run, its batches
@@ -166,7 +175,7 @@ def run_adaptive(
             f" {result.compiles} programs compiled)"
         )
         short = "; ".join(f"{key} {old}→{new}" for key, (old, new) in differences_.items())
-        adaptive.log_verdict(client, run_id, result, said, short)
+        adaptive_report.log_verdict(client, run_id, result, said, short)
     out_console.print(
         said.replace(result.verdict.upper(), shown(result.verdict), 1)
         + f", logged to run {run_id} (tags adaptive.*, claim.*; its batches nested under it)",

@@ -242,6 +242,18 @@ def test_compare_judges_every_runs_claims_again():
     assert compare.claim_tags(compare.compare([good], allow_different_specs=False)) == {"claim.solves": "holds"}
 
 
+def test_compare_judges_a_test_again_at_its_share_of_the_specs_alpha():
+    """Two stated-level tests of one spec, judged again by compare on a run
+    recorded before them: each at alpha over two, as `harness run` judges
+    them (it judged each at the full alpha before)."""
+    stated = {name: claim(at_least=400, delta=50, range=[0, 500]) for name in ("first", "second")}
+    judged = claims.with_claims(record(), stated)
+    older = compare.ComparedRun("b" * 32, "older", "0", {}, record())
+    again = compare.judged_claims([compare.ComparedRun("a" * 32, "new", "0", {}, judged), older])["b" * 32]
+    assert {outcome.alpha for outcome in again.values()} == {stated["first"].alpha / 2}
+    assert again["first"].alpha == judged.claims["first"].alpha
+
+
 def _width(table) -> int:
     console = Console(width=10_000)
     return Measurement.get(console, console.options, table).maximum

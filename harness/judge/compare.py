@@ -173,6 +173,7 @@ def judged_claims(runs: list[ComparedRun]) -> dict[str, dict[str, ClaimOutcome]]
         for name, claim in claims.stated(run.record).items():
             stated.setdefault(name, claim)
     out: dict[str, dict[str, ClaimOutcome]] = {}
+    tests = claims.test_count(stated)  # a test judged again shares the spec's alpha, as the run judged it
     for run in runs:
         for name, claim in stated.items():
             own = (run.record.claims or {}).get(name)
@@ -181,7 +182,7 @@ def judged_claims(runs: list[ComparedRun]) -> dict[str, dict[str, ClaimOutcome]]
                 out.setdefault(run.run_id, {})[name] = own  # a test as the run judged it, under today's rules
                 continue
             try:
-                out.setdefault(run.run_id, {})[name] = claims.judge(run.record, claim)
+                out.setdefault(run.run_id, {})[name] = claims.judge(run.record, claim, tests=tests)
             except claims.ClaimError:
                 continue  # a run of another spec, without the claim's metric
     return out

@@ -91,3 +91,30 @@ def test_every_verdict_has_one_tag_and_its_words():
     assert runs.verdict_tags("fail") == {"verdict": "fail"} and runs.verdict_tags(None) == {}
     assert verdict.shown("not judged", "plain") == "NOT JUDGED" and verdict.shown("fail", "markdown") == "**FAIL**"
     assert verdict.shown("pass") == "[bold green]PASS[/]" and verdict.shown("untested", "plain") == "untested"
+
+
+# The constants of the tests that change a verdict, as the rules' version that fixed them says:
+# a change to one is a new version (harness.stats.verdict.RULES), and this table with it.
+RULES_CONSTANTS = {
+    "3": {
+        "sequential.STAKES": (0.5, 1.0, 2.0),
+        "sequential.MAX_LOSS": 0.9,
+        "ranks.TAILS": (0.03, 0.1, 0.2),
+        "ranks.PASS_TAIL": 0.15,
+        "ranks.PASS_LINEAR": 0.5,
+        "ranks.TIE_KEY": 0x7469,
+        "levels.MIN_FAITHFUL": 16,
+    }
+}
+
+
+def test_the_rules_version_covers_every_constant_that_changes_a_verdict():
+    """A stored outcome is reused while its rules' version is today's: a
+    constant of the tests changed without a new version would reuse
+    outcomes the tests no longer give."""
+    from harness.judge import levels
+    from harness.stats import ranks, sequential
+
+    modules = {"sequential": sequential, "ranks": ranks, "levels": levels}
+    now = {key: getattr(modules[key.split(".")[0]], key.split(".")[1]) for key in RULES_CONSTANTS[verdict.RULES]}
+    assert now == RULES_CONSTANTS[verdict.RULES], "a constant of the tests changed: bump verdict.RULES"

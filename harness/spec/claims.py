@@ -168,7 +168,11 @@ class Claim(_Model):
         default=0.01, gt=0, le=0.5, description="the test's chance of failing a faithful run, in (0, 0.5]"
     )
     power: Number = Field(
-        default=0.8, gt=0, lt=1, description="the test's chance of catching a delta regression, in (0, 1)"
+        default=0.8,
+        gt=0,
+        lt=1,
+        description="the test's chance of catching a delta regression (a FAIL), in (0, 1): a run regressed by delta "
+        "passes at most 1 - power of the time; how often it FAILS is measured (harness validate --errors)",
     )
     range: tuple[Number, Number] | None = Field(
         default=None,

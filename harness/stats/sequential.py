@@ -86,7 +86,9 @@ class Test(NamedTuple):
     level: np.ndarray | float  # the faithful level: the faithful seeds' mean, or a stated number
     delta: float  # the regression to catch, on the unit scale
     alpha: float  # the chance of failing a faithful run (this test's share of the reproduction's alpha)
-    beta: float  # the chance of passing a regressed run: 1 - power
+    # At most the chance of passing a run regressed by delta (PASS at log(1/beta)): 1 - the claim's
+    # power, which is the chance of FAILING that run (never INCONCLUSIVE at the cap: measured).
+    beta: float
     spread: np.ndarray | float  # a faithful seed's spread (at least delta / 4): what sizes the stakes
     # The faithful seeds a run's seeds are paired with, in order, `[seeds]` or `[rows, seeds]`; None:
     # the level is stated.

@@ -324,3 +324,23 @@ def test_run_and_compare_print_and_record_the_claims(tmp_path):
     assert "verdict" not in comparison[0].data.tags  # statements only: nothing to judge
     assert comparison[0].data.tags["claim.solves"] == "fails"
     assert comparison[0].data.tags["claim.learns"] == "holds"
+
+
+@pytest.mark.parametrize("bound", [{"at_least": 400}, {"at_least": "reference"}], ids=["stated", "reference"])
+def test_the_errors_simulation_builds_the_test_the_judge_runs(monkeypatch, bound):
+    """One constructor (levels.test_of) for the judge and the simulation,
+    given the faithful seeds alike: a stated level's stakes sized by them in
+    both (the simulation passed none and sized them by delta before; this
+    failed then)."""
+    from harness.judge import errors, levels
+
+    made = []
+    test_of = levels.test_of
+    monkeypatch.setattr(levels, "test_of", lambda c, f, t=1: made.append(np.shape(f)) or test_of(c, f, t))
+    stated = claim(delta=50, range=[0, 500], **bound)
+    faithful = np.array(RETURNS * 2, dtype=float)  # 16 faithful seeds
+    pool = levels.Faithful(faithful, ("reference",), tuple(range(16)))
+    claims.judge_values(stated, np.array(RETURNS, dtype=float), SEEDS, pool)
+    errors.simulate(stated, faithful, 8, 16, sims=50)
+    judged, *simulated = made
+    assert judged == (16,) and simulated and all(shape == (50, 16) for shape in simulated), made

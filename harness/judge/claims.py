@@ -158,8 +158,8 @@ def run_test(
     """A test claim's verdict fields (ClaimOutcome's) on per-seed `values`
     of the run seeds `seeds`."""
     reference = faithful is not None and claim.bound[1] == REFERENCE
-    pool = levels.unit(claim, faithful.values) if faithful is not None else None
-    test = levels.make_test(claim, pool, tests)
+    test = levels.test_of(claim, None if faithful is None else faithful.values, tests)
+    pool = None if faithful is None else levels.unit(claim, faithful.values)
     if test is None:
         return {"holds": False, "rules": verdict.RULES, "note": levels.untested(claim, pool)}
     decision = sequential.decide(test, levels.unit(claim, values), batch, ranks.tie_breaks(seeds))

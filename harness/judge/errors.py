@@ -153,17 +153,19 @@ def simulate(
     held_to = pool if reference_pool is None else np.asarray(reference_pool, dtype=np.float64)
     rng = np.random.default_rng(seed)
     alpha, beta = levels.split(claim, tests)
-    reference_size = len(held_to) if claim.bound[1] == REFERENCE else 0
+    # The faithful seeds a reproduction is judged with: its level's for a `reference` bound, and
+    # for a stated one what sizes its stakes, as the judge passes them (levels.test_of).
+    reference_size = len(held_to)
 
     ties = np.random.default_rng([seed, ranks.TIE_KEY])  # each simulated run's own draws, as a real run's seeds give
 
     def reproduce(reference: np.ndarray, run: np.ndarray) -> sequential.Decision:
-        test = levels.make_test(claim, levels.unit(claim, reference) if reference_size else None, tests)
+        test = levels.test_of(claim, reference, tests)
         return sequential.decide(test, run, batch, ties.random(run.shape) if test.ranks else None)
 
     out: dict[str, Any] = {
         "faithful_seeds": seeds,
-        "reference": bool(reference_size),
+        "reference": claim.bound[1] == REFERENCE,
         "faithful_mean": float(pool.mean()),
         "random_level": random,
         "delta": float(claim.delta),
@@ -179,7 +181,7 @@ def simulate(
     }
     resampled_reference = None
     for model in FAITHFUL_MODELS:
-        reference = faithful_draws(claim, held_to, model, (sims, max(reference_size, 1)), rng, random)
+        reference = faithful_draws(claim, held_to, model, (sims, reference_size), rng, random)
         if reference is None:
             continue
         run = faithful_draws(claim, pool, model, (sims, cap), rng, random)

@@ -136,6 +136,15 @@ def make_test(claim: Claim, faithful: np.ndarray | None, tests: int = 1) -> Test
     return Test(kind, faithful.mean(axis=-1), delta, alpha, beta, spread_of, faithful, claim.compare == "ranks")
 
 
+def test_of(claim: Claim, faithful: np.ndarray | None, tests: int = 1) -> Test | None:
+    """The one constructor of a claim's test from faithful values in the
+    claim's units (`[seeds]`, or `[rows, seeds]` simulating), None where
+    there are none: what the judge (harness.judge.claims) runs on a real
+    reproduction and the errors simulation (harness.judge.errors) on each
+    simulated one, so that the measured errors are the judged test's."""
+    return make_test(claim, None if faithful is None else unit(claim, faithful), tests)
+
+
 def pool(per_record: Sequence[tuple[str, dict[int, float]]]) -> Faithful:
     """Faithful values from several records (label, seed -> value), each seed
     counted once (the first record that has it): the same seed on two

@@ -159,8 +159,8 @@ def run_test(
     of the run seeds `seeds`."""
     reference = faithful is not None and claim.bound[1] == REFERENCE
     test = levels.test_of(claim, None if faithful is None else faithful.values, tests)
-    pool = None if faithful is None else levels.unit(claim, faithful.values)
     if test is None:
+        pool = None if faithful is None else levels.unit(claim, faithful.values)
         return {"holds": False, "rules": verdict.RULES, "note": levels.untested(claim, pool)}
     decision = sequential.decide(test, levels.unit(claim, values), batch, ranks.tie_breaks(seeds))
     return {

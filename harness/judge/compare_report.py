@@ -130,15 +130,21 @@ def plot(runs: list[ComparedRun], path: Path, title: str):
 # -------------------------------------------------------------------- logging
 
 
-def log(uri: str, runs: list[ComparedRun], files: dict[str, str], png: Path, tags: dict[str, str] | None = None) -> str:
+def log(
+    uri: str,
+    experiment: str,
+    runs: list[ComparedRun],
+    files: dict[str, str],
+    png: Path,
+    tags: dict[str, str] | None = None,
+) -> str:
     """Record the comparison as a run of its own (harness.record.command_run:
-    FINISHED, or FAILED or KILLED), in the experiment of the first compared
-    run, with `tags` added; returns its id."""
+    FINISHED, or FAILED or KILLED) in `experiment` (the first compared
+    run's), with `tags` added; returns its id."""
     said = (tags or {}).get("verdict")
     name = f"compare · {len(runs)} run{'s' if len(runs) > 1 else ''}" + (
         f" · {verdict.shown(said, 'plain')}" if said else ""
     )
-    experiment = tracking.open_client(uri).get_experiment(runs[0].experiment_id).name
     tags = {
         "harness.kind": "compare",
         "compare.run_ids": ",".join(r.run_id for r in runs),
@@ -154,9 +160,10 @@ def log(uri: str, runs: list[ComparedRun], files: dict[str, str], png: Path, tag
     return run_id
 
 
-def record(uri: str, runs: list[ComparedRun], comparison: Comparison, png: Path) -> str:
+def record(client, uri: str, runs: list[ComparedRun], comparison: Comparison, png: Path) -> str:
     """Plot the curves into `png` and log the comparison (plot, table,
-    numbers) as an MLflow run of its own; returns its id."""
+    numbers) as an MLflow run of its own in the first compared run's
+    experiment (`client`'s store, at `uri`); returns its id."""
     plot(runs, png, comparison.title)
     files = {
         "compare.md": to_markdown(
@@ -180,4 +187,5 @@ def record(uri: str, runs: list[ComparedRun], comparison: Comparison, png: Path)
         )
         + "\n",
     }
-    return log(uri, runs, files, png, claim_tags(comparison))
+    experiment = client.get_experiment(runs[0].experiment_id).name
+    return log(uri, experiment, runs, files, png, claim_tags(comparison))

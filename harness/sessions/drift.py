@@ -212,10 +212,10 @@ def _name_side_runs(client, parent: str, name: str, side: str, round_: int) -> N
             runs.set_tags(client, run.info.run_id, {**tags, "drift.round": str(round_ + 1), "drift.spec": name})
 
 
-def _log_rows(client, run_id: str, document: dict) -> None:
+def _log_rows(client, run_id: str, document: dict, word: str) -> None:
     """Each spec's verdict, bits and claims as tags of the drift's run, and
     its ratios as metrics (`<spec>/speed_ratio`, ...): sortable and drawn in
-    the UI's runs table; the whole result as the `verdict` tag every judging
+    the UI's runs table; the whole result, `word`, as the `verdict` tag every judging
     run has (harness.stats.verdict)."""
     from mlflow.entities import Metric
 
@@ -232,7 +232,7 @@ def _log_rows(client, run_id: str, document: dict) -> None:
             value = row.get(figure)
             if value is not None and math.isfinite(value):
                 metrics.append(Metric(f"{key}/{figure}", float(value), now, 0))
-    runs.set_tags(client, run_id, {**tags, **runs.verdict_tags(drift.outcome(document))})
+    runs.set_tags(client, run_id, {**tags, **runs.verdict_tags(word)})
     if metrics:
         client.log_batch(run_id, metrics=metrics)
 
@@ -311,7 +311,8 @@ def drift_command(options: DriftOptions) -> int:
         print_table(drift.table(document))
         markdown = _write(options.out, document)
         runs.log_texts(client, run_id, {"drift.json": json.dumps(document, indent=1), "drift.md": markdown})
-        _log_rows(client, run_id, document)
+        word = drift.outcome(document)
+        _log_rows(client, run_id, document, word)
     out_console.print(
         f"report written to {options.out} (and {options.out.with_suffix('.md').name}); logged to MLflow run"
         f" {run_id} ({options.uri}), with every side's runs under it",
@@ -327,4 +328,4 @@ def drift_command(options: DriftOptions) -> int:
         err_console.print(
             f"no agreement shown (not judged, or a claim undecided) on: {', '.join(undecided)}", soft_wrap=True
         )
-    return exit_codes.of_verdict(drift.outcome(document))
+    return exit_codes.of_verdict(word)

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from harness.cli.arguments import (
-    store_options,
-)
+from harness.cli.arguments import store_options
 from harness.cli.exits import user_error
 from harness.cli.options import plot_path
 from harness.console import err_console, out_console, print_table
@@ -48,6 +46,6 @@ def handle(args: argparse.Namespace) -> int:
         print_table(claims_table.table(claim_rows, f"claims: {comparison.title}"))
     for key, values in comparison.provenance_differences.items():
         out_console.print(f"  differs: {key}: {' / '.join(values)}", soft_wrap=True)
-    run_id = compare_report.record(uri, runs, comparison, out)
+    run_id = compare_report.record(client, uri, runs, comparison, out)
     out_console.print(f"plot written to {out}; comparison logged to MLflow run {run_id} ({uri})")
     return 0

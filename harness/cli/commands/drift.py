@@ -8,9 +8,7 @@ import argparse
 from pathlib import Path
 
 from harness import spec
-from harness.cli.arguments import (
-    store_options,
-)
+from harness.cli.arguments import store_options
 from harness.cli.options import OptionError
 from harness.judge import references
 from harness.record import tracking

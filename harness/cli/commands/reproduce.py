@@ -8,11 +8,7 @@ import argparse
 from pathlib import Path
 
 from harness import exit_codes
-from harness.cli.arguments import (
-    seed_batches_options,
-    store_options,
-    training_options,
-)
+from harness.cli.arguments import seed_batches_options, store_options, training_options
 from harness.cli.exits import EXIT_INCOMPLETE, user_error
 from harness.cli.options import load_plan, plan_of, run_options, seed_batches
 from harness.judge import references

@@ -8,10 +8,7 @@ import argparse
 from pathlib import Path
 
 from harness import exit_codes, spec
-from harness.cli.arguments import (
-    store_options,
-    training_options,
-)
+from harness.cli.arguments import store_options, training_options
 from harness.cli.commands import sweep
 from harness.cli.exits import EXIT_INCOMPLETE, user_error
 from harness.cli.options import load_plan, run_options

@@ -6,11 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from harness.cli.arguments import (
-    store_options,
-    sweep_options,
-    training_options,
-)
+from harness.cli.arguments import store_options, sweep_options, training_options
 from harness.cli.exits import EXIT_INCOMPLETE, user_error
 from harness.cli.options import load_sweep, run_options
 from harness.record import tracking

@@ -7,9 +7,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness.cli.arguments import (
-    store_options,
-)
+from harness.cli.arguments import store_options
 from harness.console import out_console
 from harness.record import rundir, sync, tracking
 

@@ -8,10 +8,7 @@ import argparse
 import sys
 
 from harness import spec
-from harness.cli.arguments import (
-    seed_batches_options,
-    sweep_options,
-)
+from harness.cli.arguments import seed_batches_options, sweep_options
 from harness.cli.options import load_plan, load_sweep, seed_batches
 from harness.judge import claims_table
 from harness.sessions import errors_report, freeze

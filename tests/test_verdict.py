@@ -96,6 +96,18 @@ def test_every_verdict_has_one_tag_and_its_words():
 # The constants of the tests that change a verdict, as the rules' version that fixed them says:
 # a change to one is a new version (harness.stats.verdict.RULES), and this table with it.
 RULES_CONSTANTS = {
+    "4": {
+        "stakes.STAKES": (0.5, 1.0, 2.0),
+        "stakes.MAX_LOSS": 0.9,
+        "stakes.FIRST_PAIRS": 2,
+        "stakes.SIZING_SEEDS": 16,
+        "stakes.GRID": 257,
+        "ranks.TAILS": (0.03, 0.1, 0.2),
+        "ranks.PASS_TAIL": 0.15,
+        "ranks.PASS_LINEAR": 0.5,
+        "ranks.TIE_KEY": 0x7469,
+        "levels.MIN_FAITHFUL": 16,
+    },
     "3": {
         "sequential.STAKES": (0.5, 1.0, 2.0),
         "sequential.MAX_LOSS": 0.9,
@@ -104,7 +116,7 @@ RULES_CONSTANTS = {
         "ranks.PASS_LINEAR": 0.5,
         "ranks.TIE_KEY": 0x7469,
         "levels.MIN_FAITHFUL": 16,
-    }
+    },
 }
 
 
@@ -113,8 +125,8 @@ def test_the_rules_version_covers_every_constant_that_changes_a_verdict():
     constant of the tests changed without a new version would reuse
     outcomes the tests no longer give."""
     from harness.judge import levels
-    from harness.stats import ranks, sequential
+    from harness.stats import ranks, sequential, stakes
 
-    modules = {"sequential": sequential, "ranks": ranks, "levels": levels}
+    modules = {"sequential": sequential, "ranks": ranks, "levels": levels, "stakes": stakes}
     now = {key: getattr(modules[key.split(".")[0]], key.split(".")[1]) for key in RULES_CONSTANTS[verdict.RULES]}
     assert now == RULES_CONSTANTS[verdict.RULES], "a constant of the tests changed: bump verdict.RULES"

@@ -230,8 +230,9 @@ def _seeds(decisions: sequential.Decision) -> dict[str, float]:
 def shortfall(errors: dict[str, Any]) -> str | None:
     """What keeps a measured claim from meeting its errors, in words (None
     when it meets them)."""
-    if errors.get("faithful_seeds", 0) < levels.MIN_FAITHFUL and errors.get("reference", True):
-        return f"a statement: {errors.get('faithful_seeds', 0)} faithful seeds, a test needs {levels.MIN_FAITHFUL}"
+    needed = errors.get("needed", levels.MIN_FAITHFUL)
+    if errors.get("faithful_seeds", 0) < needed and errors.get("reference", True):
+        return f"a statement: {errors.get('faithful_seeds', 0)} faithful seeds, a test needs {needed}"
     alpha, power = errors["alpha"], errors["power"]
     loose = [
         model

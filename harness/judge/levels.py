@@ -25,6 +25,7 @@ import numpy as np
 
 from harness.spec.claims import REFERENCE, Claim
 from harness.stats.sequential import Test
+from harness.stats.stakes import SIZING_SEEDS
 
 # Below this many faithful seeds a reference level is not a test: the seeds cannot show the spread and
 # tails faithful runs have (a spread from 6 seeds can be a third of the true one), nor measure its errors.
@@ -97,20 +98,27 @@ def split(claim: Claim, tests: int) -> tuple[float, float]:
     return float(claim.alpha) / max(tests, 1), 1.0 - float(claim.power)
 
 
+def needed(claim: Claim) -> int:
+    """The faithful seeds a `reference` claim's test needs: MIN_FAITHFUL to
+    pair or rank with, and a test by ranks SIZING_SEEDS more to size its
+    stakes on (harness.stats.stakes)."""
+    return MIN_FAITHFUL + (SIZING_SEEDS if claim.compare == "ranks" else 0)
+
+
 def untested(claim: Claim, faithful: np.ndarray | None) -> str:
     """Why a test claim cannot be a test with these faithful unit-scale
     values (`[seeds]`), or "" when it can."""
     if claim.bound[1] != REFERENCE:
         return ""
-    seeds = 0 if faithful is None else np.shape(faithful)[-1]
-    if seeds >= MIN_FAITHFUL:
+    seeds, need = 0 if faithful is None else np.shape(faithful)[-1], needed(claim)
+    if seeds >= need:
         return ""
     if not seeds:
         return (
             "untested: its level is the reference's, and no faithful seeds other than the run's own were found "
             "(results/<spec>.json, results/unseen/)"
         )
-    return f"untested: {seeds} faithful seeds, a test needs {MIN_FAITHFUL} (add unseen-seed runs: nox -s unseen)"
+    return f"untested: {seeds} faithful seeds, a test needs {need} (add unseen-seed runs: nox -s unseen)"
 
 
 def make_test(claim: Claim, faithful: np.ndarray | None, tests: int = 1) -> Test | None:
@@ -118,8 +126,9 @@ def make_test(claim: Claim, faithful: np.ndarray | None, tests: int = 1) -> Test
     (harness.stats.sequential): against a number bound (`faithful`
     unit-scale values, if any, only size its stakes), or, for a `reference`
     bound, against the `faithful` values `[seeds]` (or `[rows, seeds]`, one
-    test per row, for simulation) themselves, the run's seeds paired with
-    them. None for a statement, or where `untested` says why."""
+    test per row, for simulation) themselves: the run's seeds paired with
+    them, or ranked among all but the first SIZING_SEEDS (which size a rank
+    test's stakes). None for a statement, or where `untested` says why."""
     if not claim.is_test or untested(claim, faithful):
         return None
     kind = "mean" if claim.over_seeds.name == "mean" else "rate"
@@ -133,7 +142,11 @@ def make_test(claim: Claim, faithful: np.ndarray | None, tests: int = 1) -> Test
         spread_of = delta / 2
     if claim.bound[1] != REFERENCE:
         return Test(kind, stated_level(claim), delta, alpha, beta, spread_of)
-    return Test(kind, faithful.mean(axis=-1), delta, alpha, beta, spread_of, faithful, claim.compare == "ranks")
+    level = faithful.mean(axis=-1)
+    if claim.compare == "ranks" and kind == "mean":  # stakes sized on the first seeds, ranks among the rest
+        sizing, ranked = faithful[..., :SIZING_SEEDS], faithful[..., SIZING_SEEDS:]
+        return Test(kind, level, delta, alpha, beta, spread_of, ranked, True, sizing)
+    return Test(kind, level, delta, alpha, beta, spread_of, faithful)
 
 
 def test_of(claim: Claim, faithful: np.ndarray | None, tests: int = 1) -> Test | None:

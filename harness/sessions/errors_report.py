@@ -77,15 +77,16 @@ def report(loaded: spec.Spec, spec_path: str, batch: int, cap: int) -> dict[str,
             continue
         pool = faithful[name]
         row: dict[str, Any] = {"test": True, "faithful_seeds": len(pool.values), "sources": list(pool.sources)}
+        row["needed"] = levels.needed(claim) if claim.bound[1] == REFERENCE else 0
         random = random_level(claim, records)
-        if len(pool.values) >= levels.MIN_FAITHFUL or claim.bound[1] != REFERENCE:
+        if len(pool.values) >= row["needed"]:
             measured = errors.simulate(claim, pool.values, batch, cap, tests, random)
             row |= {**measured, "meets": errors.meets(measured)}
         if out["frozen"] == "current":
             design, confirming = levels.design_and_confirming(pool, set(frozen["design"][name]["seeds"]))
             row["design_seeds"] = seed_ranges(design.seeds)
             row["confirming_seeds"] = seed_ranges(confirming.seeds)
-            if len(confirming.values) >= levels.MIN_FAITHFUL:
+            if len(confirming.values) >= levels.MIN_FAITHFUL and len(design.values) >= row["needed"]:
                 confirmed = errors.simulate(
                     claim, confirming.values, batch, cap, tests, random, reference_pool=design.values
                 )

@@ -29,18 +29,21 @@ pair's difference carries one faithful seed's noise as well.
   and loses on a seed that stays in the lowest PASS_TAIL even after delta
   is added back, so a run with a few collapsed seeds is slow to pass.
 
-Each payoff's stakes are its exact Kelly stake (the best growth of the
-log-wealth) for a run at the other hypothesis, sampled from
-the faithful seeds: moved down by delta for the linear bets; for the tail
-bets, a share `delta / level` of seeds collapsed below every faithful
-one, the mean drop of delta; then halved and doubled as the paired test
-does. Stakes are fixed before the run's first seed: they cost power when
-sized wrong, never validity.
+Each payoff's stakes are its Kelly stake (harness.stats.stakes) for a run
+at the other hypothesis, sampled from the sizing seeds: faithful seeds
+that are never ranked against (a stake sized on the seeds a run is ranked
+among would suit the run those seeds happen to meet), moved down by delta
+for the linear bets; for the tail bets, a share `delta / level` of seeds
+collapsed below every one, the mean drop of delta. Stakes are fixed
+before the run's first seed: they cost power when sized wrong, never
+validity.
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+from harness.stats.stakes import kelly
 
 TAILS = (0.03, 0.1, 0.2)
 PASS_TAIL = 0.15
@@ -95,20 +98,6 @@ def pass_payoff(p: np.ndarray) -> np.ndarray:
     return PASS_LINEAR * (2 * p - 1) + (1 - PASS_LINEAR) * tail
 
 
-def kelly(payoffs: np.ndarray, multiples: tuple[float, ...], max_loss: float) -> np.ndarray:
-    """Stakes `[rows, stakes]`: `multiples` of the stake that grows the mean
-    log-wealth most over the sampled `payoffs` `[rows, samples]` (each at
-    least -1), at most `max_loss`. The growth is concave in the stake: its
-    slope is halved down to the top."""
-    low = np.zeros(payoffs.shape[0])
-    high = np.full(payoffs.shape[0], max_loss)
-    for _ in range(40):
-        middle = (low + high) / 2
-        rising = (payoffs / (1 + middle[:, None] * payoffs)).mean(axis=1) > 0
-        low, high = np.where(rising, middle, low), np.where(rising, high, middle)
-    return np.clip(low[:, None] * np.asarray(multiples), 0.0, max_loss)
-
-
 def _against(faithful: np.ndarray, shifted: np.ndarray) -> np.ndarray:
     """p-values of `shifted` values (one per faithful seed) among the faithful seeds, ties halved."""
     below, equal = _counts(faithful, shifted)
@@ -117,6 +106,7 @@ def _against(faithful: np.ndarray, shifted: np.ndarray) -> np.ndarray:
 
 def bets(
     faithful: np.ndarray,
+    sizing: np.ndarray,
     values: np.ndarray,
     delta: float,
     multiples: tuple[float, ...],
@@ -127,11 +117,12 @@ def bets(
     `[rows, seeds]` held against `faithful` seeds `[rows, faithful]`, all
     on the unit scale, the run seeds' ties broken by `ties` (`[rows, seeds]`
     uniform draws independent of the values: `tie_breaks` of a real run's
-    seeds, fresh draws in a simulation)."""
+    seeds, fresh draws in a simulation); the stakes sized on the `sizing`
+    seeds `[rows, sizing]` alone, never ranked against (stakes.SIZING_SEEDS)."""
     grid = (np.arange(256) + 0.5) / 256
-    share = np.clip(delta / np.maximum(faithful.mean(axis=1, keepdims=True), 1e-9), 0.0, 1.0)
+    share = np.clip(delta / np.maximum(sizing.mean(axis=1, keepdims=True), 1e-9), 0.0, 1.0)
     collapsed = np.where(grid[None, :] < share, 0.0, (grid[None, :] - share) / np.maximum(1 - share, 1e-9))
-    linear_alternative, *_ = fail_payoffs(_against(faithful, faithful - delta))
+    linear_alternative, *_ = fail_payoffs(_against(sizing, sizing - delta))
     fail = [
         (payoff, kelly(alternative, multiples, max_loss))
         for payoff, alternative in zip(
@@ -141,5 +132,5 @@ def bets(
         )
     ]
     passing = pass_payoff(conformal(faithful, values + delta, ties))
-    pass_stakes = kelly(pass_payoff(_against(faithful, faithful + delta)), multiples, max_loss)
+    pass_stakes = kelly(pass_payoff(_against(sizing, sizing + delta)), multiples, max_loss)
     return fail, [(passing, pass_stakes)]

@@ -53,9 +53,11 @@ where either side's evidence reaches its bound:
   evidence is anytime-valid, so looks are free and a reproduction may go
   on past its cap without spending its errors again.
 
-The stakes are fixed before the run's first seed, from the faithful seeds'
-spread: near Kelly's optimum for a run at the other hypothesis (the
-payoff's mean over its second moment), halved and doubled.
+Each stake is fixed before the seed it is staked on, from what came
+before it (harness.stats.stakes): a paired test's from the faithful seeds
+of the pairs before, a rank test's from faithful seeds it never ranks
+against, so each bet is fair given everything before it and Ville's
+inequality holds as a theorem, not as a measurement.
 
 Everything is numpy over a leading batch of simulated tests: the judge
 calls it with one row, harness.judge.errors with thousands.
@@ -68,14 +70,12 @@ from typing import NamedTuple
 
 import numpy as np
 
-from harness.stats import ranks
+from harness.stats import ranks, stakes
+from harness.stats.stakes import MAX_LOSS, STAKES
 from harness.stats.verdict import FAIL, INCONCLUSIVE, PASS  # a test's verdicts are the verdict's words
 
 KINDS = ("mean", "rate")
-# The stakes, as multiples of the Kelly stake: one sized right, one for twice the spread, one for half.
-STAKES = (0.5, 1.0, 2.0)
-# The most of its wealth a bet may lose on one seed at the worst value: a bet never goes broke.
-MAX_LOSS = 0.9
+__all__ = ["FAIL", "INCONCLUSIVE", "MAX_LOSS", "PASS", "STAKES"]
 
 
 class Test(NamedTuple):
@@ -89,11 +89,15 @@ class Test(NamedTuple):
     # At most the chance of passing a run regressed by delta (PASS at log(1/beta)): 1 - the claim's
     # power, which is the chance of FAILING that run (never INCONCLUSIVE at the cap: measured).
     beta: float
-    spread: np.ndarray | float  # a faithful seed's spread (at least delta / 4): what sizes the stakes
-    # The faithful seeds a run's seeds are paired with, in order, `[seeds]` or `[rows, seeds]`; None:
-    # the level is stated.
+    # A faithful seed's spread (at least delta / 4): what sizes a stated level's stakes (a paired test
+    # sizes each pair's on the pairs before it, harness.stats.stakes).
+    spread: np.ndarray | float
+    # The faithful seeds a run's seeds are paired with (in order) or ranked among, `[seeds]` or
+    # `[rows, seeds]`; None: the level is stated.
     faithful: np.ndarray | None = None
     ranks: bool = False  # a mean held against the faithful seeds by rank (harness.stats.ranks), not in pairs
+    # A test by ranks: the faithful seeds that size its stakes, never ranked against (stakes.SIZING_SEEDS).
+    sizing: np.ndarray | None = None
 
 
 class Decision(NamedTuple):
@@ -109,24 +113,18 @@ def _column(x, rows: int) -> np.ndarray:
     return np.broadcast_to(np.asarray(x, dtype=np.float64), (rows,))
 
 
-def second_order_kelly(payoffs: np.ndarray) -> np.ndarray:
-    """The stakes, `[rows, stakes]`, for payoffs in [-1, 1] sampled
-    `[rows, samples]` under the alternative: multiples of the payoff's mean
-    over its second moment (Kelly's stake, to second order), at most MAX_LOSS.
-    The rank test bets the exact stake (ranks.kelly, by bisection): these
-    stakes are the paired tests' as their errors were measured."""
-    mean = np.maximum(payoffs.mean(axis=1), 1e-6)
-    kelly_stake = mean / np.maximum((payoffs**2).mean(axis=1), 1e-12)
-    return np.clip(kelly_stake[:, None] * np.asarray(STAKES), 0.0, MAX_LOSS)
-
-
 def log_wealth(*bets: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
     """log of the mixture's wealth after each seed, `[rows, seeds]`, of
-    `(payoff, stakes)` bets: each seed's payoff `[rows, seeds]` (in
-    [-1, 1]) and the stakes `[rows, stakes]` on it; the mixture's wealth is
-    the mean of every stake's on every payoff."""
+    `(payoff, stakes)` bets: each seed's payoff `[rows, seeds]` (at least
+    -1) and the stakes on it, `[rows, stakes, seeds]` (or `[rows, stakes]`,
+    the same on every seed); the mixture's wealth is the mean of every
+    stake's on every payoff."""
     logs = np.concatenate(
-        [np.cumsum(np.log1p(lam[:, :, None] * payoff[:, None, :]), axis=-1) for payoff, lam in bets], axis=1
+        [
+            np.cumsum(np.log1p((lam if lam.ndim == 3 else lam[:, :, None]) * payoff[:, None, :]), axis=-1)
+            for payoff, lam in bets
+        ],
+        axis=1,
     )  # [rows, stakes, seeds]
     top = logs.max(axis=1)
     return top + np.log(np.exp(logs - top[:, None, :]).mean(axis=1))
@@ -145,20 +143,31 @@ def evidence(test: Test, values: np.ndarray, ties: np.ndarray | None = None) -> 
     """The log-evidence against H0 and against H1 after each seed, each
     `[rows, seeds]`, of values `[rows, seeds]` (a test by ranks breaks their
     ties by `ties`, `[rows, seeds]`: see `decide`)."""
+    fail_bets, pass_bets = bets(test, values, ties)
+    return log_wealth(*fail_bets), log_wealth(*pass_bets)
+
+
+Bet = tuple[np.ndarray, np.ndarray]  # each seed's payoff [rows, seeds], the stakes on it [rows, stakes(, seeds)]
+
+
+def bets(test: Test, values: np.ndarray, ties: np.ndarray | None = None) -> tuple[list[Bet], list[Bet]]:
+    """The bets against H0 and against H1 of values `[rows, seeds]`: each
+    a `(payoff, stakes)`, every stake fixed before the seed it is staked on
+    (harness.stats.stakes)."""
     rows, seeds = values.shape
-    spread = _column(test.spread, rows)[:, None]
     delta = test.delta
     if test.faithful is None:  # a stated level: one-sample linear bets, fair for any shape
         level = _column(test.level, rows)[:, None]
         regressed = level - delta
-        # Payoffs scaled into [-1, 1]; staked for a run at the other level with the faithful spread.
+        # Payoffs scaled into [-1, 1]; staked for a run at the other level with the faithful spread (of
+        # seeds never bet on).
         fail_unit = np.maximum(level, 1 - level)
         pass_unit = np.maximum(regressed, 1 - regressed)
         fail_payoff, pass_payoff = (level - values) / fail_unit, (values - regressed) / pass_unit
-        z = _normal()[None, :] * spread
-        fail_lam = second_order_kelly(np.clip((delta + z) / fail_unit, -1, 1))
-        pass_lam = second_order_kelly(np.clip((delta + z) / pass_unit, -1, 1))
-        return log_wealth((fail_payoff, fail_lam)), log_wealth((pass_payoff, pass_lam))
+        z = _normal()[None, :] * _column(test.spread, rows)[:, None]
+        fail_lam = stakes.kelly(np.clip((delta + z) / fail_unit, -1, 1))
+        pass_lam = stakes.kelly(np.clip((delta + z) / pass_unit, -1, 1))
+        return [(fail_payoff, fail_lam)], [(pass_payoff, pass_lam)]
     faithful = np.atleast_2d(np.asarray(test.faithful, dtype=np.float64))
     faithful = np.broadcast_to(faithful, (rows, faithful.shape[1]))
     if test.ranks and test.kind == "mean":
@@ -167,39 +176,58 @@ def evidence(test: Test, values: np.ndarray, ties: np.ndarray | None = None) -> 
                 "a test by ranks breaks ties by draws of the run's own: ranks.tie_breaks(seeds) for a run,"
                 " fresh uniform draws for a simulated one"
             )
+        if test.sizing is None:
+            raise ValueError("a test by ranks sizes its stakes on faithful seeds it never ranks against: `sizing`")
         ties = np.broadcast_to(np.asarray(ties, dtype=np.float64), values.shape)
-        fail_bets, pass_bets = ranks.bets(faithful, values, delta, STAKES, MAX_LOSS, ties)
-        return log_wealth(*fail_bets), log_wealth(*pass_bets)
+        sizing = np.broadcast_to(
+            np.atleast_2d(np.asarray(test.sizing, dtype=np.float64)), (rows, np.shape(test.sizing)[-1])
+        )
+        return ranks.bets(faithful, sizing, values, delta, STAKES, MAX_LOSS, ties)
     pairs = min(seeds, faithful.shape[1])
     difference = np.zeros_like(values)
     difference[:, :pairs] = faithful[:, :pairs] - values[:, :pairs]
     paired = np.arange(seeds) < pairs
+    # What each pair's stakes are sized on: the pairs before it (a seed past the last pair bets
+    # nothing: its payoff is 0).
+    before = np.pad(faithful[:, :pairs], ((0, 0), (0, seeds - pairs)), mode="edge")
+    run_before = np.pad(values[:, :pairs], ((0, 0), (0, seeds - pairs)), mode="edge")
     if test.kind == "rate":  # 0 or 1 a seed: the difference is its own payoff
-        fail_payoff = difference
-        pass_payoff = np.where(paired, (delta - difference) / (1 + delta), 0.0)
-        rate = _column(test.level, rows)[:, None]
+        rate, grid = stakes.earlier_rate(before), np.linspace(0.0, 1.0, stakes.GRID)
         # Under the alternative: the faithful rate against it less delta (a fail), and the faithful rate
         # against itself (a pass), each pair's difference -1, 0 or 1 with its chance.
-        fail_lam = second_order_kelly(_pair_outcomes(rate, np.clip(rate - delta, 0, 1)))
-        pass_lam = second_order_kelly((delta - _pair_outcomes(rate, rate)) / (1 + delta))
-    else:
-        # Two payoffs a side: the difference scaled by a faithful difference's spread and clipped (a shift
-        # of every seed), and the difference itself (a few seeds collapsing far).
-        scale = np.sqrt(2) * spread
-        z = scale * _normal()[None, :]
-        fail_bets = [
-            (np.clip(difference / scale, -1, 1), second_order_kelly(np.clip((delta + z) / scale, -1, 1))),
-            (difference, second_order_kelly(np.clip(delta + z, -1, 1))),
-        ]
-        pass_bets = [
-            (np.where(paired, np.clip((delta - difference) / scale, -1, 1), 0.0), fail_bets[0][1]),
-            (
-                np.where(paired, (delta - difference) / (1 + delta), 0.0),
-                second_order_kelly(np.clip((delta + z) / (1 + delta), -1, 1)),
+        fail_lam = stakes.read_off(
+            lambda r: stakes.kelly(_pair_outcomes(r[:, None], np.clip(r - delta, 0, 1)[:, None])), grid, rate
+        )
+        pass_lam = stakes.read_off(
+            lambda r: stakes.kelly((delta - _pair_outcomes(r[:, None], r[:, None])) / (1 + delta)), grid, rate
+        )
+        fail_payoff = difference
+        pass_payoff = np.where(paired, (delta - difference) / (1 + delta), 0.0)
+        return [(fail_payoff, fail_lam)], [(pass_payoff, pass_lam)]
+    # Two payoffs a side: the difference scaled by a faithful difference's spread and clipped (a shift
+    # of every seed), and the difference itself (a few seeds collapsing far).
+    scale = np.sqrt(2) * stakes.earlier_spread(before, run_before, delta)
+    grid = np.sqrt(2) * np.geomspace(delta / 4, 0.75, stakes.GRID)  # a spread of values in [0, 1] is below 0.71
+    z = _normal()[None, :]
+
+    def shifted(s):  # a pair's difference scaled and clipped, for a run delta below faithful
+        return stakes.kelly(np.clip(delta / s[:, None] + z, -1, 1))
+
+    shift_lam = stakes.read_off(shifted, grid, scale)
+    fail_bets = [
+        (np.clip(difference / scale, -1, 1), shift_lam),
+        (difference, stakes.read_off(lambda s: stakes.kelly(np.clip(delta + s[:, None] * z, -1, 1)), grid, scale)),
+    ]
+    pass_bets = [
+        (np.where(paired, np.clip((delta - difference) / scale, -1, 1), 0.0), shift_lam),
+        (
+            np.where(paired, (delta - difference) / (1 + delta), 0.0),
+            stakes.read_off(
+                lambda s: stakes.kelly(np.clip((delta + s[:, None] * z) / (1 + delta), -1, 1)), grid, scale
             ),
-        ]
-        return log_wealth(*fail_bets), log_wealth(*pass_bets)
-    return log_wealth((fail_payoff, fail_lam)), log_wealth((pass_payoff, pass_lam))
+        ),
+    ]
+    return fail_bets, pass_bets
 
 
 def _pair_outcomes(faithful_rate: np.ndarray, run_rate: np.ndarray) -> np.ndarray:

@@ -31,12 +31,15 @@ OUTCOMES = (PASS, FAIL, INCONCLUSIVE, NOT_JUDGED)
 UNTESTED = "untested"  # a test claim without a level: no seed could decide it
 # The version of the test rules (harness.stats.sequential, ranks, levels): betting e-processes,
 # a run's seeds bet pair by pair (or by rank) against the faithful seeds', alpha split over a
-# spec's test claims. 3: a test by ranks breaks a run seed's ties by that seed's own draw. The
-# constants of the tests each version fixed are pinned in tests/test_verdict.py.
-RULES = "3"
+# spec's test claims. 3: a test by ranks breaks a run seed's ties by that seed's own draw. 4: every
+# stake is sized before the seed it bets on (harness.stats.stakes): a paired test's on the pairs
+# before, a rank test's on faithful seeds it never ranks against. The constants of the tests each
+# version fixed are pinned in tests/test_verdict.py.
+RULES = "4"
 # The versions whose freezes still hold under RULES (harness.sessions.freeze): 3 changed how a
-# test by ranks breaks ties, which no claim's design (range, delta, batch, cap) reads.
-SAME_DESIGNS = ("2", "3")
+# test by ranks breaks ties, 4 how stakes are sized, which no claim's design (range, delta, batch,
+# cap) reads.
+SAME_DESIGNS = ("2", "3", "4")
 
 STYLES = {
     PASS: "bold green",

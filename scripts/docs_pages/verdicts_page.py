@@ -10,6 +10,7 @@ from docs_pages import ROOT
 from docs_pages.common import header, table
 from harness.judge import errors, levels, machines, references
 from harness.record import schema
+from harness.stats.stakes import SIZING_SEEDS
 
 PAGE = "docs/results/verdict-errors.md"
 
@@ -60,7 +61,8 @@ def verdicts_page(records: list[dict]) -> str:
         "otherwise the record says which model it misses. *Seeds*: the median seeds a faithful / a shifted "
         "by delta / a shifted by half of delta reproduction used, and the share of each that ran to the cap "
         "undecided, in batches of the first number up to the second (the spec's `reproduction` section). A "
-        f"reference level with fewer than {levels.MIN_FAITHFUL} faithful seeds is not a test: "
+        f"reference level with fewer than {levels.MIN_FAITHFUL} faithful seeds ({levels.MIN_FAITHFUL + SIZING_SEEDS} "
+        "by rank) is not a test: "
         "the claim is a statement until unseen-seed runs (`nox -s unseen`) bring the seeds.\n\n"
         "A claim is frozen (`harness validate SPEC --freeze`, `results/frozen/SPEC.json`) before fresh seeds "
         "confirm it: *designed on* are the faithful seeds its design was chosen on, *confirmed on* every "
@@ -82,7 +84,7 @@ def verdicts_page(records: list[dict]) -> str:
                     [
                         spec_cell,
                         name,
-                        f"{short}: {levels.MIN_FAITHFUL - row['faithful_seeds']} more needed",
+                        f"{short}: {row.get('needed', levels.MIN_FAITHFUL) - row['faithful_seeds']} more needed",
                         "",
                         "",
                         "",

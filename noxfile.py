@@ -306,7 +306,7 @@ def _specs_with_a_test(session: nox.Session) -> list[str]:
     harness reads them (`Claim.is_test`), in the session's environment."""
     listed = session.run(
         "python", "-c",
-        "from pathlib import Path; from harness import spec;"
+        "from pathlib import Path; from harness import experiment_spec as spec;"
         f"print(' '.join(p.stem for p in sorted(Path('{PUBLISHED}').glob('*.yaml'))"
         " if any(c.is_test for c in spec.load(p).claims.values())))",
         silent=True,

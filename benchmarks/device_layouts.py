@@ -17,7 +17,7 @@ def main(path: str, rounds: int, layouts: list[str]) -> None:
     import jax
 
     from harness import build
-    from harness import spec as S
+    from harness import experiment_spec as S
     from harness.run import runner
 
     loaded = S.load(path)

@@ -21,7 +21,7 @@ import pytest
 from benchmarks.machinery import measure
 from benchmarks.machinery.paths import BENCH_SPECS
 from harness import build
-from harness import spec as spec_module
+from harness import experiment_spec as spec_module
 from harness.run import checkpoint, runner
 from harness.run.ceiling import spread
 

@@ -23,7 +23,7 @@ from algorithms.base import random_step
 from benchmarks.machinery import counting, measure
 from benchmarks.machinery.paths import BENCH_SPECS, PUBLISHED_SPECS
 from harness import build, envs
-from harness import spec as spec_module
+from harness import experiment_spec as spec_module
 from harness.run import determinism, runner
 from harness.run.flops import count_jaxpr, xla_flops
 

@@ -18,7 +18,7 @@ import yaml
 from benchmarks.machinery import measure
 from benchmarks.machinery.paths import BENCH_SPECS
 from harness import build
-from harness import spec as spec_module
+from harness import experiment_spec as spec_module
 from harness.run import scaling
 from harness.run.ceiling import spread
 from harness.sessions import scale as scale_session

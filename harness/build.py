@@ -14,10 +14,10 @@ import algorithms
 from algorithms import optimizers, sweep
 from algorithms.config import GRID_KINDS
 from harness import envs
+from harness.experiment_spec import DevicesSpec, OptimizerSpec, Spec, SpecError, spec_hash, with_overrides
 from harness.judge import ladder
 from harness.plan import Plan
 from harness.run import devices, tracing
-from harness.spec import DevicesSpec, OptimizerSpec, Spec, SpecError, spec_hash, with_overrides
 
 
 def make_optimizer(
@@ -249,7 +249,7 @@ def with_devices(spec: Spec, devices: dict[str, Any]) -> Spec:
 
 def with_seeds(plan: Plan, seeds: list[int], source: str) -> Plan:
     """`plan` rebuilt to train `seeds` instead of its spec's (same layout;
-    harness.spec.overrides)."""
+    harness.experiment_spec.overrides)."""
     changed, _ = with_overrides(plan.spec, {"seeds": list(seeds)}, f"{source} (--seeds)")
     return build(changed, source)
 

@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from jax.sharding import Mesh
 
     import algorithms
-    from harness.spec import Spec
+    from harness.experiment_spec import Spec
 
 
 class Plan(NamedTuple):

@@ -31,7 +31,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from harness import build
-from harness.spec import Spec, SpecError, SweepRange, assign, canonical, parse, spec_hash
+from harness.experiment_spec import Spec, SpecError, SweepRange, assign, canonical, parse, spec_hash
 
 # Keys that say what a sweep is, where it runs or how it is recorded, not a
 # configuration to compare; seeds are the sweep's other axis.

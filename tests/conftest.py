@@ -35,7 +35,7 @@ from support.specs import TINY_AZ, TINY_PENDULUM, TINY_PPO, TINY_SPEC  # noqa: E
 from support.training import record_of, train, train_plan  # noqa: E402
 
 from harness import build  # noqa: E402
-from harness import spec as spec_module  # noqa: E402
+from harness import experiment_spec as spec_module  # noqa: E402
 from harness.console import err_console, out_console  # noqa: E402
 from harness.run import runner  # noqa: E402
 from harness.run.programs import Programs  # noqa: E402

@@ -172,7 +172,7 @@ def is_exact(name: str) -> bool:
 
 def main() -> None:
     from harness import build
-    from harness import spec as S
+    from harness import experiment_spec as S
     from harness import sweep as sweeps
     from harness.run import runner
 

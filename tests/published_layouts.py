@@ -92,7 +92,7 @@ def published_specs() -> dict[Path, Any]:
     """Every published spec, loaded once per process: the test module asks
     `on_layout` for each of its hundred parameters while pytest collects,
     and reads the specs again in its tests."""
-    from harness import spec
+    from harness import experiment_spec as spec
 
     return {path: spec.load(path) for path in published()}
 
@@ -136,7 +136,8 @@ def validate(path: Path) -> dict:
 
 
 def check(path: Path, layout: str, lower: bool) -> dict:
-    from harness import build, spec
+    from harness import build
+    from harness import experiment_spec as spec
     from harness.cli import options as cli_options
     from harness.cli.table import parser
     from harness.run import runner
@@ -165,7 +166,8 @@ def check(path: Path, layout: str, lower: bool) -> dict:
 
 
 def main(layouts: list[str]) -> None:
-    from harness import cli, spec
+    from harness import cli
+    from harness import experiment_spec as spec
 
     _remember_traces()
     lowered_kinds: dict[str, set] = {layout: set() for layout in layouts}

@@ -212,7 +212,7 @@ def test_a_freeze_holds_under_rules_that_design_alike_and_not_under_others(publi
     """A freeze made under an earlier version of the test rules that designs
     claims alike (verdict.SAME_DESIGNS: 3 changed only how ranks break
     ties) still holds; under any other version the claims start again."""
-    from harness import spec as S
+    from harness import experiment_spec as S
     from harness.sessions import freeze
     from harness.stats import verdict
 

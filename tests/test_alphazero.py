@@ -17,8 +17,8 @@ from algorithms.alphazero import AlphaZeroConfig
 from algorithms.alphazero.networks import make_az_network
 from algorithms.base import Environment
 from harness import envs
+from harness.experiment_spec import NetworkSpec, SpecError
 from harness.run import runner
-from harness.spec import NetworkSpec, SpecError
 
 
 def tic_tac_toe() -> Environment:
@@ -211,7 +211,7 @@ def test_a_resnet_maps_its_seeds_one_after_another(tiny_az_runs):
 )
 def test_bad_alphazero_specs(change, key, needle):
     from harness import build
-    from harness import spec as spec_module
+    from harness import experiment_spec as spec_module
 
     with pytest.raises(SpecError) as error:
         build.build(spec_module.parse({**TINY_AZ, **change}))
@@ -219,7 +219,7 @@ def test_bad_alphazero_specs(change, key, needle):
 
 
 def test_resnet_is_refused_for_ppo():
-    from harness import spec as spec_module
+    from harness import experiment_spec as spec_module
 
     data = {
         "name": "x",

@@ -15,9 +15,9 @@ from algorithms import alphazero
 from algorithms.alphazero import AlphaZeroConfig
 from algorithms.alphazero.networks import BATCH_NORM_MOMENTUM, make_az_network
 from harness import envs
-from harness import spec as spec_module
+from harness import experiment_spec as spec_module
+from harness.experiment_spec import NetworkSpec, SpecError
 from harness.run import runner
-from harness.spec import NetworkSpec, SpecError
 
 BATCH_NORM = NetworkSpec(kind="resnet", num_blocks=1, num_channels=8, conv_gradient="conv", normalization="batch")
 OBS = jax.random.normal(jax.random.key(1), (16, 6, 7, 2)) * 3.0 + 1.0

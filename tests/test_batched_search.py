@@ -17,7 +17,7 @@ from algorithms.alphazero.networks import make_az_network
 from algorithms.alphazero.search import Games, make_search
 from algorithms.base import random_step
 from harness import build
-from harness import spec as spec_module
+from harness import experiment_spec as spec_module
 
 GAMES = 8
 

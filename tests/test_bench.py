@@ -331,7 +331,7 @@ def test_bad_input_gets_one_clear_message_and_a_nonzero_exit(tmp_path, args, mes
 def test_every_benchmark_spec_builds_into_a_warm_up_chunk_and_timed_ones(path):
     from benchmarks.machinery.measure import chunk_lengths
     from harness import build
-    from harness import spec as spec_module
+    from harness import experiment_spec as spec_module
 
     plan = build.build(spec_module.load(path))
     assert len(chunk_lengths(plan.num_iterations, plan.spec.logging.interval)) >= 3, "a warm-up and 2 timed chunks"

@@ -30,7 +30,7 @@ from support import (
 )
 
 from harness import build, cli
-from harness import spec as S
+from harness import experiment_spec as S
 from harness.record import rundir, tracking, windows
 from harness.record.journal import Journal
 from harness.run import checkpoint, chunk_loop, runner

@@ -1,4 +1,4 @@
-"""Claims in a spec (`claims:`, harness.spec.claims.Claim) and their
+"""Claims in a spec (`claims:`, harness.experiment_spec.claims.Claim) and their
 judging on a results record (harness.judge.claims): parsing and refusing
 bad claims with file, key and line; the value, interval and verdict on a
 synthetic record; the table's width; and `harness run` / `compare`
@@ -17,11 +17,11 @@ from rich.console import Console
 from rich.measure import Measurement
 from support import TINY_SPEC, new_store, run_cli, write_spec
 
-from harness import spec as S
+from harness import experiment_spec as S
+from harness.experiment_spec.claims import Claim
 from harness.judge import claims, claims_table, compare
 from harness.record import schema
 from harness.record.schema import Curves, Results, Speed
-from harness.spec.claims import Claim
 from harness.stats import intervals
 
 SEEDS = list(range(8))

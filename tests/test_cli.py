@@ -8,7 +8,7 @@ import pytest
 import yaml
 from support import TINY_SPEC, run_cli, write_spec
 
-from harness import spec as S
+from harness import experiment_spec as S
 
 
 def test_validate_prints_the_resolved_spec_and_its_hash(tmp_path, tiny_spec_data):

@@ -110,7 +110,7 @@ def test_continuous_reinforce_runs_with_a_gaussian_policy():
 
 
 def test_normalisation_off_leaves_the_spec_hash_and_state_as_they_were(tiny_spec_data):
-    from harness import spec as S
+    from harness import experiment_spec as S
 
     plain = S.parse(copy.deepcopy(tiny_spec_data))
     explicit = copy.deepcopy(tiny_spec_data)

@@ -12,7 +12,7 @@ import pytest
 from algorithms import convolution
 from algorithms.networks import make_policy
 from harness import envs
-from harness.spec import NetworkSpec, ObservePreviousActionReward
+from harness.experiment_spec import NetworkSpec, ObservePreviousActionReward
 
 NATIVE = "b01f_01io->b01f"  # NHWC input and output, HWIO kernel
 

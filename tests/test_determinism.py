@@ -21,7 +21,8 @@ from harness.run import determinism
 SCRIPT = textwrap.dedent(
     """
     import json, os, sys
-    from harness import cli, spec
+    from harness import cli
+    from harness import experiment_spec as spec
     from harness.cli import options as cli_options
     from harness.run import determinism, provenance
     path, *flags = sys.argv[1:]

@@ -141,8 +141,8 @@ def test_the_guides_name_the_gating_metrics_and_statistics_the_code_uses():
     and the statistics it lists for a test, are the code's own lists."""
     import re
 
+    from harness.experiment_spec.claims import GATING_STATISTICS
     from harness.judge.reproduce import LEARNING_METRICS
-    from harness.spec.claims import GATING_STATISTICS
 
     guide = " ".join((ROOT / "docs" / "guides" / "reproduce.md").read_text().split())
     (metrics,) = re.findall(r"learning metrics' intervals overlapping \(([^)]*)\)", guide)

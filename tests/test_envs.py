@@ -111,7 +111,7 @@ def test_knapsack_uses_the_action_mask():
 
 
 def test_observe_legal_actions_appends_the_mask_to_the_observation():
-    from harness.spec import ObserveLegalActions
+    from harness.experiment_spec import ObserveLegalActions
 
     plain, _ = envs.make("jumanji", "Knapsack-v1")
     env, _ = envs.make("jumanji", "Knapsack-v1", wrappers=(ObserveLegalActions(name="observe_legal_actions"),))
@@ -204,8 +204,8 @@ def test_xland_takes_its_ruleset_from_a_local_file(tmp_path):
 )
 def test_bad_xminigrid_specs_name_their_key(tmp_path, env_id, kwargs, key, message):
     from harness import build
-    from harness import spec as spec_module
-    from harness.spec import SpecError
+    from harness import experiment_spec as spec_module
+    from harness.experiment_spec import SpecError
 
     write_ruleset_file(tmp_path / "ruleset.pkl.bz2")
     (tmp_path / "garbage.pkl.bz2").write_bytes(b"not a bz2 pickle")

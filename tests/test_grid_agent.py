@@ -14,10 +14,10 @@ from support import train_plan
 
 from algorithms.networks import make_policy
 from harness import build, envs
-from harness import spec as spec_module
+from harness import experiment_spec as spec_module
+from harness.experiment_spec import NetworkSpec, ObservePreviousActionReward, SpecError
 from harness.run import runner
 from harness.run.programs import Programs
-from harness.spec import NetworkSpec, ObservePreviousActionReward, SpecError
 
 WRAPPER = ObservePreviousActionReward(name="observe_previous_action_reward")
 SMALL = {"gru_size": 16, "hidden_sizes": (16,), "conv_channels": (8, 8), "embedding_size": 4}

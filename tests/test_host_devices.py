@@ -12,7 +12,7 @@ import pytest
 from support import TINY_SPEC, fresh_process, write_spec
 
 from harness import cli
-from harness import spec as S
+from harness import experiment_spec as S
 from harness.run import devices, host_devices
 
 # What `harness run` does with its command line before it trains, in a fresh
@@ -21,7 +21,8 @@ SCRIPT = textwrap.dedent(
     """
     import json, os, sys
     import jax
-    from harness import build, cli, spec
+    from harness import build, cli
+    from harness import experiment_spec as spec
     from harness.cli import options as cli_options
     from harness.run import provenance
     path, *flags = sys.argv[1:]

@@ -19,7 +19,7 @@ import pytest
 from support import TINY_SPEC, new_store, write_spec
 
 from harness import build
-from harness import spec as S
+from harness import experiment_spec as S
 from harness.record import rundir
 from harness.record.journal import Journal
 from harness.run import chunk_loop, runner

@@ -13,9 +13,9 @@ from support import TINY_AZ
 
 from algorithms.alphazero.networks import make_az_network
 from harness import build, envs
-from harness import spec as spec_module
+from harness import experiment_spec as spec_module
 from harness.envs.jumanji_knapsack import knapsack_optimum
-from harness.spec import NetworkSpec, SpecError
+from harness.experiment_spec import NetworkSpec, SpecError
 
 
 def brute_force(weights: np.ndarray, values: np.ndarray, capacity: float) -> float:

@@ -21,7 +21,7 @@ from algorithms.alphazero.config import check_anchor
 from algorithms.alphazero.ladder import CHI2_95, rate
 from algorithms.alphazero.opponents import play
 from harness import envs
-from harness import spec as S
+from harness import experiment_spec as S
 from harness.judge import ladder
 
 

@@ -24,7 +24,7 @@ LAYERS = (
     ("harness.run",),
     ("harness.judge",),
     ("harness.envs",),
-    ("harness.spec", "harness.plan"),
+    ("harness.experiment_spec", "harness.plan"),
     ("harness.record",),
     ("harness.types", "harness.console", "harness.deferred_imports", "harness.jax_build", "harness.exit_codes"),
     ("harness.stats",),

@@ -8,7 +8,7 @@ import pytest
 from support import write_spec
 
 from harness import build, cli
-from harness import spec as S
+from harness import experiment_spec as S
 from harness.run import devices
 
 

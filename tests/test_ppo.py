@@ -15,7 +15,7 @@ from support import TINY_PPO, train, write_spec
 from algorithms.layers import product
 from algorithms.networks import make_policy, unroll
 from harness import build, cli
-from harness import spec as S
+from harness import experiment_spec as S
 from harness.run import runner
 
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from harness.experiment_spec.claims import Claim
 from harness.judge import levels
-from harness.spec.claims import Claim
 from harness.stats import sequential, stakes
 
 ROWS, POOL, SEEDS = 40, 40, 24

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness import spec as S
+from harness import experiment_spec as S
 from harness.judge import claims, references
 from harness.record import schema
 

@@ -18,7 +18,7 @@ import pytest
 from published_layouts import HOST_DEVICES_SPECS, LAYOUTS, LOWERED, kind, on_layout, published, published_specs
 from support import background_result, device_env
 
-from harness import spec as S
+from harness import experiment_spec as S
 
 ROOT = Path(__file__).resolve().parent.parent
 SPECS = published()

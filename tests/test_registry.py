@@ -19,7 +19,7 @@ import algorithms
 from algorithms.base import Algorithm, Registration, single_agent
 from algorithms.config import Config
 from harness import build, sweep
-from harness import spec as S
+from harness import experiment_spec as S
 
 TOY = """
 name: toy

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from support import TINY_SPEC, record_of, train
 
-from harness import spec as S
+from harness import experiment_spec as S
 from harness.judge import machines, references, reproduce, verdict_report
 
 # ------------------------------------------------------------------- judging

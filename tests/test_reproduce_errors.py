@@ -10,7 +10,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 from support import TINY_SPEC, new_store, run_cli, write_spec
 
-from harness import spec as S
+from harness import experiment_spec as S
 
 
 def assert_user_error(code: int, out: str, err: str, *fragments: str) -> None:

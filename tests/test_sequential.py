@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from support import TINY_SPEC, run_cli
 from support.draws import claim_of, rare_failures, share_of, two_clusters
 
-from harness import spec as S
+from harness import experiment_spec as S
 from harness.judge import errors, levels
 from harness.sessions import errors_report
 from harness.stats import sequential, verdict

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from support import run_cli
 
 from harness import build
-from harness import spec as S
+from harness import experiment_spec as S
 
 BASE = """
 name: demo

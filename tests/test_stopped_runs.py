@@ -18,7 +18,7 @@ from mlflow.tracking import MlflowClient
 from support import TINY_SPEC, background_result, new_store, start_harness, wait_for_training, write_spec
 
 from harness import build
-from harness import spec as S
+from harness import experiment_spec as S
 from harness.record import rundir
 from harness.record.journal import Journal
 from harness.run import runner

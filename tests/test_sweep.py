@@ -16,7 +16,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 from support import EXACT_XLA_FLAGS, background_result, device_env, new_store, run_cli, train, write_spec
 
-from harness import spec as S
+from harness import experiment_spec as S
 from harness import sweep as sweeps
 from harness.record import rundir
 from harness.run import runner
@@ -175,7 +175,7 @@ def test_a_point_trains_what_its_spec_trains(swept, singles):
 EXACT_POINTS = """
 import json, sys
 import numpy as np
-from harness import spec as S
+from harness import experiment_spec as S
 from harness import sweep as sweeps
 from harness.run import runner
 from support import train

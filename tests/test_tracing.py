@@ -11,7 +11,7 @@ import numpy as np
 from support import TINY_SPEC
 
 from harness import build
-from harness import spec as S
+from harness import experiment_spec as S
 from harness.run import runner, tracing
 
 # The tiny REINFORCE spec with an evaluation, so that all three functions

@@ -18,7 +18,7 @@ from mlflow.tracking import MlflowClient
 from support import new_store, write_spec
 
 from harness import cli
-from harness import spec as S
+from harness import experiment_spec as S
 from harness.record import iterations, store, tracking
 from harness.run import provenance
 from harness.run.runner import ChunkMetrics

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from support import background_result, run_cli
 
-from harness import spec as S
+from harness import experiment_spec as S
 from harness.judge import references
 from harness.record import schema
 from harness.sessions import errors_report

@@ -94,7 +94,7 @@ def plan_at(spec_path: Path, size: int):
     import yaml
 
     from harness import build
-    from harness import spec as spec_module
+    from harness import experiment_spec as spec_module
 
     data = yaml.safe_load(Path(spec_path).read_text())
     return build.build(spec_module.parse(scaling.resized(data, AXIS, size), source=str(spec_path)), str(spec_path))
@@ -119,7 +119,7 @@ def probe(spec_path: Path, seconds: float, ceiling_gflops: float | None, record:
     stops growing, a size fails (out of memory) or `seconds` would pass;
     write the points to `record` in `harness scale`'s format. An unfinished
     probe's record there is gone on from, at the size after its last."""
-    from harness import spec as spec_module
+    from harness import experiment_spec as spec_module
 
     own = spec_module.load(spec_path).hyperparameters.num_envs
     ladder = [own * GROWTH**i for i in range(32) if own * GROWTH**i <= LARGEST]

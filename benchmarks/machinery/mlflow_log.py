@@ -73,7 +73,7 @@ def log_to_mlflow(
     `artifacts` maps a file name to a path or to text."""
     from mlflow.entities import Metric, Param, RunTag
 
-    from harness import spec
+    from harness import experiment_spec as spec
 
     client = tracking.open_client(uri)
     experiment_id = store.get_or_create_experiment(client, uri, EXPERIMENT)

@@ -36,7 +36,7 @@ def planned() -> dict[str, dict[str, Any]]:
     """Entry name -> what it runs (the default bench on a machine whose
     cores take the many-seed entry's seeds)."""
     from harness import build
-    from harness import spec as spec_module
+    from harness import experiment_spec as spec_module
     from harness.run import scaling
 
     out: dict[str, dict[str, Any]] = {}

@@ -40,7 +40,7 @@ class SpecEntry(NamedTuple):
 
     def plan(self):
         from harness import build
-        from harness import spec as spec_module
+        from harness import experiment_spec as spec_module
 
         loaded = spec_module.load(self.path)
         if self.seeds is not None:
@@ -89,7 +89,7 @@ def default_entries(folder: Path, over_cores) -> list[SpecEntry]:
     """The default bench's spec entries, from the benchmark specs in
     `folder`: each at 1 seed, MANY_SEEDS_SPECS at all their seeds too and,
     where `over_cores(seeds)`, those seeds over the CPU's cores."""
-    from harness import spec as spec_module
+    from harness import experiment_spec as spec_module
 
     entries = []
     for path in sorted(p for p in folder.glob("*.yaml") if p.stem not in FILLED_ONLY_SPECS):
@@ -108,7 +108,7 @@ def default_entries(folder: Path, over_cores) -> list[SpecEntry]:
 def spec_entries(config: pytest.Config, device: Any) -> tuple[str, list[SpecEntry]]:
     """The mode and the spec entries the options ask for; bad names and bad
     spec files are usage errors."""
-    from harness import spec as spec_module
+    from harness import experiment_spec as spec_module
 
     full, paths = config.getoption("full"), config.getoption("spec")
     entries: list[SpecEntry] = []

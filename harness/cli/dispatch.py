@@ -16,6 +16,7 @@ from harness.cli.exits import EXIT_FAILED, EXIT_INCOMPLETE, user_error
 from harness.cli.options import OptionError
 from harness.cli.table import COMMANDS, parser
 from harness.console import err_console
+from harness.experiment_spec import SpecError
 from harness.judge.compare import CompareError
 from harness.judge.ladder import LadderError
 from harness.judge.references import ReproduceError
@@ -26,7 +27,6 @@ from harness.run.cluster import DistributedError
 from harness.run.interrupts import Interrupted
 from harness.run.runner import NonFiniteMetricError
 from harness.sessions import drift as drift_session
-from harness.spec import SpecError
 
 USER_ERRORS = (
     SpecError,

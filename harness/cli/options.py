@@ -11,13 +11,14 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from harness import build, spec
+from harness import build
+from harness import experiment_spec as spec
 from harness import sweep as sweeps
+from harness.experiment_spec import SpecError
 from harness.run import determinism, host_devices
 from harness.sessions import errors_report
 from harness.sessions import run as run_session
 from harness.sessions.options import RunOptions
-from harness.spec import SpecError
 
 DEVICE_OPTIONS = {
     "count": "--devices",

@@ -109,7 +109,7 @@ def observe_previous_action_reward(env: Environment) -> Environment:
 
 
 def apply_wrappers(env: Environment, wrappers: tuple[Any, ...]) -> Environment:
-    """`env` with `wrappers` (spec wrapper models, `harness.spec.sections`)
+    """`env` with `wrappers` (spec wrapper models, `harness.experiment_spec.sections`)
     applied in order, the first innermost. Raises `ValueError` for a wrapper
     that does not fit the env."""
     for wrapper in wrappers:

@@ -8,10 +8,10 @@ from __future__ import annotations
 import time
 from typing import Any, NamedTuple
 
+from harness.experiment_spec.claims import Claim
 from harness.judge import claims, levels
 from harness.record import runs
 from harness.record.schema import ClaimOutcome
-from harness.spec.claims import Claim
 from harness.stats import verdict
 
 

@@ -31,10 +31,10 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
+from harness.experiment_spec.claims import REFERENCE, Claim
 from harness.judge import levels
 from harness.judge.levels import Faithful
 from harness.record.schema import ClaimOutcome, Results
-from harness.spec.claims import REFERENCE, Claim
 from harness.stats import intervals, ranks, sequential, verdict
 
 # Statistics over seeds, each along the last axis of `[..., seeds]`.

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from harness.console import out_console
+from harness.experiment_spec.claims import Claim
 from harness.judge import levels
 from harness.judge.claims import SIGNS, claims_hash, reproduction_alpha
 from harness.record.schema import ClaimOutcome
-from harness.spec.claims import Claim
 from harness.stats import verdict
 
 WIDTH = 80  # the table is kept to a terminal's width

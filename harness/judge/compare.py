@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from harness.experiment_spec import spec_differences
 from harness.judge import claims
 from harness.judge.machines import device_label
 from harness.judge.reproduce import LEARNING_METRICS
 from harness.record import runs, schema, tracking
 from harness.record.schema import ClaimOutcome, Results
-from harness.spec import spec_differences
 from harness.stats import intervals, verdict
 
 # AlphaZero's two-player games plot the win rate against a random player.

@@ -49,8 +49,8 @@ from typing import Any
 
 import numpy as np
 
+from harness.experiment_spec.claims import REFERENCE, Claim
 from harness.judge import levels
-from harness.spec.claims import REFERENCE, Claim
 from harness.stats import ranks, sequential
 
 SIMULATIONS = 4000

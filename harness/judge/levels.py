@@ -23,7 +23,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from harness.spec.claims import REFERENCE, Claim
+from harness.experiment_spec.claims import REFERENCE, Claim
 from harness.stats.sequential import Test
 from harness.stats.stakes import SIZING_SEEDS
 

@@ -9,13 +9,13 @@ import tempfile
 from pathlib import Path
 from typing import NamedTuple
 
+from harness.experiment_spec import canonical
 from harness.judge import claims, differences, references
 from harness.judge.baselines import random_policy_summary
 from harness.judge.references import ReproduceError
 from harness.plan import Plan
 from harness.record import iterations, tracking
 from harness.record.schema import Results
-from harness.spec import canonical
 
 
 def publishable(plan: Plan, uri: str, run_id: str | None, random_baseline: bool) -> Results:

@@ -17,11 +17,11 @@ import re
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from harness.experiment_spec import canonical as canonical_spec
+from harness.experiment_spec import spec_differences
 from harness.judge import claims
 from harness.record import schema
 from harness.record.schema import ClaimOutcome, Results
-from harness.spec import canonical as canonical_spec
-from harness.spec import spec_differences
 
 PUBLISHED = "experiments"  # the folder of the published specs; their references are in results/ beside it
 

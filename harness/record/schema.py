@@ -81,7 +81,7 @@ class Speed(_Model):
 class ClaimOutcome(_Model):
     """A claim of the spec judged on this run (harness.judge.claims)."""
 
-    claim: dict[str, Any]  # the claim as the spec states it (harness.spec.claims.Claim)
+    claim: dict[str, Any]  # the claim as the spec states it (harness.experiment_spec.claims.Claim)
     value: float  # the claim's statistic on this run
     low: float  # its 95% bootstrap interval over seeds
     high: float
@@ -127,7 +127,7 @@ class Results(_Model):
     mlflow_run_id: str | None = None  # a published reference's run
     baselines: dict[str, Any] | None = None
     claims: dict[str, ClaimOutcome] | None = None  # by claim name; absent in records made before claims
-    claims_hash: str | None = None  # sha256 of the claims judged (harness.spec.claims_hash)
+    claims_hash: str | None = None  # sha256 of the claims judged (harness.experiment_spec.claims_hash)
 
     def finals(self, metric: str) -> np.ndarray | None:
         """The per-seed final values of `metric`, in seed order; None when

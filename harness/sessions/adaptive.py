@@ -25,8 +25,10 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import build, spec
+from harness import build
+from harness import experiment_spec as spec
 from harness.console import out_console
+from harness.experiment_spec.claims import Claim
 from harness.judge import claims
 from harness.judge.adaptive_report import Adaptive, progress_line
 from harness.judge.references import ReproduceError
@@ -35,7 +37,6 @@ from harness.record.schema import ClaimOutcome, Results
 from harness.run.programs import Programs
 from harness.sessions.options import RunOptions
 from harness.sessions.run import train_and_log
-from harness.spec.claims import Claim
 from harness.stats import verdict
 
 
@@ -53,7 +54,7 @@ def fresh_seeds(records: list[tuple[str, Results]], reference: Results, cap: int
 
 def prepare(plan: Plan, overrides: dict, seeds: list[int], source: str) -> tuple[Plan, dict[str, list[str]]]:
     """The plan of a reproduction's first batch: `plan`'s spec with the
-    `overrides` (dotted key -> value; harness.spec.overrides) and `seeds`,
+    `overrides` (dotted key -> value; harness.experiment_spec.overrides) and `seeds`,
     validated and built once, its claims kept; and the keys the overrides
     changed, with both values."""
     changed, differences = spec.with_overrides(plan.spec, {**overrides, "seeds": list(seeds)}, f"{source} (--set)")

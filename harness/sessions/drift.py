@@ -29,7 +29,8 @@ from typing import NamedTuple
 
 import yaml
 
-from harness import build, exit_codes, spec
+from harness import build, exit_codes
+from harness import experiment_spec as spec
 from harness.console import err_console, out_console, print_table
 from harness.judge import drift, machines
 from harness.record import runs, schema, tracking

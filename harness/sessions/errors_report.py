@@ -8,13 +8,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness import spec
+from harness import experiment_spec as spec
 from harness.console import out_console, print_table
+from harness.experiment_spec.claims import REFERENCE
+from harness.experiment_spec.sections import check_batch_fits
 from harness.judge import claims, errors, levels, references
 from harness.judge.claims_table import number
 from harness.sessions import freeze
-from harness.spec.claims import REFERENCE
-from harness.spec.sections import check_batch_fits
 from harness.stats import verdict
 
 # A reproduction's seeds by default (the spec's `reproduction` section

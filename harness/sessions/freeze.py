@@ -20,7 +20,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness import spec
+from harness import experiment_spec as spec
 from harness.console import out_console
 from harness.judge import claims, references
 from harness.stats import verdict

@@ -12,7 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-from harness import build, spec
+from harness import build
+from harness import experiment_spec as spec
 from harness.console import err_console, out_console, print_table
 from harness.judge import (
     adaptive_report,

@@ -9,11 +9,11 @@ import math
 import numpy as np
 
 from harness.console import fitting_table, megabytes, out_console, print_table
+from harness.experiment_spec import canonical
 from harness.plan import Plan
 from harness.record.schema import Curves, Results, Speed, WallTime
 from harness.record.tracking import ui_hints
 from harness.run import memory, provenance
-from harness.spec import canonical
 from harness.types import RunResult
 
 FINAL_FRACTION = 0.1  # "final" metrics average the last 10% of iterations

@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 import yaml
 
 import harness
-from harness import spec
+from harness import experiment_spec as spec
 from harness.console import err_console, out_console, print_table
 from harness.judge import claims, claims_table
 from harness.plan import Plan

@@ -16,7 +16,8 @@ from typing import NamedTuple
 
 import yaml
 
-from harness import build, spec
+from harness import build
+from harness import experiment_spec as spec
 from harness.console import megabytes, out_console, print_table, si
 from harness.record import runs, store, tracking
 from harness.run import ceiling, provenance, scaling

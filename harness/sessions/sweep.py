@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 import jax
 
-from harness import spec
+from harness import experiment_spec as spec
 from harness.console import err_console, out_console, print_table
 from harness.judge import sweep_summary
 from harness.record import journal, rundir, tracking

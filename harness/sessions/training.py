@@ -27,7 +27,7 @@ from typing import NamedTuple
 import jax
 import numpy as np
 
-from harness import spec
+from harness import experiment_spec as spec
 from harness.console import err_console
 from harness.plan import Plan
 from harness.record import iterations, journal, rundir, tracking, windows

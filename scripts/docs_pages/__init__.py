@@ -8,8 +8,8 @@
 The pages come from the code and the records, never from typed figures:
 
 - docs/reference/spec.md: every spec key, from the pydantic models of
-  `harness.spec.spec_models()` (types, defaults, bounds, descriptions) and
-  whether it is in the spec hash (probed through `harness.spec.canonical`);
+  `harness.experiment_spec.spec_models()` (types, defaults, bounds, descriptions) and
+  whether it is in the spec hash (probed through `harness.experiment_spec.canonical`);
   modules `spec_fields`, `hash_probe`, `spec_reference`;
 - docs/reference/cli.md: every command and option, from the argparse parser
   of `harness.cli.table`; module `cli_reference`;

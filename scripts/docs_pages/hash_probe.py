@@ -1,5 +1,5 @@
 """Which spec keys the spec hash covers, found by asking
-`harness.spec.canonical` (the form the hash is taken of) whether a key is in
+`harness.experiment_spec.canonical` (the form the hash is taken of) whether a key is in
 it: at its default, or with another value."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from pydantic.fields import FieldInfo
 
 from docs_pages.spec_fields import is_model, literal_choices, union_members, unwrap
-from harness import spec as S
+from harness import experiment_spec as S
 
 
 def sample_spec(algorithm: str) -> dict[str, Any]:

@@ -12,12 +12,12 @@ from typing import Any
 from docs_pages import ROOT
 from docs_pages.common import drawing, header, seconds, short, svg, table, thinned
 from docs_pages.strength import strength_section
-from harness import spec as S
+from harness import experiment_spec as S
+from harness.experiment_spec.claims import REFERENCE
 from harness.judge import claims as claims_judge
 from harness.judge import claims_table, ladder, machines, references
 from harness.record import schema
 from harness.sessions import errors_report
-from harness.spec.claims import REFERENCE
 from harness.stats import verdict as verdict_words
 
 

@@ -8,7 +8,7 @@ from docs_pages.common import codes, header
 from docs_pages.performance import Bench
 from docs_pages.results_pages import Reference
 from docs_pages.spec_fields import literal_choices
-from harness import spec as S
+from harness import experiment_spec as S
 
 MKDOCS = "mkdocs.yml"
 NAV_BEGIN = "# BEGIN results pages"

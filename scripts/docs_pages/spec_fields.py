@@ -40,7 +40,7 @@ def is_model(annotation: Any) -> bool:
 
 
 def is_statistic(model: type) -> bool:
-    """A model written as a name or `{name: number}` (harness.spec.claims._Statistic)."""
+    """A model written as a name or `{name: number}` (harness.experiment_spec.claims._Statistic)."""
     return hasattr(model, "PLAIN") and hasattr(model, "VALUED")
 
 

@@ -24,8 +24,8 @@ from docs_pages.spec_fields import (
     union_members,
     unwrap,
 )
-from harness import spec as S
-from harness.spec.sections import SeedRange
+from harness import experiment_spec as S
+from harness.experiment_spec.sections import SeedRange
 
 
 class Row(typing.NamedTuple):
@@ -38,7 +38,7 @@ class Row(typing.NamedTuple):
 
 
 # Spec keys a validator accepts in a second form that the annotation does
-# not show: `seeds:` as {count, base} (harness.spec.model._SpecBase._expand_seeds).
+# not show: `seeds:` as {count, base} (harness.experiment_spec.model._SpecBase._expand_seeds).
 SECOND_FORMS = {"seeds": (SeedRange, "a list of seeds, or a range {count, base} of them")}
 
 
@@ -145,14 +145,17 @@ def spec_reference() -> tuple[str, list[str]]:
     per_algorithm = ("network", "hyperparameters", "algorithm")
     first = HashProbe(names[0])
     walker = SpecWalker(first)
-    out = [header("harness.spec, its sections and claims, and the algorithms' configs"), "# Spec reference\n\n"]
+    out = [
+        header("harness.experiment_spec, its sections and claims, and the algorithms' configs"),
+        "# Spec reference\n\n",
+    ]
     out.append(
         "A spec is a YAML file, validated by the pydantic model that its `algorithm:` key picks "
-        f"(`harness.spec.spec_models()`: {codes(names)}). Unknown keys are refused. "
+        f"(`harness.experiment_spec.spec_models()`: {codes(names)}). Unknown keys are refused. "
         "Keys are written here as dotted paths: `optimizer.learning_rate` is `learning_rate:` inside "
         "`optimizer:`; `[]` is an item of a list and `<name>` a key of your choice.\n\n"
         "**In the hash**: whether the key is part of the spec hash, the sha256 of the resolved spec's "
-        "canonical JSON (`harness.spec.canonical`). The sections "
+        "canonical JSON (`harness.experiment_spec.canonical`). The sections "
         f"{codes(HashProbe.UNHASHED)} say where and how a spec runs, what it "
         "claims, or what is measured of the trained parameters afterwards, not what training computes, and are "
         "left out. *unless at its default*: the key is left out "

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.spec.claims import Claim
+from harness.experiment_spec.claims import Claim
 
 
 def share_of(decision, verdict):

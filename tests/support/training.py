@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from harness import build
-from harness import spec as spec_module
+from harness import experiment_spec as spec_module
 from harness.run import runner
 from harness.run.programs import Programs
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness import spec
+from harness import experiment_spec as spec
 from harness.cli.arguments import store_options
 from harness.cli.options import OptionError
 from harness.judge import references

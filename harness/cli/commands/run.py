@@ -7,7 +7,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness import exit_codes, spec
+from harness import exit_codes
+from harness import experiment_spec as spec
 from harness.cli.arguments import store_options, training_options
 from harness.cli.commands import sweep
 from harness.cli.exits import EXIT_INCOMPLETE, user_error

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from harness import spec
+from harness import experiment_spec as spec
 from harness.cli.arguments import store_options
 from harness.cli.options import OptionError, plot_path
 from harness.record import tracking

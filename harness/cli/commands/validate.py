@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from harness import spec
+from harness import experiment_spec as spec
 from harness.cli.arguments import seed_batches_options, sweep_options
 from harness.cli.options import load_plan, load_sweep, seed_batches
 from harness.judge import claims_table

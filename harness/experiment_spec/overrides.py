@@ -9,10 +9,10 @@ from typing import Any
 
 import yaml
 
-from harness.spec.canonical import canonical, spec_differences
-from harness.spec.errors import SpecError
-from harness.spec.loading import parse
-from harness.spec.model import Spec
+from harness.experiment_spec.canonical import canonical, spec_differences
+from harness.experiment_spec.errors import SpecError
+from harness.experiment_spec.loading import parse
+from harness.experiment_spec.model import Spec
 
 
 def parse_sets(sets: list[str], source: str = "--set") -> dict[str, tuple[Any, ...]]:

@@ -1,4 +1,4 @@
-"""A spec's `claims:` (harness.spec): what a run of it must show, each a
+"""A spec's `claims:` (harness.experiment_spec): what a run of it must show, each a
 statement judged on its point estimate or, with `delta`, a sequential test
 with stated errors (harness.judge.claims, harness.stats.sequential)."""
 
@@ -10,7 +10,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, BeforeValidator, Field, model_serializer, model_validator
 
-from harness.spec.sections import _Model
+from harness.experiment_spec.sections import _Model
 
 
 def _statistic(value: Any, plain: tuple[str, ...], valued: dict[str, str], what: str) -> tuple[str, float | None]:

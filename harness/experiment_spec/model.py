@@ -1,5 +1,5 @@
-"""The spec model: the sections every spec shares (harness.spec.sections),
-its claims (harness.spec.claims), and one model per registered algorithm,
+"""The spec model: the sections every spec shares (harness.experiment_spec.sections),
+its claims (harness.experiment_spec.claims), and one model per registered algorithm,
 whose `algorithm:` tag picks it (`spec_models`)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import Any, Literal
 from pydantic import Field, ValidationInfo, create_model, field_validator, model_serializer
 
 import algorithms
-from harness.spec.claims import Claim, ClaimName
-from harness.spec.sections import (
+from harness.experiment_spec.claims import Claim, ClaimName
+from harness.experiment_spec.sections import (
     BudgetSpec,
     CheckpointSpec,
     DevicesSpec,

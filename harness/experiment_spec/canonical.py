@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from harness.spec.model import Spec
+from harness.experiment_spec.model import Spec
 
 # Sections that say where or how a spec runs, not what it computes: they are
 # not part of the canonical form, so they do not change the spec hash (nor

@@ -1,6 +1,6 @@
-"""The sections of a spec (harness.spec) that every algorithm shares: env,
+"""The sections of a spec (harness.experiment_spec) that every algorithm shares: env,
 seeds, budget, network, optimizer, logging, tracking, devices, checkpoint,
-sweep ranges, as frozen pydantic models (the claims: harness.spec.claims) that refuse unknown keys. Each
+sweep ranges, as frozen pydantic models (the claims: harness.experiment_spec.claims) that refuse unknown keys. Each
 algorithm's `hyperparameters:` section is its own typed config, declared in
 `algorithms/` beside its factory (`Registration.config`)."""
 

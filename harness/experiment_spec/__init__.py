@@ -8,11 +8,11 @@ hash; the spec goes down from here once.
 - `canonical`: the canonical form and `spec_hash`, `to_yaml`;
 - `overrides`: values set by dotted key (`--set`, sweeps, reproductions).
 
-The names below are this package's interface (`from harness import spec`,
+The names below are this package's interface (`from harness import experiment_spec as spec`,
 then `spec.load`, `spec.spec_hash`, `spec.SpecError`, ...).
 """
 
-from harness.spec.canonical import (
+from harness.experiment_spec.canonical import (
     CLAIMS_SECTION,
     RUNTIME_SECTIONS,
     STRENGTH_SECTION,
@@ -23,12 +23,12 @@ from harness.spec.canonical import (
     spec_hash,
     to_yaml,
 )
-from harness.spec.claims import Claim, ClaimName
-from harness.spec.errors import SpecError, key_lines
-from harness.spec.loading import load, parse, parse_text
-from harness.spec.model import Spec, check_seeds, spec_models
-from harness.spec.overrides import assign, parse_sets, with_overrides
-from harness.spec.sections import (
+from harness.experiment_spec.claims import Claim, ClaimName
+from harness.experiment_spec.errors import SpecError, key_lines
+from harness.experiment_spec.loading import load, parse, parse_text
+from harness.experiment_spec.model import Spec, check_seeds, spec_models
+from harness.experiment_spec.overrides import assign, parse_sets, with_overrides
+from harness.experiment_spec.sections import (
     BudgetSpec,
     CheckpointSpec,
     DevicesSpec,

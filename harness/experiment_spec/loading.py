@@ -9,8 +9,8 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from harness.spec.errors import SpecError, key_lines, problems
-from harness.spec.model import Spec, spec_models
+from harness.experiment_spec.errors import SpecError, key_lines, problems
+from harness.experiment_spec.model import Spec, spec_models
 
 
 def parse(data: Any, source: str = "<spec>", text: str | None = None) -> Spec:

@@ -7,7 +7,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness import envs, spec
+from harness import envs
+from harness import experiment_spec as spec
 from harness.cli.options import OptionError
 from harness.console import err_console, fitting_table, out_console, print_table
 from harness.judge import ladder

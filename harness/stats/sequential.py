@@ -75,7 +75,6 @@ from harness.stats.stakes import MAX_LOSS, STAKES
 from harness.stats.verdict import FAIL, INCONCLUSIVE, PASS  # a test's verdicts are the verdict's words
 
 KINDS = ("mean", "rate")
-__all__ = ["FAIL", "INCONCLUSIVE", "MAX_LOSS", "PASS", "STAKES"]
 
 
 class Test(NamedTuple):

@@ -18,7 +18,7 @@ from harness.experiment_spec import SpecError
 from harness.run import determinism, host_devices
 from harness.sessions import errors_report
 from harness.sessions import run as run_session
-from harness.sessions.options import RunOptions
+from harness.sessions.run_options import RunOptions
 
 DEVICE_OPTIONS = {
     "count": "--devices",

@@ -35,8 +35,8 @@ from harness.judge.references import ReproduceError
 from harness.plan import Plan
 from harness.record.schema import ClaimOutcome, Results
 from harness.run.programs import Programs
-from harness.sessions.options import RunOptions
 from harness.sessions.run import train_and_log
+from harness.sessions.run_options import RunOptions
 from harness.stats import verdict
 
 

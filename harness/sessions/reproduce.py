@@ -30,8 +30,8 @@ from harness.record.command_run import command_run
 from harness.record.schema import Results
 from harness.run import provenance
 from harness.sessions import adaptive, results
-from harness.sessions.options import RunOptions
 from harness.sessions.run import Logged, print_claims, train_and_log
+from harness.sessions.run_options import RunOptions
 from harness.stats.verdict import shown
 
 

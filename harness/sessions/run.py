@@ -27,7 +27,7 @@ from harness.plan import Plan
 from harness.record import iterations, journal, rundir, runs, tracking
 from harness.record.schema import Results
 from harness.run import checkpoint, cluster, determinism, profiling, provenance, runner, tracing
-from harness.sessions.options import RunOptions, system_metrics
+from harness.sessions.run_options import RunOptions, system_metrics
 from harness.sessions.training import Program, TrainingSession
 from harness.stats import verdict
 

@@ -30,8 +30,8 @@ from harness.record.schema import Results
 from harness.record.schema import parse as parse_results
 from harness.run import provenance, tracing
 from harness.run.cluster import DistributedError
-from harness.sessions.options import RunOptions
 from harness.sessions.run import run_tags
+from harness.sessions.run_options import RunOptions
 from harness.sessions.training import Program, TrainingSession
 from harness.sweep import Group, Sweep
 

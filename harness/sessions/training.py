@@ -36,8 +36,8 @@ from harness.record.system_metrics import SystemMetrics
 from harness.run import checkpoint, cluster, compile_cache, interrupts, provenance, runner
 from harness.run.progress import ProgressBar
 from harness.sessions import results
-from harness.sessions.options import RunOptions, system_metrics
 from harness.sessions.resume import restart_from_main, resumer
+from harness.sessions.run_options import RunOptions, system_metrics
 from harness.types import ChunkMetrics, RunResult
 
 # About how many metrics an iteration logs per run (the algorithms log 6 to

@@ -99,17 +99,17 @@ def split(claim: Claim, tests: int) -> tuple[float, float]:
 
 
 def needed(claim: Claim) -> int:
-    """The faithful seeds a `reference` claim's test needs: MIN_FAITHFUL to
-    pair or rank with, and a test by ranks SIZING_SEEDS more to size its
-    stakes on (harness.stats.stakes)."""
+    """The faithful seeds a claim's test needs: for a `reference` level,
+    MIN_FAITHFUL to pair or rank with, and a test by ranks SIZING_SEEDS
+    more to size its stakes on (harness.stats.stakes); none for a number."""
+    if claim.bound[1] != REFERENCE:
+        return 0
     return MIN_FAITHFUL + (SIZING_SEEDS if claim.compare == "ranks" else 0)
 
 
 def untested(claim: Claim, faithful: np.ndarray | None) -> str:
     """Why a test claim cannot be a test with these faithful unit-scale
     values (`[seeds]`), or "" when it can."""
-    if claim.bound[1] != REFERENCE:
-        return ""
     seeds, need = 0 if faithful is None else np.shape(faithful)[-1], needed(claim)
     if seeds >= need:
         return ""

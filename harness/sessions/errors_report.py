@@ -10,7 +10,6 @@ from typing import Any
 
 from harness import experiment_spec as spec
 from harness.console import out_console, print_table
-from harness.experiment_spec.claims import REFERENCE
 from harness.experiment_spec.sections import check_batch_fits
 from harness.judge import claims, errors, levels, references
 from harness.judge.claims_table import number
@@ -77,7 +76,7 @@ def report(loaded: spec.Spec, spec_path: str, batch: int, cap: int) -> dict[str,
             continue
         pool = faithful[name]
         row: dict[str, Any] = {"test": True, "faithful_seeds": len(pool.values), "sources": list(pool.sources)}
-        row["needed"] = levels.needed(claim) if claim.bound[1] == REFERENCE else 0
+        row["needed"] = levels.needed(claim)
         random = random_level(claim, records)
         if len(pool.values) >= row["needed"]:
             measured = errors.simulate(claim, pool.values, batch, cap, tests, random)

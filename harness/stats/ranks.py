@@ -109,8 +109,6 @@ def bets(
     sizing: np.ndarray,
     values: np.ndarray,
     delta: float,
-    multiples: tuple[float, ...],
-    max_loss: float,
     ties: np.ndarray,
 ) -> tuple[list[tuple[np.ndarray, np.ndarray]], list[tuple[np.ndarray, np.ndarray]]]:
     """The `(payoff, stakes)` bets against H0 and against H1 of run `values`
@@ -124,7 +122,7 @@ def bets(
     collapsed = np.where(grid[None, :] < share, 0.0, (grid[None, :] - share) / np.maximum(1 - share, 1e-9))
     linear_alternative, *_ = fail_payoffs(_against(sizing, sizing - delta))
     fail = [
-        (payoff, kelly(alternative, multiples, max_loss))
+        (payoff, kelly(alternative))
         for payoff, alternative in zip(
             fail_payoffs(conformal(faithful, values, ties)),
             [linear_alternative, *fail_payoffs(collapsed)[1:]],
@@ -132,5 +130,5 @@ def bets(
         )
     ]
     passing = pass_payoff(conformal(faithful, values + delta, ties))
-    pass_stakes = kelly(pass_payoff(_against(sizing, sizing + delta)), multiples, max_loss)
+    pass_stakes = kelly(pass_payoff(_against(sizing, sizing + delta)))
     return fail, [(passing, pass_stakes)]

@@ -71,7 +71,6 @@ from typing import NamedTuple
 import numpy as np
 
 from harness.stats import ranks, stakes
-from harness.stats.stakes import MAX_LOSS, STAKES
 from harness.stats.verdict import FAIL, INCONCLUSIVE, PASS  # a test's verdicts are the verdict's words
 
 KINDS = ("mean", "rate")
@@ -110,6 +109,12 @@ class Decision(NamedTuple):
 
 def _column(x, rows: int) -> np.ndarray:
     return np.broadcast_to(np.asarray(x, dtype=np.float64), (rows,))
+
+
+def _rows(x, rows: int) -> np.ndarray:
+    """Seeds `[seeds]` or `[rows, seeds]` as `[rows, seeds]`."""
+    x = np.atleast_2d(np.asarray(x, dtype=np.float64))
+    return np.broadcast_to(x, (rows, x.shape[1]))
 
 
 def log_wealth(*bets: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
@@ -167,8 +172,7 @@ def bets(test: Test, values: np.ndarray, ties: np.ndarray | None = None) -> tupl
         fail_lam = stakes.kelly(np.clip((delta + z) / fail_unit, -1, 1))
         pass_lam = stakes.kelly(np.clip((delta + z) / pass_unit, -1, 1))
         return [(fail_payoff, fail_lam)], [(pass_payoff, pass_lam)]
-    faithful = np.atleast_2d(np.asarray(test.faithful, dtype=np.float64))
-    faithful = np.broadcast_to(faithful, (rows, faithful.shape[1]))
+    faithful = _rows(test.faithful, rows)
     if test.ranks and test.kind == "mean":
         if ties is None:
             raise ValueError(
@@ -178,10 +182,7 @@ def bets(test: Test, values: np.ndarray, ties: np.ndarray | None = None) -> tupl
         if test.sizing is None:
             raise ValueError("a test by ranks sizes its stakes on faithful seeds it never ranks against: `sizing`")
         ties = np.broadcast_to(np.asarray(ties, dtype=np.float64), values.shape)
-        sizing = np.broadcast_to(
-            np.atleast_2d(np.asarray(test.sizing, dtype=np.float64)), (rows, np.shape(test.sizing)[-1])
-        )
-        return ranks.bets(faithful, sizing, values, delta, STAKES, MAX_LOSS, ties)
+        return ranks.bets(faithful, _rows(test.sizing, rows), values, delta, ties)
     pairs = min(seeds, faithful.shape[1])
     difference = np.zeros_like(values)
     difference[:, :pairs] = faithful[:, :pairs] - values[:, :pairs]
